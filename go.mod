@@ -1,0 +1,3 @@
+module github.com/voucherd/voucherd
+
+go 1.26.8

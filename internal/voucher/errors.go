@@ -1,0 +1,104 @@
+package voucher
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrorCode is the one error vocabulary of voucherd. Adapters translate driver
+// errors into these codes once; the HTTP layer maps each code to a status in
+// one table.
+type ErrorCode string
+
+// The error codes of the API contract (SPEC §3) plus the few the service needs
+// for itself.
+const (
+	CodeInvalidRequest      ErrorCode = "INVALID_REQUEST"
+	CodeUnauthorized        ErrorCode = "UNAUTHORIZED"
+	CodeForbidden           ErrorCode = "FORBIDDEN"
+	CodeVoucherNotFound     ErrorCode = "VOUCHER_NOT_FOUND"
+	CodeVoucherExists       ErrorCode = "VOUCHER_EXISTS"
+	CodeLimitBelowHeld      ErrorCode = "LIMIT_BELOW_HELD"
+	CodeReservationNotFound ErrorCode = "RESERVATION_NOT_FOUND"
+	CodeReservationReleased ErrorCode = "RESERVATION_RELEASED"
+	CodeOutOfStock          ErrorCode = "OUT_OF_STOCK"
+	CodeAlreadyUsed         ErrorCode = "ALREADY_USED"
+	CodeNotEligible         ErrorCode = "NOT_ELIGIBLE"
+	CodeOrderConflict       ErrorCode = "ORDER_CONFLICT"
+	CodeOrderReleased       ErrorCode = "ORDER_RELEASED"
+	CodeUnavailable         ErrorCode = "UNAVAILABLE"
+	CodeInternal            ErrorCode = "INTERNAL"
+)
+
+// Reason refines CodeNotEligible.
+type Reason string
+
+// Reasons a reservation is not eligible.
+const (
+	ReasonNotStarted        Reason = "NOT_STARTED"
+	ReasonExpired           Reason = "EXPIRED"
+	ReasonOrderAmountTooLow Reason = "ORDER_AMOUNT_TOO_LOW"
+)
+
+// Error is a domain error: a code from the vocabulary, a human message, and
+// optionally a reason (for NOT_ELIGIBLE) and the underlying cause.
+type Error struct {
+	Code    ErrorCode
+	Reason  Reason
+	Message string
+	// RetryAfter, when positive, tells the client when trying again may help.
+	RetryAfter time.Duration
+	// Err is the cause, kept for logs and errors.Is; it is never shown to clients.
+	Err error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	msg := string(e.Code)
+	if e.Reason != "" {
+		msg += "/" + string(e.Reason)
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with the code and a formatted message.
+func Errorf(code ErrorCode, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotEligible returns a NOT_ELIGIBLE error with its reason.
+func NotEligible(reason Reason, format string, args ...any) *Error {
+	return &Error{Code: CodeNotEligible, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable wraps a dependency failure: the client gets 503 and nothing was
+// taken.
+func Unavailable(cause error, format string, args ...any) *Error {
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf(format, args...), Err: cause}
+}
+
+// CodeOf returns the code of err, CodeInternal for errors outside the
+// vocabulary, and "" for nil.
+func CodeOf(err error) ErrorCode {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// IsCode reports whether err carries the code.
+func IsCode(err error, code ErrorCode) bool { return CodeOf(err) == code }

@@ -1,0 +1,234 @@
+package voucher
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the source of truth (PostgreSQL). Every method is one transaction;
+// adapters translate driver errors into *Error values (CodeUnavailable for a
+// dependency failure, the contract codes for rule violations).
+type Store interface {
+	// CreateVoucher inserts a voucher; CodeVoucherExists when the code is taken.
+	CreateVoucher(ctx context.Context, v Voucher) (Voucher, error)
+	// Voucher returns a voucher with live Reserved and Confirmed counts.
+	Voucher(ctx context.Context, code string) (Voucher, error)
+	// PatchVoucher applies p atomically; CodeLimitBelowHeld when a limit would
+	// drop below what is held.
+	PatchVoucher(ctx context.Context, code string, p Patch) (Voucher, error)
+
+	// Reserve takes one use in one transaction: the conditional counter
+	// update, the per-customer counter and the redemption row. A known orderId
+	// with the same code and customer is a replay; it takes nothing.
+	Reserve(ctx context.Context, r ReserveRequest, now time.Time, ttl time.Duration) (Reservation, error)
+	// Redemption returns one redemption; CodeReservationNotFound when absent.
+	Redemption(ctx context.Context, code, orderID string) (Redemption, error)
+	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
+	// CodeReservationReleased when released or expired.
+	Confirm(ctx context.Context, code, orderID string, now time.Time) (Redemption, error)
+	// Release moves a held redemption to RELEASED and gives its use back to the
+	// voucher and the customer; idempotent. released is true when this call
+	// released it.
+	Release(ctx context.Context, code, orderID string, now time.Time) (r Redemption, released bool, err error)
+	// ExpireDue releases up to limit RESERVED redemptions whose expiry is at
+	// or before now, returning those it released. Concurrent callers release
+	// each row once.
+	ExpireDue(ctx context.Context, now time.Time, limit int) ([]Redemption, error)
+
+	// ApplyReserved writes reservations decided by the gate (Kafka mode)
+	// idempotently: a known orderId changes nothing. It returns one result per
+	// event, in order.
+	ApplyReserved(ctx context.Context, events []ReservedEvent) ([]ApplyResult, error)
+	// GateSnapshot reads what the gate needs to load a voucher, in one
+	// consistent snapshot.
+	GateSnapshot(ctx context.Context, code string) (Snapshot, error)
+
+	// Ping checks that the store answers.
+	Ping(ctx context.Context) error
+}
+
+// Snapshot is a voucher's state as the gate loads it: remaining is
+// TotalLimit minus held, never TotalLimit alone.
+type Snapshot struct {
+	Voucher Voucher
+	// Held is the number of held redemptions (RESERVED + CONFIRMED).
+	Held int32
+	// Customers maps each customer with held uses to their count.
+	Customers map[int64]int32
+	// Orders lists every known orderId of the voucher, held or released.
+	Orders []Redemption
+}
+
+// Remaining is TotalLimit minus held.
+func (s Snapshot) Remaining() int64 { return int64(s.Voucher.TotalLimit) - int64(s.Held) }
+
+// GateOutcome is what the gate decided for one reservation.
+type GateOutcome int
+
+// Gate outcomes.
+const (
+	// GateTaken: a use was taken for this orderId.
+	GateTaken GateOutcome = iota + 1
+	// GateReplay: the orderId already holds a use for the same customer.
+	GateReplay
+	// GateConflict: the orderId is known with another customer.
+	GateConflict
+	// GateReleased: the orderId was released; it cannot be used again.
+	GateReleased
+	// GateNotLoaded: the voucher is not in the gate; load it first.
+	GateNotLoaded
+	// GateQuotaHeld: the customer holds perUserLimit uses already.
+	GateQuotaHeld
+	// GateSoldOut: no use remains.
+	GateSoldOut
+)
+
+// String names the outcome for logs and metrics.
+func (o GateOutcome) String() string {
+	switch o {
+	case GateTaken:
+		return "taken"
+	case GateReplay:
+		return "replay"
+	case GateConflict:
+		return "conflict"
+	case GateReleased:
+		return "released"
+	case GateNotLoaded:
+		return "not_loaded"
+	case GateQuotaHeld:
+		return "quota_held"
+	case GateSoldOut:
+		return "sold_out"
+	}
+	return "unknown"
+}
+
+// Hold is what the gate records for an orderId that took a use, enough to
+// answer a replay without the database.
+type Hold struct {
+	OrderID        string
+	CustomerID     int64
+	OrderAmount    int64
+	DiscountAmount int64
+	ReservedAt     time.Time
+	ExpiresAt      time.Time
+	// Released is true for a released orderId's marker (Lookup only).
+	Released bool
+	// Pending is true between taking a use and the durable write (Kafka
+	// mode); a replay must not answer 201 from a pending hold.
+	Pending bool
+}
+
+// GateDecision is the gate's answer. Hold is filled for GateReplay.
+type GateDecision struct {
+	Outcome GateOutcome
+	Hold    Hold
+	// Remaining is the number of uses left after the decision, when known.
+	Remaining int64
+}
+
+// ReleaseMode says what the gate keeps of a released orderId.
+type ReleaseMode int
+
+// Release modes.
+const (
+	// ReleaseMark gives the use back and marks the orderId released, so a
+	// late retry cannot take a second use (release, expiry).
+	ReleaseMark ReleaseMode = iota + 1
+	// ReleaseForget gives the use back and forgets the orderId, so the client
+	// may retry it (compensation after a failed durable write: nothing was
+	// taken).
+	ReleaseForget
+)
+
+// Gate is the atomic check-and-take of flash vouchers (Redis).
+type Gate interface {
+	// Reserve checks and takes a use atomically for hold.OrderID.
+	Reserve(ctx context.Context, code string, perUserLimit int32, hold Hold) (GateDecision, error)
+	// Lookup returns what the gate knows of orderID; found is false when it
+	// knows nothing (or the voucher is not loaded).
+	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
+	// Commit marks a pending hold durable (Kafka mode, after the ack).
+	Commit(ctx context.Context, code string, hold Hold) error
+	// Release gives the use of orderID back if it holds one; safe to repeat.
+	// It reports whether a use was given back.
+	Release(ctx context.Context, code, orderID string, mode ReleaseMode) (bool, error)
+	// Load writes a snapshot if the voucher is not loaded yet; it reports
+	// whether it wrote.
+	Load(ctx context.Context, s Snapshot) (bool, error)
+	// Loaded reports whether the voucher is in the gate.
+	Loaded(ctx context.Context, code string) (bool, error)
+	// AdjustLimit adds delta (may be negative) to remaining if loaded, and
+	// updates the per-customer limit and expiry; it clears local caches.
+	AdjustLimit(ctx context.Context, v Voucher, delta int64) error
+	// Lock takes the per-voucher warm-up lock for ttl. ok is false when
+	// another loader holds it.
+	Lock(ctx context.Context, code string, ttl time.Duration) (unlock func(), ok bool, err error)
+	// Ping checks that the gate answers.
+	Ping(ctx context.Context) error
+}
+
+// EventVersion is the version of ReservedEvent written by this build.
+const EventVersion = 1
+
+// ReservedEvent records a use taken by the gate in Kafka mode; the consumer
+// writes it to the store.
+type ReservedEvent struct {
+	Version        int
+	Code           string
+	CustomerID     int64
+	OrderID        string
+	OrderAmount    int64
+	DiscountAmount int64
+	ReservedAt     time.Time
+	ExpiresAt      time.Time
+}
+
+// EventFromHold builds the event for a hold taken by the gate.
+func EventFromHold(code string, h Hold) ReservedEvent {
+	return ReservedEvent{
+		Version: EventVersion, Code: code, CustomerID: h.CustomerID, OrderID: h.OrderID,
+		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount,
+		ReservedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt,
+	}
+}
+
+// Redemption is the redemption the event describes, RESERVED.
+func (e ReservedEvent) Redemption() Redemption {
+	return Redemption{
+		OrderID: e.OrderID, VoucherCode: e.Code, CustomerID: e.CustomerID,
+		OrderAmount: e.OrderAmount, DiscountAmount: e.DiscountAmount,
+		Status: StatusReserved, CreatedAt: e.ReservedAt, UpdatedAt: e.ReservedAt, ExpiresAt: e.ExpiresAt,
+	}
+}
+
+// ApplyOutcome is what applying one ReservedEvent did.
+type ApplyOutcome int
+
+// Apply outcomes.
+const (
+	// Applied: the redemption was inserted and counted.
+	Applied ApplyOutcome = iota + 1
+	// AlreadyApplied: the orderId was known; nothing changed.
+	AlreadyApplied
+	// Rejected: the database refused it (unknown voucher, limit); the event
+	// belongs in the dead-letter topic.
+	Rejected
+)
+
+// ApplyResult is the result for one event of Store.ApplyReserved.
+type ApplyResult struct {
+	Outcome ApplyOutcome
+	// Reason says why an event was rejected.
+	Reason string
+}
+
+// EventLog carries reservations to the store in Kafka mode.
+type EventLog interface {
+	// PublishReserved writes the event durably (acks=all) or fails.
+	PublishReserved(ctx context.Context, e ReservedEvent) error
+	// CaughtUp returns nil when every event published before the call has
+	// been applied to the store, or an error saying how far behind it is.
+	CaughtUp(ctx context.Context) error
+}

@@ -1,0 +1,196 @@
+// Package voucher is the domain of voucherd: vouchers, redemptions, the rules
+// that decide whether a reservation may take a use, the one error vocabulary,
+// the ports the adapters implement (Store, Gate, EventLog) and the Service that
+// routes each reservation through standard, flash-sync or flash-kafka mode.
+//
+// It imports only the standard library; every clock is passed in.
+package voucher
+
+import (
+	"regexp"
+	"time"
+)
+
+// Limits of the contract (SPEC §1, §2).
+const (
+	MaxCodeLen    = 32
+	MaxOrderIDLen = 64
+)
+
+var (
+	codePattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+	orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+)
+
+// ValidCode reports whether s is a well-formed voucher code.
+func ValidCode(s string) bool { return codePattern.MatchString(s) }
+
+// ValidOrderID reports whether s is a well-formed orderId: 1–64 characters of
+// letters, digits and `. _ : -`, so that it is safe in a URL path.
+func ValidOrderID(s string) bool { return orderIDPattern.MatchString(s) }
+
+// Voucher is a limited-use discount code.
+type Voucher struct {
+	Code           string
+	DiscountAmount int64
+	MinOrderAmount int64
+	TotalLimit     int32
+	PerUserLimit   int32
+	StartsAt       time.Time
+	EndsAt         time.Time
+	FlashSale      bool
+
+	// UsedCount is the number of held uses as the voucher row counts them.
+	UsedCount int32
+	// Reserved and Confirmed count held redemptions by status; they are
+	// filled by reads that ask for live counts.
+	Reserved  int32
+	Confirmed int32
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Remaining is the number of uses that may still be taken.
+func (v Voucher) Remaining() int32 {
+	if r := v.TotalLimit - v.UsedCount; r > 0 {
+		return r
+	}
+	return 0
+}
+
+// Validate checks the ranges of SPEC §1 on a voucher about to be created.
+func (v Voucher) Validate() error {
+	switch {
+	case !ValidCode(v.Code):
+		return Errorf(CodeInvalidRequest, "code must be 1-32 characters of A-Z a-z 0-9 _ -")
+	case v.DiscountAmount <= 0:
+		return Errorf(CodeInvalidRequest, "discountAmount must be > 0")
+	case v.MinOrderAmount < 0:
+		return Errorf(CodeInvalidRequest, "minOrderAmount must be >= 0")
+	case v.TotalLimit <= 0:
+		return Errorf(CodeInvalidRequest, "totalLimit must be > 0")
+	case v.PerUserLimit <= 0:
+		return Errorf(CodeInvalidRequest, "perUserLimit must be > 0")
+	case v.StartsAt.IsZero() || v.EndsAt.IsZero():
+		return Errorf(CodeInvalidRequest, "startsAt and endsAt are required")
+	case !v.StartsAt.Before(v.EndsAt):
+		return Errorf(CodeInvalidRequest, "startsAt must be before endsAt")
+	}
+	return nil
+}
+
+// Patch changes some fields of a voucher; nil fields stay as they are.
+// Limits may be raised, and lowered no further than what is already held.
+type Patch struct {
+	DiscountAmount *int64
+	MinOrderAmount *int64
+	TotalLimit     *int32
+	PerUserLimit   *int32
+	StartsAt       *time.Time
+	EndsAt         *time.Time
+	FlashSale      *bool
+}
+
+// Empty reports whether the patch changes nothing.
+func (p Patch) Empty() bool {
+	return p.DiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
+		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil
+}
+
+// Apply returns v with the patch applied and validated. It does not check
+// limits against held uses: the store does that atomically.
+func (p Patch) Apply(v Voucher) (Voucher, error) {
+	if p.DiscountAmount != nil {
+		v.DiscountAmount = *p.DiscountAmount
+	}
+	if p.MinOrderAmount != nil {
+		v.MinOrderAmount = *p.MinOrderAmount
+	}
+	if p.TotalLimit != nil {
+		v.TotalLimit = *p.TotalLimit
+	}
+	if p.PerUserLimit != nil {
+		v.PerUserLimit = *p.PerUserLimit
+	}
+	if p.StartsAt != nil {
+		v.StartsAt = *p.StartsAt
+	}
+	if p.EndsAt != nil {
+		v.EndsAt = *p.EndsAt
+	}
+	if p.FlashSale != nil {
+		v.FlashSale = *p.FlashSale
+	}
+	return v, v.Validate()
+}
+
+// CheckEligible applies the reserve-time rules that do not depend on stock:
+// the validity window [StartsAt, EndsAt) and the minimum order amount.
+func (v Voucher) CheckEligible(orderAmount int64, now time.Time) error {
+	switch {
+	case now.Before(v.StartsAt):
+		return NotEligible(ReasonNotStarted, "voucher %s starts at %s", v.Code, v.StartsAt.UTC().Format(time.RFC3339))
+	case !now.Before(v.EndsAt):
+		return NotEligible(ReasonExpired, "voucher %s ended at %s", v.Code, v.EndsAt.UTC().Format(time.RFC3339))
+	case orderAmount < v.MinOrderAmount:
+		return NotEligible(ReasonOrderAmountTooLow, "order amount %d is below the minimum %d", orderAmount, v.MinOrderAmount)
+	}
+	return nil
+}
+
+// Status is the state of a redemption (SPEC §2).
+type Status string
+
+// Redemption states.
+const (
+	StatusReserved  Status = "RESERVED"
+	StatusConfirmed Status = "CONFIRMED"
+	StatusReleased  Status = "RELEASED"
+)
+
+// Held reports whether a redemption in this state holds a use.
+func (s Status) Held() bool { return s == StatusReserved || s == StatusConfirmed }
+
+// Redemption is one order's use of a voucher, identified by its orderId.
+type Redemption struct {
+	OrderID        string
+	VoucherCode    string
+	CustomerID     int64
+	OrderAmount    int64
+	DiscountAmount int64
+	Status         Status
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ExpiresAt      time.Time
+}
+
+// ReserveRequest asks for one use of a voucher for one order.
+type ReserveRequest struct {
+	Code        string
+	CustomerID  int64
+	OrderID     string
+	OrderAmount int64
+}
+
+// Validate checks the ranges of the request fields.
+func (r ReserveRequest) Validate() error {
+	switch {
+	case !ValidCode(r.Code):
+		return Errorf(CodeInvalidRequest, "code must be 1-32 characters of A-Z a-z 0-9 _ -")
+	case r.CustomerID <= 0:
+		return Errorf(CodeInvalidRequest, "customerId must be a positive integer")
+	case !ValidOrderID(r.OrderID):
+		return Errorf(CodeInvalidRequest, "orderId must be 1-64 characters of A-Z a-z 0-9 . _ : -")
+	case r.OrderAmount < 0:
+		return Errorf(CodeInvalidRequest, "orderAmount must be >= 0")
+	}
+	return nil
+}
+
+// Reservation is the answer to a successful reserve: the redemption and
+// whether it was already there (an idempotent replay).
+type Reservation struct {
+	Redemption
+	Replay bool
+}
