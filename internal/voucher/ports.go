@@ -13,9 +13,10 @@ type Store interface {
 	CreateVoucher(ctx context.Context, v Voucher) (Voucher, error)
 	// Voucher returns a voucher with live Reserved and Confirmed counts.
 	Voucher(ctx context.Context, code string) (Voucher, error)
-	// PatchVoucher applies p atomically; CodeLimitBelowHeld when a limit would
-	// drop below what is held.
-	PatchVoucher(ctx context.Context, code string, p Patch) (Voucher, error)
+	// PatchVoucher applies p atomically and returns the voucher before and
+	// after the change (the gate adjusts remaining by the exact difference);
+	// CodeLimitBelowHeld when a limit would drop below what is held.
+	PatchVoucher(ctx context.Context, code string, p Patch) (before, after Voucher, err error)
 
 	// Reserve takes one use in one transaction: the conditional counter
 	// update, the per-customer counter and the redemption row. A known orderId

@@ -1,0 +1,345 @@
+// Package httpapi serves voucherd's HTTP API (SPEC §3): routes, JSON
+// transfer objects, bearer-token auth, strict decoding, and the one table
+// that maps domain error codes to HTTP statuses.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// MaxBodyBytes is the largest request body accepted.
+const MaxBodyBytes = 16 << 10
+
+// statusOf is the one table from error codes to HTTP statuses.
+var statusOf = map[voucher.ErrorCode]int{
+	voucher.CodeInvalidRequest:      http.StatusBadRequest,
+	voucher.CodeUnauthorized:        http.StatusUnauthorized,
+	voucher.CodeForbidden:           http.StatusForbidden,
+	voucher.CodeVoucherNotFound:     http.StatusNotFound,
+	voucher.CodeReservationNotFound: http.StatusNotFound,
+	voucher.CodeVoucherExists:       http.StatusConflict,
+	voucher.CodeLimitBelowHeld:      http.StatusConflict,
+	voucher.CodeReservationReleased: http.StatusConflict,
+	voucher.CodeOutOfStock:          http.StatusConflict,
+	voucher.CodeAlreadyUsed:         http.StatusConflict,
+	voucher.CodeOrderConflict:       http.StatusConflict,
+	voucher.CodeOrderReleased:       http.StatusConflict,
+	voucher.CodeNotEligible:         http.StatusUnprocessableEntity,
+	voucher.CodeUnavailable:         http.StatusServiceUnavailable,
+	voucher.CodeInternal:            http.StatusInternalServerError,
+}
+
+// StatusOf returns the HTTP status for an error code.
+func StatusOf(code voucher.ErrorCode) int {
+	if s, ok := statusOf[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Metrics receives one observation per request. Route is the pattern that
+// matched (for example "POST /vouchers/{code}/reservations"), outcome "ok" or
+// the error code.
+type Metrics interface {
+	ObserveRequest(route, outcome string, status int, d time.Duration)
+}
+
+// Config configures the API server.
+type Config struct {
+	// Service is required.
+	Service *voucher.Service
+	// APIToken guards the reservation routes; empty means loopback-only.
+	APIToken string
+	// AdminToken guards voucher administration; empty means loopback-only.
+	AdminToken string
+	// Ready reports whether the instance should receive traffic (/readyz).
+	Ready func(ctx context.Context) error
+	// Logger receives request logs (default: discard).
+	Logger *slog.Logger
+	// Metrics receives request observations (optional).
+	Metrics Metrics
+	// MetricsHandler serves /metrics (optional).
+	MetricsHandler http.Handler
+	// Extra registers more routes on the same mux (admin and ops features
+	// of other packages).
+	Extra func(mux *http.ServeMux, wrap func(route string, admin bool, h HandlerFunc) http.Handler)
+}
+
+// HandlerFunc is a route handler that returns an error instead of writing
+// it; the error is written once, through the status table.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Server is the HTTP API.
+type Server struct {
+	cfg      Config
+	svc      *voucher.Service
+	mux      *http.ServeMux
+	log      *slog.Logger
+	draining atomic.Bool
+}
+
+// New returns a Server with every route registered.
+func New(cfg Config) (*Server, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("httpapi: Config.Service is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), log: cfg.Logger}
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the root handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Drain makes /readyz fail so that load balancers stop sending traffic
+// before shutdown.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+func (s *Server) routes() {
+	s.mux.Handle("POST /vouchers", s.wrap("POST /vouchers", true, s.createVoucher))
+	s.mux.Handle("GET /vouchers/{code}", s.wrap("GET /vouchers/{code}", false, s.getVoucher))
+	s.mux.Handle("PATCH /vouchers/{code}", s.wrap("PATCH /vouchers/{code}", true, s.patchVoucher))
+	s.mux.Handle("POST /vouchers/{code}/warmup", s.wrap("POST /vouchers/{code}/warmup", true, s.warmup))
+	s.mux.Handle("POST /vouchers/{code}/reservations", s.wrap("POST /vouchers/{code}/reservations", false, s.reserve))
+	s.mux.Handle("GET /vouchers/{code}/reservations/{orderId}", s.wrap("GET /vouchers/{code}/reservations/{orderId}", false, s.getReservation))
+	s.mux.Handle("POST /vouchers/{code}/reservations/{orderId}/confirm", s.wrap("POST /vouchers/{code}/reservations/{orderId}/confirm", false, s.confirm))
+	s.mux.Handle("DELETE /vouchers/{code}/reservations/{orderId}", s.wrap("DELETE /vouchers/{code}/reservations/{orderId}", false, s.release))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.Handle("GET /readyz", s.wrap("GET /readyz", false, s.readyz))
+	if s.cfg.MetricsHandler != nil {
+		s.mux.Handle("GET /metrics", s.cfg.MetricsHandler)
+	}
+	if s.cfg.Extra != nil {
+		s.cfg.Extra(s.mux, s.wrap)
+	}
+	s.mux.Handle("/", s.wrap("unmatched", false, func(w http.ResponseWriter, r *http.Request) error {
+		return &voucher.Error{Code: "NOT_FOUND", Message: "no route for " + r.Method + " " + r.URL.Path}
+	}))
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = 1
+
+// RequestID returns the request id carried by ctx, if any.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// wrap adds request ids, auth, body limits, error writing, logging and
+// metrics around a route handler. Exposed to Config.Extra.
+func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
+	public := route == "GET /readyz"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 || strings.ContainsAny(id, "\r\n") {
+			id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		r = r.WithContext(ctx)
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		var err error
+		if !public {
+			err = s.authorize(r, admin)
+		}
+		if err == nil {
+			err = h(rec, r)
+		}
+		if err != nil {
+			s.writeError(rec, r, err)
+		}
+		outcome := "ok"
+		if err != nil {
+			outcome = string(voucher.CodeOf(err))
+		}
+		d := time.Since(start)
+		if s.cfg.Metrics != nil {
+			s.cfg.Metrics.ObserveRequest(route, outcome, rec.status, d)
+		}
+		level := slog.LevelDebug
+		if rec.status >= 500 {
+			level = slog.LevelError
+		}
+		s.log.LogAttrs(ctx, level, "request", slog.String("request_id", id), slog.String("route", route),
+			slog.Int("status", rec.status), slog.String("outcome", outcome), slog.Duration("duration", d))
+	})
+}
+
+// authorize checks the bearer token. A route whose token is not configured
+// accepts only loopback clients, so that a forgotten token never opens the
+// service to the network.
+func (s *Server) authorize(r *http.Request, admin bool) error {
+	want := s.cfg.APIToken
+	if admin {
+		want = s.cfg.AdminToken
+	}
+	if want == "" {
+		if isLoopback(r.RemoteAddr) {
+			return nil
+		}
+		return voucher.Errorf(voucher.CodeForbidden, "no token is configured for this route; only loopback clients are accepted")
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return voucher.Errorf(voucher.CodeUnauthorized, "missing bearer token")
+	}
+	if tokenEqual(got, want) || (!admin && s.cfg.AdminToken != "" && tokenEqual(got, s.cfg.AdminToken)) {
+		return nil
+	}
+	return voucher.Errorf(voucher.CodeUnauthorized, "invalid bearer token")
+}
+
+func tokenEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+func isLoopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *voucher.Error
+	if !errors.As(err, &e) {
+		e = &voucher.Error{Code: voucher.CodeInternal, Message: "internal error", Err: err}
+	}
+	status := StatusOf(e.Code)
+	if e.Code == "NOT_FOUND" {
+		status = http.StatusNotFound
+	}
+	msg := e.Message
+	if status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()),
+			"code", e.Code, "err", err)
+		if e.Code == voucher.CodeInternal {
+			msg = "internal error"
+		}
+	}
+	body := errorJSON{Error: string(e.Code), Message: msg, Reason: string(e.Reason)}
+	if e.RetryAfter > 0 {
+		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
+		body.RetryAfter = &secs
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	} else if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, `{"error":"INTERNAL","message":"encoding failed"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// decode reads one JSON object strictly: unknown fields, trailing data and
+// bodies over MaxBodyBytes are INVALID_REQUEST.
+func decode(r *http.Request, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return voucher.Errorf(voucher.CodeInvalidRequest, "Content-Type must be application/json")
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return decodeError(err)
+		}
+		return voucher.Errorf(voucher.CodeInvalidRequest, "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var tooBig *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		return voucher.Errorf(voucher.CodeInvalidRequest, "request body is larger than %d bytes", MaxBodyBytes)
+	case errors.Is(err, io.EOF):
+		return voucher.Errorf(voucher.CodeInvalidRequest, "request body is empty")
+	case errors.As(err, &syntax):
+		return voucher.Errorf(voucher.CodeInvalidRequest, "malformed JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typ):
+		return voucher.Errorf(voucher.CodeInvalidRequest, "field %s must be %s", typ.Field, typ.Type)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return voucher.Errorf(voucher.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return voucher.Errorf(voucher.CodeInvalidRequest, "invalid JSON: %v", err)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

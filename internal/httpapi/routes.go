@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) error {
+	var body createVoucherRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	v, err := body.toVoucher()
+	if err != nil {
+		return err
+	}
+	created, err := s.svc.CreateVoucher(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/vouchers/"+created.Code)
+	writeJSON(w, http.StatusCreated, toVoucherJSON(created))
+	return nil
+}
+
+func (s *Server) getVoucher(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.svc.Voucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toVoucherJSON(v))
+	return nil
+}
+
+func (s *Server) patchVoucher(w http.ResponseWriter, r *http.Request) error {
+	var body patchVoucherRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	v, err := s.svc.PatchVoucher(r.Context(), r.PathValue("code"), body.toPatch())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toVoucherJSON(v))
+	return nil
+}
+
+func (s *Server) warmup(w http.ResponseWriter, r *http.Request) error {
+	code := r.PathValue("code")
+	if !voucher.ValidCode(code) {
+		return voucher.Errorf(voucher.CodeVoucherNotFound, "voucher %q not found", code)
+	}
+	loaded, err := s.svc.Warmup(r.Context(), code)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"code": code, "loaded": loaded})
+	return nil
+}
+
+func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
+	var body reserveRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	req, err := body.toDomain(r.PathValue("code"))
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Reserve(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	if res.Replay {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, http.StatusCreated, reservationJSON{
+		OrderID: res.OrderID, DiscountAmount: res.DiscountAmount,
+		Status: string(res.Status), ExpiresAt: res.ExpiresAt.UTC(),
+	})
+	return nil
+}
+
+func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
+	red, err := s.svc.Redemption(r.Context(), r.PathValue("code"), r.PathValue("orderId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toRedemptionJSON(red))
+	return nil
+}
+
+func (s *Server) confirm(w http.ResponseWriter, r *http.Request) error {
+	red, err := s.svc.Confirm(r.Context(), r.PathValue("code"), r.PathValue("orderId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toRedemptionJSON(red))
+	return nil
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
+	red, err := s.svc.Release(r.Context(), r.PathValue("code"), r.PathValue("orderId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toRedemptionJSON(red))
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.draining.Load() {
+		return voucher.Errorf(voucher.CodeUnavailable, "draining")
+	}
+	check := s.cfg.Ready
+	if check == nil {
+		check = s.svc.Ping
+	}
+	if err := check(r.Context()); err != nil {
+		return voucher.Unavailable(err, "not ready: %v", err)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}

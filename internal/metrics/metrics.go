@@ -1,0 +1,158 @@
+// Package metrics owns voucherd's Prometheus metrics: one registry, the
+// collectors, and the adapters that feed them from the service (as a
+// voucher.Observer) and from the HTTP layer (as an httpapi.Metrics).
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// latencyBuckets cover 100µs to 5s: flash answers sit at the low end,
+// durable PostgreSQL writes under contention at the high end.
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// Metrics holds every collector of the process.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	RequestDuration  *prometheus.HistogramVec
+	Reservations     *prometheus.CounterVec
+	ReserveDuration  *prometheus.HistogramVec
+	GateDecisions    *prometheus.CounterVec
+	SoldOutCacheHits prometheus.CounterFunc
+	Compensations    *prometheus.CounterVec
+	ExpiryReleases   prometheus.Counter
+	DependencyErrors *prometheus.CounterVec
+	DependencyTime   *prometheus.HistogramVec
+	ConsumerLag      prometheus.Gauge
+	DeadLetters      prometheus.Counter
+	ConsumerApplied  *prometheus.CounterVec
+	Drift            *prometheus.GaugeVec
+	DriftRepairs     *prometheus.CounterVec
+	ThresholdEvents  *prometheus.CounterVec
+}
+
+// New registers the collectors on a fresh registry. soldOutHits reads the
+// gate's local sold-out cache hit count (nil when there is no gate).
+func New(soldOutHits func() uint64) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{Registry: reg}
+	m.RequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "voucherd", Name: "http_request_duration_seconds",
+		Help: "HTTP request latency by route, outcome (ok or error code) and status.", Buckets: latencyBuckets,
+	}, []string{"route", "outcome", "status"})
+	m.Reservations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "reservations_total",
+		Help: "Reserve calls by path (standard, flash-sync, flash-kafka) and outcome (ok, replay or error code).",
+	}, []string{"mode", "outcome"})
+	m.ReserveDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "voucherd", Name: "reserve_duration_seconds",
+		Help: "Reserve latency inside the service by path and outcome.", Buckets: latencyBuckets,
+	}, []string{"mode", "outcome"})
+	m.GateDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "gate_decisions_total", Help: "Redis gate answers by outcome.",
+	}, []string{"outcome"})
+	if soldOutHits == nil {
+		soldOutHits = func() uint64 { return 0 }
+	}
+	m.SoldOutCacheHits = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "soldout_cache_hits_total",
+		Help: "Reservations answered OUT_OF_STOCK from the in-process sold-out cache without calling Redis.",
+	}, func() float64 { return float64(soldOutHits()) })
+	m.Compensations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "gate_compensations_total",
+		Help: "Uses given back to the gate because the durable write failed.",
+	}, []string{"mode"})
+	m.ExpiryReleases = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "expiry_releases_total", Help: "Reservations released by the expiry job.",
+	})
+	m.DependencyErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "dependency_errors_total", Help: "Errors talking to postgres, redis or kafka.",
+	}, []string{"dependency", "op"})
+	m.DependencyTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "voucherd", Name: "dependency_duration_seconds",
+		Help: "Latency of calls to postgres, redis and kafka by operation.", Buckets: latencyBuckets,
+	}, []string{"dependency", "op"})
+	m.ConsumerLag = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "voucherd", Name: "consumer_lag_events", Help: "Reservation events not yet applied to PostgreSQL.",
+	})
+	m.DeadLetters = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "dead_letters_total", Help: "Events sent to the dead-letter topic.",
+	})
+	m.ConsumerApplied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "consumer_events_total", Help: "Events the consumer handled, by result.",
+	}, []string{"result"})
+	m.Drift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "voucherd", Name: "reconciliation_drift",
+		Help: "Redis remaining minus (totalLimit - held in PostgreSQL) per voucher at the last reconciliation; negative is undersell.",
+	}, []string{"code"})
+	m.DriftRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "reconciliation_repairs_total", Help: "Repairs made by reconciliation, by kind.",
+	}, []string{"kind"})
+	m.ThresholdEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "threshold_events_total", Help: "Low-stock and sold-out crossings, by type.",
+	}, []string{"type"})
+	for _, c := range []prometheus.Collector{m.RequestDuration, m.Reservations, m.ReserveDuration, m.GateDecisions,
+		m.SoldOutCacheHits, m.Compensations, m.ExpiryReleases, m.DependencyErrors, m.DependencyTime,
+		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.Drift, m.DriftRepairs, m.ThresholdEvents} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// ObserveRequest implements httpapi.Metrics.
+func (m *Metrics) ObserveRequest(route, outcome string, status int, d time.Duration) {
+	m.RequestDuration.WithLabelValues(route, outcome, statusText(status)).Observe(d.Seconds())
+}
+
+// Reserved implements voucher.Observer.
+func (m *Metrics) Reserved(mode voucher.Mode, code voucher.ErrorCode, replay bool, d time.Duration) {
+	outcome := string(code)
+	switch {
+	case code == "" && replay:
+		outcome = "replay"
+	case code == "":
+		outcome = "ok"
+	}
+	m.Reservations.WithLabelValues(string(mode), outcome).Inc()
+	m.ReserveDuration.WithLabelValues(string(mode), outcome).Observe(d.Seconds())
+}
+
+// GateDecided implements voucher.Observer.
+func (m *Metrics) GateDecided(o voucher.GateOutcome) { m.GateDecisions.WithLabelValues(o.String()).Inc() }
+
+// Expired implements voucher.Observer.
+func (m *Metrics) Expired(n int) { m.ExpiryReleases.Add(float64(n)) }
+
+// Compensated implements voucher.Observer.
+func (m *Metrics) Compensated(mode voucher.Mode) { m.Compensations.WithLabelValues(string(mode)).Inc() }
+
+// ObserveDependency records one call to a dependency.
+func (m *Metrics) ObserveDependency(dep, op string, d time.Duration, err error) {
+	m.DependencyTime.WithLabelValues(dep, op).Observe(d.Seconds())
+	if err != nil {
+		m.DependencyErrors.WithLabelValues(dep, op).Inc()
+	}
+}
+
+func statusText(s int) string {
+	const digits = "0123456789"
+	if s < 100 || s > 999 {
+		return "0"
+	}
+	return string([]byte{digits[s/100], digits[s/10%10], digits[s%10]})
+}

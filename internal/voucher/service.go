@@ -1,0 +1,647 @@
+package voucher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// FlashWrites says how flash reservations reach the store after the gate.
+type FlashWrites string
+
+// Flash write modes (SPEC §4).
+const (
+	// FlashSync writes each reservation that passed the gate to the store
+	// before answering.
+	FlashSync FlashWrites = "sync"
+	// FlashKafka publishes a ReservedEvent and answers; a consumer writes the
+	// store.
+	FlashKafka FlashWrites = "kafka"
+)
+
+// Mode names the path a reservation took, for metrics and logs.
+type Mode string
+
+// Reservation paths.
+const (
+	ModeStandard   Mode = "standard"
+	ModeFlashSync  Mode = "flash-sync"
+	ModeFlashKafka Mode = "flash-kafka"
+)
+
+// Observer receives what the service decides, for metrics. Every method must
+// be cheap and safe for concurrent use.
+type Observer interface {
+	// Reserved is called once per reserve call with its path, the error code
+	// ("" for success) and whether it was a replay.
+	Reserved(mode Mode, code ErrorCode, replay bool, d time.Duration)
+	// GateDecided is called for every gate answer.
+	GateDecided(outcome GateOutcome)
+	// Expired is called with the number of reservations the expiry released.
+	Expired(n int)
+	// Compensated is called when a use taken in the gate is given back
+	// because the durable write failed.
+	Compensated(mode Mode)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Reserved(Mode, ErrorCode, bool, time.Duration) {}
+func (nopObserver) GateDecided(GateOutcome)                       {}
+func (nopObserver) Expired(int)                                   {}
+func (nopObserver) Compensated(Mode)                              {}
+
+// ServiceConfig configures a Service. Zero values mean defaults.
+type ServiceConfig struct {
+	// Store is required.
+	Store Store
+	// Gate is the Redis gate; nil means no Redis, and flash vouchers then
+	// reserve through the standard path only if FlashFallback is set.
+	Gate Gate
+	// Events is required when FlashWrites is FlashKafka.
+	Events EventLog
+	// FlashWrites selects sync (default) or kafka writes for flash vouchers.
+	FlashWrites FlashWrites
+	// ReservationTTL is how long a RESERVED redemption holds its use
+	// (default 15 minutes).
+	ReservationTTL time.Duration
+	// FlashFallback sends flash reservations through the standard path when
+	// the gate is down (sync mode only). Off by default: the hot row is what
+	// flash mode exists to avoid.
+	FlashFallback bool
+	// VoucherCacheTTL is how long voucher definitions are cached in process
+	// for routing and eligibility (default 1s; negative disables).
+	VoucherCacheTTL time.Duration
+	// WarmupWait is how long a request waits for another instance's warm-up
+	// of the same voucher (default 500ms).
+	WarmupWait time.Duration
+	// WriteTimeout bounds the durable write after the gate passed; it runs
+	// detached from the client's cancellation so that a client hanging up
+	// does not leave the write's outcome unknown (default 5s).
+	WriteTimeout time.Duration
+	// Clock returns the current time (default time.Now).
+	Clock func() time.Time
+	// Logger receives warnings about compensations and repairs.
+	Logger *slog.Logger
+	// Observer receives decisions for metrics.
+	Observer Observer
+}
+
+// Service routes reservations through the standard, flash-sync or
+// flash-kafka path and keeps the gate and the store in step for confirm,
+// release, expiry, creation and patches.
+type Service struct {
+	cfg   ServiceConfig
+	store Store
+	gate  Gate
+	obs   Observer
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string]cachedVoucher
+}
+
+type cachedVoucher struct {
+	v       Voucher
+	fetched time.Time
+}
+
+// NewService validates cfg and returns a Service.
+func NewService(cfg ServiceConfig) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("voucher: ServiceConfig.Store is required")
+	}
+	if cfg.FlashWrites == "" {
+		cfg.FlashWrites = FlashSync
+	}
+	if cfg.FlashWrites != FlashSync && cfg.FlashWrites != FlashKafka {
+		return nil, errors.New("voucher: FlashWrites must be sync or kafka")
+	}
+	if cfg.FlashWrites == FlashKafka && (cfg.Events == nil || cfg.Gate == nil) {
+		return nil, errors.New("voucher: kafka writes need a Gate and an EventLog")
+	}
+	if cfg.ReservationTTL <= 0 {
+		cfg.ReservationTTL = 15 * time.Minute
+	}
+	if cfg.VoucherCacheTTL == 0 {
+		cfg.VoucherCacheTTL = time.Second
+	}
+	if cfg.WarmupWait <= 0 {
+		cfg.WarmupWait = 500 * time.Millisecond
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 5 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
+		cache: map[string]cachedVoucher{}}, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (s *Service) Config() ServiceConfig { return s.cfg }
+
+// CreateVoucher stores a new voucher and, for a flash voucher, loads it into
+// the gate so the first requests of the sale find it ready.
+func (s *Service) CreateVoucher(ctx context.Context, v Voucher) (Voucher, error) {
+	if err := v.Validate(); err != nil {
+		return Voucher{}, err
+	}
+	created, err := s.store.CreateVoucher(ctx, v)
+	if err != nil {
+		return Voucher{}, err
+	}
+	s.forget(created.Code)
+	if created.FlashSale && s.gate != nil {
+		if _, err := s.Warmup(ctx, created.Code); err != nil {
+			// The voucher exists; the first reservation loads it lazily.
+			s.log.Warn("warm-up after create failed; will load on first use", "code", created.Code, "err", err)
+		}
+	}
+	return created, nil
+}
+
+// Voucher returns a voucher with live counts.
+func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
+	if !ValidCode(code) {
+		return Voucher{}, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
+	}
+	return s.store.Voucher(ctx, code)
+}
+
+// PatchVoucher changes a voucher; for a loaded flash voucher the gate's
+// remaining count moves by exactly the change of totalLimit.
+func (s *Service) PatchVoucher(ctx context.Context, code string, p Patch) (Voucher, error) {
+	if !ValidCode(code) {
+		return Voucher{}, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
+	}
+	if p.Empty() {
+		return Voucher{}, Errorf(CodeInvalidRequest, "patch changes nothing")
+	}
+	before, after, err := s.store.PatchVoucher(ctx, code, p)
+	if err != nil {
+		return Voucher{}, err
+	}
+	s.forget(code)
+	if s.gate != nil && (before.FlashSale || after.FlashSale) {
+		delta := int64(after.TotalLimit) - int64(before.TotalLimit)
+		if err := s.gate.AdjustLimit(ctx, after, delta); err != nil {
+			// The database is right; reconciliation reports the drift and the
+			// gate never hands out more than its own count, so this can only
+			// undersell until repaired.
+			s.log.Error("patch not applied to the gate", "code", code, "delta", delta, "err", err)
+		}
+	}
+	return after, nil
+}
+
+// Reserve takes one use of a voucher for an order, or explains why not.
+func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservation, err error) {
+	start := s.cfg.Clock()
+	mode := ModeStandard
+	defer func() {
+		s.obs.Reserved(mode, CodeOf(err), res.Replay, s.cfg.Clock().Sub(start))
+	}()
+	if err := req.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	v, err := s.cachedVoucher(ctx, req.Code)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if !v.FlashSale {
+		return s.reserveStandard(ctx, req)
+	}
+	if s.gate == nil {
+		if s.cfg.FlashFallback {
+			return s.reserveStandard(ctx, req)
+		}
+		return Reservation{}, Unavailable(nil, "flash voucher %s needs Redis, which is not configured", req.Code)
+	}
+	mode = ModeFlashSync
+	if s.cfg.FlashWrites == FlashKafka {
+		mode = ModeFlashKafka
+	}
+	res, fellBack, err := s.reserveFlash(ctx, req, v, start)
+	if fellBack {
+		mode = ModeStandard
+	}
+	return res, err
+}
+
+func (s *Service) reserveStandard(ctx context.Context, req ReserveRequest) (Reservation, error) {
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	return s.store.Reserve(wctx, req, s.cfg.Clock(), s.cfg.ReservationTTL)
+}
+
+// writeContext detaches a durable write from the client's cancellation and
+// bounds it, so that its outcome is known when we answer.
+func (s *Service) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.WriteTimeout)
+}
+
+// reserveFlash runs the gate and then the durable write of the configured
+// mode. fellBack reports that the standard path answered instead.
+func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Voucher, now time.Time) (res Reservation, fellBack bool, err error) {
+	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
+		// A known orderId is answered as such even after the window closed,
+		// as the standard path does.
+		known, kerr := s.knownOrder(ctx, req)
+		switch {
+		case known != nil:
+			return *known, false, nil
+		case IsCode(kerr, CodeOrderConflict) || IsCode(kerr, CodeOrderReleased):
+			return Reservation{}, false, kerr
+		}
+		return Reservation{}, false, err
+	}
+	kafka := s.cfg.FlashWrites == FlashKafka
+	hold := Hold{
+		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
+		DiscountAmount: v.DiscountAmount, ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
+		Pending: kafka,
+	}
+	for attempt := 0; ; attempt++ {
+		dec, err := s.gate.Reserve(ctx, req.Code, v.PerUserLimit, hold)
+		if err != nil {
+			if s.cfg.FlashFallback && !kafka {
+				res, err := s.reserveStandard(ctx, req)
+				return res, true, err
+			}
+			return Reservation{}, false, err
+		}
+		s.obs.GateDecided(dec.Outcome)
+		switch dec.Outcome {
+		case GateTaken:
+			if kafka {
+				res, err := s.publish(ctx, req.Code, hold)
+				return res, false, err
+			}
+			res, err := s.writeTaken(ctx, req)
+			return res, false, err
+		case GateReplay:
+			if !kafka {
+				// The store is idempotent by orderId: it returns the row the
+				// first request wrote, or writes it if that request's write is
+				// still to come (the gate already holds the use).
+				res, err := s.reserveStandard(ctx, req)
+				return res, false, err
+			}
+			if !dec.Hold.Pending {
+				return Reservation{Redemption: holdRedemption(req.Code, dec.Hold, StatusReserved), Replay: true}, false, nil
+			}
+			// The first request is still waiting for Kafka's ack; answering
+			// 201 now could promise a reservation that then fails.
+			if attempt < 50 && sleepCtx(ctx, 20*time.Millisecond) == nil {
+				continue
+			}
+			return Reservation{}, false, Unavailable(nil, "order %s is still being written; retry", req.OrderID)
+		case GateConflict:
+			return Reservation{}, false, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", req.OrderID)
+		case GateReleased:
+			return Reservation{}, false, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", req.OrderID)
+		case GateQuotaHeld:
+			return Reservation{}, false, Errorf(CodeAlreadyUsed, "customer %d already holds the uses of voucher %s allowed per customer", req.CustomerID, req.Code)
+		case GateSoldOut:
+			return Reservation{}, false, Errorf(CodeOutOfStock, "voucher %s has no uses left", req.Code)
+		case GateNotLoaded:
+			if attempt >= 2 {
+				if !kafka {
+					res, err := s.reserveStandard(ctx, req)
+					return res, true, err
+				}
+				return Reservation{}, false, Unavailable(nil, "voucher %s is not loaded into Redis yet; retry", req.Code)
+			}
+			if _, err := s.Warmup(ctx, req.Code); err != nil && !IsCode(err, CodeUnavailable) {
+				return Reservation{}, false, err
+			}
+		default:
+			return Reservation{}, false, Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
+		}
+	}
+}
+
+// writeTaken writes a use the gate granted (sync mode); on any failure the
+// use goes back to the gate and the orderId is forgotten there, so the
+// client may retry it.
+func (s *Service) writeTaken(ctx context.Context, req ReserveRequest) (Reservation, error) {
+	res, err := s.reserveStandard(ctx, req)
+	if err == nil {
+		return res, nil
+	}
+	s.compensate(ctx, req.Code, req.OrderID, ModeFlashSync, err)
+	return Reservation{}, err
+}
+
+// publish sends the reservation event (Kafka mode) and makes the hold durable
+// in the gate once acknowledged.
+func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservation, error) {
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	if err := s.cfg.Events.PublishReserved(wctx, EventFromHold(code, hold)); err != nil {
+		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
+		if !IsCode(err, CodeUnavailable) {
+			err = Unavailable(err, "could not record the reservation")
+		}
+		return Reservation{}, err
+	}
+	if err := s.gate.Commit(wctx, code, hold); err != nil {
+		// The event is durable, so the reservation stands; replays of this
+		// orderId wait and then get 503 until reconciliation commits the hold.
+		s.log.Error("hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+	}
+	hold.Pending = false
+	return Reservation{Redemption: holdRedemption(code, hold, StatusReserved)}, nil
+}
+
+func (s *Service) compensate(ctx context.Context, code, orderID string, mode Mode, cause error) {
+	s.obs.Compensated(mode)
+	cctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	if _, err := s.gate.Release(cctx, code, orderID, ReleaseForget); err != nil {
+		// The gate keeps a use that no row backs: undersell, repaired by
+		// reconciliation after its grace period.
+		s.log.Error("could not give a use back to the gate", "code", code, "orderId", orderID, "cause", cause, "err", err)
+		return
+	}
+	s.log.Warn("durable write failed; use given back to the gate", "code", code, "orderId", orderID, "mode", mode, "cause", cause)
+}
+
+// knownOrder answers for an orderId the gate or store already knows, used
+// when the voucher itself would reject the request.
+func (s *Service) knownOrder(ctx context.Context, req ReserveRequest) (*Reservation, error) {
+	h, found, err := s.gate.Lookup(ctx, req.Code, req.OrderID)
+	if err != nil || !found {
+		return nil, err
+	}
+	switch {
+	case h.CustomerID != req.CustomerID:
+		return nil, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", req.OrderID)
+	case h.Released:
+		return nil, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", req.OrderID)
+	}
+	r, err := s.store.Redemption(ctx, req.Code, req.OrderID)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{Redemption: r, Replay: true}, nil
+}
+
+func holdRedemption(code string, h Hold, st Status) Redemption {
+	return Redemption{
+		OrderID: h.OrderID, VoucherCode: code, CustomerID: h.CustomerID,
+		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount, Status: st,
+		CreatedAt: h.ReservedAt, UpdatedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt,
+	}
+}
+
+// Redemption returns one redemption. In Kafka mode a reservation still on its
+// way to the store is answered from the gate.
+func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redemption, error) {
+	if !ValidCode(code) || !ValidOrderID(orderID) {
+		return Redemption{}, Errorf(CodeReservationNotFound, "reservation %q of voucher %q not found", orderID, code)
+	}
+	r, err := s.store.Redemption(ctx, code, orderID)
+	if err == nil || !IsCode(err, CodeReservationNotFound) || !s.kafkaFlash(ctx, code) {
+		return r, err
+	}
+	h, found, gerr := s.gate.Lookup(ctx, code, orderID)
+	if gerr != nil || !found || h.Pending {
+		return Redemption{}, err
+	}
+	st := StatusReserved
+	if h.Released {
+		st = StatusReleased
+	}
+	return holdRedemption(code, h, st), nil
+}
+
+// Confirm marks a reservation CONFIRMED (the order was paid); idempotent.
+func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption, error) {
+	if !ValidCode(code) || !ValidOrderID(orderID) {
+		return Redemption{}, Errorf(CodeReservationNotFound, "reservation %q of voucher %q not found", orderID, code)
+	}
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	r, err := s.store.Confirm(wctx, code, orderID, s.cfg.Clock())
+	if err != nil && IsCode(err, CodeReservationNotFound) {
+		if applied, aerr := s.applyFromGate(wctx, code, orderID); aerr != nil {
+			return Redemption{}, aerr
+		} else if applied {
+			r, err = s.store.Confirm(wctx, code, orderID, s.cfg.Clock())
+		}
+	}
+	if err != nil && IsCode(err, CodeReservationReleased) {
+		// Confirm found the hold expired and released it: return the use
+		// to the gate too.
+		s.releaseInGate(wctx, code, orderID)
+	}
+	return r, err
+}
+
+// Release gives a reservation's use back (order cancelled, refunded or
+// abandoned); idempotent.
+func (s *Service) Release(ctx context.Context, code, orderID string) (Redemption, error) {
+	if !ValidCode(code) || !ValidOrderID(orderID) {
+		return Redemption{}, Errorf(CodeReservationNotFound, "reservation %q of voucher %q not found", orderID, code)
+	}
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	r, _, err := s.store.Release(wctx, code, orderID, s.cfg.Clock())
+	if err != nil && IsCode(err, CodeReservationNotFound) {
+		if applied, aerr := s.applyFromGate(wctx, code, orderID); aerr != nil {
+			return Redemption{}, aerr
+		} else if applied {
+			r, _, err = s.store.Release(wctx, code, orderID, s.cfg.Clock())
+		}
+	}
+	if err != nil {
+		return Redemption{}, err
+	}
+	// Always, even when the store had released it before: a previous call
+	// may have failed between the two stores.
+	s.releaseInGate(wctx, code, orderID)
+	return r, nil
+}
+
+// releaseInGate marks orderID released in the gate for a flash voucher.
+func (s *Service) releaseInGate(ctx context.Context, code, orderID string) {
+	if s.gate == nil {
+		return
+	}
+	v, err := s.cachedVoucher(ctx, code)
+	if err != nil || !v.FlashSale {
+		return
+	}
+	if _, err := s.gate.Release(ctx, code, orderID, ReleaseMark); err != nil {
+		s.log.Error("released in the database but not in the gate; reconciliation will repair", "code", code, "orderId", orderID, "err", err)
+	}
+}
+
+// applyFromGate writes a Kafka-mode reservation the consumer has not applied
+// yet, with the consumer's own idempotent function, so that confirm and
+// release can act on it. It reports whether there was one to apply.
+func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool, error) {
+	if !s.kafkaFlash(ctx, code) {
+		return false, nil
+	}
+	h, found, err := s.gate.Lookup(ctx, code, orderID)
+	if err != nil {
+		return false, err
+	}
+	if !found || h.Released {
+		return false, nil
+	}
+	if h.Pending {
+		return false, Unavailable(nil, "reservation %s is still being written; retry", orderID)
+	}
+	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{EventFromHold(code, h)})
+	if err != nil {
+		return false, err
+	}
+	if len(results) == 1 && results[0].Outcome == Rejected {
+		return false, Errorf(CodeInternal, "the database rejected reservation %s: %s", orderID, results[0].Reason)
+	}
+	return true, nil
+}
+
+func (s *Service) kafkaFlash(ctx context.Context, code string) bool {
+	if s.cfg.FlashWrites != FlashKafka || s.gate == nil {
+		return false
+	}
+	v, err := s.cachedVoucher(ctx, code)
+	return err == nil && v.FlashSale
+}
+
+// ExpireDue releases up to limit reservations past their expiry, in the store
+// and then in the gate, and returns how many it released.
+func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
+	released, err := s.store.ExpireDue(ctx, s.cfg.Clock(), limit)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range released {
+		s.releaseInGate(ctx, r.VoucherCode, r.OrderID)
+	}
+	if len(released) > 0 {
+		s.obs.Expired(len(released))
+	}
+	return len(released), nil
+}
+
+// Warmup loads a flash voucher into the gate from a store snapshot, once:
+// one loader at a time across instances, the others wait for it. In Kafka
+// mode it refuses while the consumer has not caught up, since events still
+// in Kafka are missing from the snapshot. loaded reports whether this call
+// wrote the gate.
+func (s *Service) Warmup(ctx context.Context, code string) (loaded bool, err error) {
+	if s.gate == nil {
+		return false, Unavailable(nil, "Redis is not configured")
+	}
+	v, err := s.cachedVoucher(ctx, code)
+	if err != nil {
+		return false, err
+	}
+	if !v.FlashSale {
+		return false, Errorf(CodeInvalidRequest, "voucher %s is not a flash-sale voucher", code)
+	}
+	if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
+		return false, err
+	}
+	unlock, ok, err := s.gate.Lock(ctx, code, 10*time.Second)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, s.waitLoaded(ctx, code)
+	}
+	defer unlock()
+	if s.cfg.FlashWrites == FlashKafka {
+		if err := s.cfg.Events.CaughtUp(ctx); err != nil {
+			return false, err
+		}
+	}
+	snap, err := s.store.GateSnapshot(ctx, code)
+	if err != nil {
+		return false, err
+	}
+	return s.gate.Load(ctx, snap)
+}
+
+func (s *Service) waitLoaded(ctx context.Context, code string) error {
+	deadline := s.cfg.Clock().Add(s.cfg.WarmupWait)
+	for s.cfg.Clock().Before(deadline) {
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return Unavailable(err, "waiting for voucher %s to load", code)
+		}
+		if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
+			return err
+		}
+	}
+	return nil
+}
+
+// cachedVoucher returns the voucher definition, cached briefly: the hot path
+// of a flash sale must not read the database per request.
+func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, error) {
+	now := s.cfg.Clock()
+	if s.cfg.VoucherCacheTTL > 0 {
+		s.mu.Lock()
+		c, ok := s.cache[code]
+		s.mu.Unlock()
+		if ok && now.Sub(c.fetched) < s.cfg.VoucherCacheTTL {
+			return c.v, nil
+		}
+	}
+	v, err := s.store.Voucher(ctx, code)
+	if err != nil {
+		return Voucher{}, err
+	}
+	if s.cfg.VoucherCacheTTL > 0 {
+		s.mu.Lock()
+		if len(s.cache) > 100_000 {
+			s.cache = map[string]cachedVoucher{}
+		}
+		s.cache[code] = cachedVoucher{v: v, fetched: now}
+		s.mu.Unlock()
+	}
+	return v, nil
+}
+
+func (s *Service) forget(code string) {
+	s.mu.Lock()
+	delete(s.cache, code)
+	s.mu.Unlock()
+}
+
+// Ping checks the store and, when configured, the gate.
+func (s *Service) Ping(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return err
+	}
+	if s.gate != nil {
+		return s.gate.Ping(ctx)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
