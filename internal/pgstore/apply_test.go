@@ -1,0 +1,170 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+func event(code string, customer int64, orderID string) voucher.ReservedEvent {
+	return voucher.EventFromHold(code, voucher.Hold{
+		OrderID: orderID, CustomerID: customer, OrderAmount: 250_000, DiscountAmount: 100_000,
+		ReservedAt: now, ExpiresAt: now.Add(ttl),
+	})
+}
+
+func outcomes(results []voucher.ApplyResult) []voucher.ApplyOutcome {
+	out := make([]voucher.ApplyOutcome, len(results))
+	for i, r := range results {
+		out[i] = r.Outcome
+	}
+	return out
+}
+
+func TestApplyReservedBatchAndRedelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	newVoucher(t, s, "KAFKA", 10, 2)
+
+	batch := []voucher.ReservedEvent{
+		event("KAFKA", 1, "o-1"), event("KAFKA", 1, "o-2"), event("KAFKA", 2, "o-3"),
+		event("KAFKA", 3, "o-4"), event("KAFKA", 4, "o-5"),
+	}
+	results, err := s.ApplyReserved(ctx, batch)
+	require.NoError(t, err)
+	require.Equal(t, []voucher.ApplyOutcome{voucher.Applied, voucher.Applied, voucher.Applied, voucher.Applied, voucher.Applied}, outcomes(results))
+	after := readCounts(t, s, "KAFKA")
+	require.Equal(t, counts{UsedCount: 5, Held: 5, Rows: 5, UsageRows: 4, CustomerSum: 5}, after)
+	assertConsistent(t, s, "KAFKA")
+
+	r, err := s.Redemption(ctx, "KAFKA", "o-1")
+	require.NoError(t, err)
+	require.Equal(t, batch[0].Redemption(), r, "the redemption is the event's, timestamps included")
+
+	// Redelivery of the batch, and of one event within a new batch.
+	results, err = s.ApplyReserved(ctx, batch)
+	require.NoError(t, err)
+	require.Equal(t, []voucher.ApplyOutcome{voucher.AlreadyApplied, voucher.AlreadyApplied, voucher.AlreadyApplied, voucher.AlreadyApplied, voucher.AlreadyApplied}, outcomes(results))
+	require.Equal(t, after, readCounts(t, s, "KAFKA"), "a redelivery changes nothing")
+
+	results, err = s.ApplyReserved(ctx, []voucher.ReservedEvent{event("KAFKA", 5, "o-6"), batch[2], event("KAFKA", 5, "o-6")})
+	require.NoError(t, err)
+	require.Equal(t, []voucher.ApplyOutcome{voucher.Applied, voucher.AlreadyApplied, voucher.AlreadyApplied}, outcomes(results),
+		"a repeat within one batch counts once")
+	require.Equal(t, int32(6), readCounts(t, s, "KAFKA").UsedCount)
+
+	// A released orderId stays released.
+	_, _, err = s.Release(ctx, "KAFKA", "o-1", now)
+	require.NoError(t, err)
+	results, err = s.ApplyReserved(ctx, batch[:1])
+	require.NoError(t, err)
+	require.Equal(t, voucher.AlreadyApplied, results[0].Outcome)
+	got, err := s.Redemption(ctx, "KAFKA", "o-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.StatusReleased, got.Status)
+	assertConsistent(t, s, "KAFKA")
+
+	results, err = s.ApplyReserved(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, results)
+}
+
+// The events the database refuses are Rejected with a reason; the others of
+// the batch are applied.
+func TestApplyReservedMixedBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	newVoucher(t, s, "TINY", 2, 5)
+	newVoucher(t, s, "SOLO", 10, 1)
+	_, err := s.Reserve(ctx, request("SOLO", 7, "held-7"), now, ttl)
+	require.NoError(t, err)
+
+	batch := []voucher.ReservedEvent{
+		event("TINY", 1, "o-1"),
+		event("GHOST", 1, "o-2"), // unknown voucher
+		event("TINY", 2, "o-3"),
+		event("TINY", 3, "o-4"), // third use of a 2-use voucher
+		event("SOLO", 8, "o-5"),
+		event("SOLO", 7, "o-6"),    // customer 7 already holds SOLO's one use per customer
+		event("SOLO", 9, "held-7"), // orderId known with another customer
+	}
+	results, err := s.ApplyReserved(ctx, batch)
+	require.NoError(t, err)
+	require.Equal(t, []voucher.ApplyOutcome{
+		voucher.Applied, voucher.Rejected, voucher.Applied, voucher.Rejected,
+		voucher.Applied, voucher.Rejected, voucher.Rejected,
+	}, outcomes(results))
+	require.Equal(t, "unknown voucher GHOST", results[1].Reason)
+	require.Equal(t, "check_violation: voucher_used_count_le_total_limit", results[3].Reason)
+	require.Contains(t, results[5].Reason, "per_user_limit: customer 7 would hold 2 uses of voucher SOLO")
+	require.Contains(t, results[6].Reason, "order_conflict")
+
+	require.Equal(t, counts{UsedCount: 2, Held: 2, Rows: 2, UsageRows: 2, CustomerSum: 2}, readCounts(t, s, "TINY"))
+	require.Equal(t, counts{UsedCount: 2, Held: 2, Rows: 2, UsageRows: 2, CustomerSum: 2}, readCounts(t, s, "SOLO"))
+	assertConsistent(t, s, "TINY")
+	assertConsistent(t, s, "SOLO")
+
+	// The same mixed batch again: the applied ones are known, the rejected
+	// ones are still rejected.
+	results, err = s.ApplyReserved(ctx, batch)
+	require.NoError(t, err)
+	require.Equal(t, []voucher.ApplyOutcome{
+		voucher.AlreadyApplied, voucher.Rejected, voucher.AlreadyApplied, voucher.Rejected,
+		voucher.AlreadyApplied, voucher.Rejected, voucher.Rejected,
+	}, outcomes(results))
+}
+
+// Consumers of several partitions applying at once, with expiry running,
+// keep the counters right.
+func TestApplyReservedConcurrentWithExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	codes := []string{"P-A", "P-B"}
+	for _, code := range codes {
+		newVoucher(t, s, code, 1000, 100)
+	}
+	errs := concurrently(6, func(w int) error {
+		if w == 5 {
+			for i := 0; i < 10; i++ {
+				if _, err := s.ExpireDue(ctx, now.Add(time.Hour), 20); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for b := 0; b < 5; b++ {
+			var batch []voucher.ReservedEvent
+			for i := 0; i < 20; i++ {
+				e := event(codes[(w+i)%2], int64(1+i%7), fmt.Sprintf("w%d-b%d-%d", w, b, i))
+				if i%3 == 0 {
+					e.ExpiresAt = now.Add(-time.Second) // due for the sweep
+				}
+				batch = append(batch, e)
+			}
+			results, err := s.ApplyReserved(ctx, batch)
+			if err != nil {
+				return err
+			}
+			for _, r := range results {
+				if r.Outcome != voucher.Applied {
+					return fmt.Errorf("unexpected outcome %v %s", r.Outcome, r.Reason)
+				}
+			}
+		}
+		return nil
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	for _, code := range codes {
+		assertConsistent(t, s, code)
+	}
+}

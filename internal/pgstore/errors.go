@@ -1,0 +1,91 @@
+package pgstore
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// SQLSTATEs raised by the functions of migrations/002_functions.sql.
+const (
+	// sqlstateRejected is a rule rejection: MESSAGE is the voucher.ErrorCode,
+	// DETAIL the human message, HINT the NOT_ELIGIBLE reason or ''.
+	sqlstateRejected = "VD001"
+	// sqlstatePerUserLimit is a batch event that would exceed a per-user
+	// limit (ApplyReserved).
+	sqlstatePerUserLimit = "VD002"
+	// sqlstateInconsistent means the counters disagree with the redemptions.
+	sqlstateInconsistent = "VD900"
+)
+
+// Standard SQLSTATEs the adapter looks at.
+const (
+	sqlstateUniqueViolation     = "23505"
+	sqlstateForeignKeyViolation = "23503"
+	sqlstateCheckViolation      = "23514"
+)
+
+// interpretError is the one translation of driver errors into the domain
+// vocabulary:
+//   - a rejection raised by a function becomes its *voucher.Error;
+//   - connection failures, timeouts, cancellations, deadlocks, serialization
+//     failures, shutdowns and resource exhaustion become CodeUnavailable: the
+//     transaction rolled back, nothing was taken, trying again may work;
+//   - any other server error is a bug and becomes CodeInternal.
+//
+// The cause is kept in Err in both of the last cases.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var domain *voucher.Error
+	if errors.As(err, &domain) {
+		return domain
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == sqlstateRejected:
+			return &voucher.Error{
+				Code:    voucher.ErrorCode(pgErr.Message),
+				Reason:  voucher.Reason(pgErr.Hint),
+				Message: pgErr.Detail,
+			}
+		case transientSQLState(pgErr.Code):
+			return voucher.Unavailable(err, "the database is unavailable")
+		default:
+			return &voucher.Error{Code: voucher.CodeInternal, Message: "unexpected database error", Err: err}
+		}
+	}
+	// Everything else comes from the driver or the network: connect and I/O
+	// errors, a closed pool, context cancellation and deadlines.
+	return voucher.Unavailable(err, "the database is unavailable")
+}
+
+// transientSQLState reports whether a server error says nothing about the
+// request itself, so that the same request may succeed later.
+func transientSQLState(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "40"), // transaction rollback: serialization failure, deadlock
+		strings.HasPrefix(code, "53"), // insufficient resources, too many connections
+		strings.HasPrefix(code, "57"), // operator intervention: query canceled (timeout), shutdown
+		strings.HasPrefix(code, "58"), // system error (I/O)
+		code == "55P03",               // lock_not_available (lock_timeout)
+		code == "25006":               // read_only_sql_transaction: a failover left us on a replica
+		return true
+	}
+	return false
+}
+
+// pgCode returns the SQLSTATE of err, or "" when it is not a server error.
+func pgCode(err error) (string, *pgconn.PgError) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code, pgErr
+	}
+	return "", nil
+}

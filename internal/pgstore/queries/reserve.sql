@@ -1,0 +1,7 @@
+-- reserve: take one use, or replay a known orderId (voucherd_reserve).
+-- $1 code, $2 customer_id, $3 order_id, $4 order_amount, $5 now, $6 ttl
+SELECT (x.redemption).order_id, (x.redemption).voucher_code, (x.redemption).customer_id,
+       (x.redemption).order_amount, (x.redemption).discount_amount, (x.redemption).status,
+       (x.redemption).created_at, (x.redemption).updated_at, (x.redemption).expires_at,
+       x.replay
+FROM voucherd_reserve($1, $2, $3, $4, $5, $6) AS x

@@ -1,0 +1,175 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// scanVoucher scans the eleven voucher columns of the queries, then extra.
+func scanVoucher(row pgx.Row, v *voucher.Voucher, extra ...any) error {
+	dest := append([]any{
+		&v.Code, &v.DiscountAmount, &v.MinOrderAmount, &v.TotalLimit, &v.PerUserLimit,
+		&v.StartsAt, &v.EndsAt, &v.FlashSale, &v.UsedCount, &v.CreatedAt, &v.UpdatedAt,
+	}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return err
+	}
+	v.StartsAt, v.EndsAt = v.StartsAt.UTC(), v.EndsAt.UTC()
+	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
+	return nil
+}
+
+// scanVoucherCounts scans voucher_get's columns: the voucher and its live
+// counts.
+func scanVoucherCounts(row pgx.Row, v *voucher.Voucher) error {
+	return scanVoucher(row, v, &v.Reserved, &v.Confirmed)
+}
+
+func voucherNotFound(code string) error {
+	return voucher.Errorf(voucher.CodeVoucherNotFound, "voucher %s not found", code)
+}
+
+// CreateVoucher inserts v (used_count 0, timestamps set by the database);
+// CodeVoucherExists when the code is taken.
+func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.Voucher, error) {
+	if err := v.Validate(); err != nil {
+		return voucher.Voucher{}, err
+	}
+	var out voucher.Voucher
+	err := scanVoucherCounts(s.pool.QueryRow(ctx, qVoucherInsert,
+		v.Code, v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit,
+		v.StartsAt, v.EndsAt, v.FlashSale), &out)
+	if err != nil {
+		if code, pgErr := pgCode(err); code == sqlstateUniqueViolation && pgErr.ConstraintName == "voucher_pkey" {
+			return voucher.Voucher{}, voucher.Errorf(voucher.CodeVoucherExists, "voucher %s already exists", v.Code)
+		}
+		return voucher.Voucher{}, interpretError(err)
+	}
+	return out, nil
+}
+
+// Voucher returns a voucher with live Reserved and Confirmed counts.
+func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
+	var v voucher.Voucher
+	if err := scanVoucherCounts(s.pool.QueryRow(ctx, qVoucherGet, code), &v); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return voucher.Voucher{}, voucherNotFound(code)
+		}
+		return voucher.Voucher{}, interpretError(err)
+	}
+	return v, nil
+}
+
+// PatchVoucher applies p in one transaction under the voucher's row lock and
+// returns the voucher before and after. A total limit below used_count, or a
+// per-user limit below the largest count a customer holds, is refused with
+// CodeLimitBelowHeld. Reservations keep running meanwhile: they wait for the
+// row lock only at their last step and then see the new limits.
+func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) (before, after voucher.Voucher, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherLock, code), &before); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return voucherNotFound(code)
+			}
+			return err
+		}
+		if p.Empty() {
+			after = before
+			return nil
+		}
+		next, err := p.Apply(before)
+		if err != nil {
+			return err
+		}
+		if next.TotalLimit < before.UsedCount {
+			return voucher.Errorf(voucher.CodeLimitBelowHeld,
+				"totalLimit %d is below the %d uses held of voucher %s", next.TotalLimit, before.UsedCount, code)
+		}
+		if next.PerUserLimit < before.PerUserLimit {
+			var customer int64
+			var held int32
+			err := tx.QueryRow(ctx, qVoucherMaxHeld, code).Scan(&customer, &held)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return err
+			case next.PerUserLimit < held:
+				return voucher.Errorf(voucher.CodeLimitBelowHeld,
+					"perUserLimit %d is below the %d uses customer %d holds of voucher %s",
+					next.PerUserLimit, held, customer, code)
+			}
+		}
+		if err := scanVoucher(tx.QueryRow(ctx, qVoucherUpdate, code,
+			next.DiscountAmount, next.MinOrderAmount, next.TotalLimit, next.PerUserLimit,
+			next.StartsAt, next.EndsAt, next.FlashSale), &after); err != nil {
+			return err
+		}
+		// A patch changes no redemption: the counts read under the lock
+		// describe both versions.
+		after.Reserved, after.Confirmed = before.Reserved, before.Confirmed
+		return nil
+	})
+	if err != nil {
+		return voucher.Voucher{}, voucher.Voucher{}, interpretError(err)
+	}
+	return before, after, nil
+}
+
+// FlashVouchers lists, sorted, the codes of flash vouchers whose window has
+// not ended before since.
+func (s *Store) FlashVouchers(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.pool.Query(ctx, qFlashVouchers, since)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	codes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return codes, nil
+}
+
+// GateSnapshot reads, in one REPEATABLE READ read-only transaction, the
+// voucher and all its redemptions; Held and Customers count the held
+// redemptions (not used_count: in Kafka mode the row lags the events).
+func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot, error) {
+	var snap voucher.Snapshot
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherGet, code), &snap.Voucher); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return voucherNotFound(code)
+				}
+				return err
+			}
+			rows, err := tx.Query(ctx, qRedemptionsOfVoucher, code)
+			if err != nil {
+				return err
+			}
+			orders, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
+				var r voucher.Redemption
+				return r, scanRedemption(row, &r)
+			})
+			if err != nil {
+				return err
+			}
+			snap.Orders = orders
+			return nil
+		})
+	if err != nil {
+		return voucher.Snapshot{}, interpretError(err)
+	}
+	snap.Customers = make(map[int64]int32)
+	for _, r := range snap.Orders {
+		if r.Status.Held() {
+			snap.Held++
+			snap.Customers[r.CustomerID]++
+		}
+	}
+	return snap, nil
+}
