@@ -43,6 +43,9 @@ type Store interface {
 	// GateSnapshot reads what the gate needs to load a voucher, in one
 	// consistent snapshot.
 	GateSnapshot(ctx context.Context, code string) (Snapshot, error)
+	// FlashVouchers lists the codes of flash vouchers whose window has not
+	// ended before since (reconciliation walks them).
+	FlashVouchers(ctx context.Context, since time.Time) ([]string, error)
 
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
@@ -166,8 +169,46 @@ type Gate interface {
 	// Lock takes the per-voucher warm-up lock for ttl. ok is false when
 	// another loader holds it.
 	Lock(ctx context.Context, code string, ttl time.Duration) (unlock func(), ok bool, err error)
+	// Inspect reads a voucher's whole gate state atomically (reconciliation
+	// and tests; it reads every order, so never on the hot path).
+	Inspect(ctx context.Context, code string) (GateState, error)
+	// Adopt records a hold the store has and the gate does not know (for
+	// example after Redis lost writes): it takes a use for it, even below
+	// zero remaining, only if the orderId is unknown to the gate. It reports
+	// whether it changed anything. This is the safe direction: the gate
+	// hands out less.
+	Adopt(ctx context.Context, code string, hold Hold) (bool, error)
+	// Clamp lowers remaining to totalLimit minus the holds the gate records,
+	// if it is above; it never raises it. It returns remaining before and
+	// after.
+	Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error)
 	// Ping checks that the gate answers.
 	Ping(ctx context.Context) error
+}
+
+// GateState is a voucher's whole state in the gate.
+type GateState struct {
+	// Loaded is false when the voucher is not in the gate; the other
+	// fields are then empty.
+	Loaded bool
+	// Remaining is the number of uses left.
+	Remaining int64
+	// Users maps each customer holding uses to their count.
+	Users map[int64]int32
+	// Orders maps every known orderId to its hold: held, pending (Pending)
+	// or released (Released).
+	Orders map[string]Hold
+}
+
+// Held is the number of orders holding a use (held or pending).
+func (s GateState) Held() int64 {
+	var n int64
+	for _, h := range s.Orders {
+		if !h.Released {
+			n++
+		}
+	}
+	return n
 }
 
 // EventVersion is the version of ReservedEvent written by this build.

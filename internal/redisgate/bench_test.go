@@ -1,0 +1,61 @@
+package redisgate
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// BenchmarkGateReserveHot measures reservations on one hot code from many
+// goroutines: taking uses, and the rush after sell-out with the sold-out
+// cache off (every call runs the script) and on (calls stay in process).
+func BenchmarkGateReserveHot(b *testing.B) {
+	cases := []struct {
+		name       string
+		total      int32
+		soldOutTTL time.Duration
+	}{
+		{"taking", 1 << 30, -1},
+		{"soldout/cache=off", 1, -1},
+		{"soldout/cache=on", 1, time.Second},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			// A long timeout: with the cache on, 64 goroutines spinning on
+			// cache hits starve the few that go to Redis when the entry
+			// expires (2 cores), which a real server, blocked on network
+			// reads most of the time, does not do.
+			g := newGate(b, Config{SoldOutTTL: tc.soldOutTTL, Timeout: 5 * time.Second})
+			v := testVoucher("HOT", tc.total, 1)
+			loadEmpty(b, g, v)
+			if tc.total == 1 {
+				if _, err := g.Reserve(ctx, v.Code, 1, testHold("first", 1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var seq atomic.Int64
+			// Many callers per core, as an HTTP server has, so that
+			// auto-pipelining has concurrent calls to batch.
+			b.SetParallelism(32)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1) + 1
+					h := voucher.Hold{OrderID: "o-" + strconv.FormatInt(i, 10), CustomerID: i}
+					if _, err := g.Reserve(ctx, v.Code, 1, h); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			_ = g.Forget(ctx, v.Code)
+		})
+	}
+}

@@ -1,0 +1,515 @@
+// Package redisgate is the Redis adapter of voucher.Gate: the atomic
+// check-and-take of flash-sale vouchers. It owns the Redis key layout (one
+// hash tag per voucher, so a voucher lives in one Cluster slot), the Lua
+// scripts in scripts/ that decide each reservation in one step, the warm-up
+// lock, and an in-process sold-out cache that answers the rush after the last
+// use without calling Redis.
+//
+// PostgreSQL stays the source of truth: a voucher is loaded into Redis from a
+// voucher.Snapshot (remaining = totalLimit - held), only when it is absent,
+// and every key expires some time after the voucher ends.
+//
+// Every Redis failure (connection, timeout, error reply) comes back as a
+// *voucher.Error with voucher.CodeUnavailable. A timeout of a writing call
+// does not prove that nothing was written: Redis may have run the script and
+// lost the reply. Such holds are found by reconciliation (Inspect).
+package redisgate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// Defaults of Config.
+const (
+	DefaultSoldOutTTL = time.Second
+	DefaultKeyGrace   = 24 * time.Hour
+	DefaultTimeout    = 500 * time.Millisecond
+)
+
+// minKeyTTL is the shortest life a load gives a voucher's keys, so that a
+// voucher loaded just before (or after) its end plus grace is not deleted by
+// Redis the moment it is written and then loaded again on every request.
+const minKeyTTL = time.Minute
+
+// bulkTimeout is the least time given to calls that read or write every
+// order of a voucher.
+const bulkTimeout = 5 * time.Second
+
+// Config configures a Gate. Zero values mean the defaults.
+type Config struct {
+	// Addrs are the Redis addresses, "host:port". One address of a node not
+	// in cluster mode means a single node; a cluster is found from any of
+	// its nodes. Required.
+	Addrs []string
+	// Username and Password authenticate with Redis (ACL or requirepass),
+	// when set.
+	Username string
+	Password string
+	// KeyPrefix is prepended to every key, to share a Redis between
+	// deployments or tests. It may not contain '{' or '}' (the code is the
+	// hash tag).
+	KeyPrefix string
+	// SoldOutTTL is how long a sold-out answer is remembered in this process
+	// (default 1s; negative disables the cache).
+	SoldOutTTL time.Duration
+	// KeyGrace is how long after a voucher's end its keys stay in Redis
+	// (default 24h), so late confirms and releases still find them.
+	KeyGrace time.Duration
+	// Timeout bounds every Redis call (default 500ms), on top of the
+	// caller's context.
+	Timeout time.Duration
+	// Clock tells the time for the sold-out cache and key expiries (default
+	// time.Now).
+	Clock func() time.Time
+	// OnSoldOutHit, when set, is called for every reservation answered from
+	// the sold-out cache, for metrics. It must be fast and must not block.
+	OnSoldOutHit func(code string)
+}
+
+// Gate implements voucher.Gate on Redis (single node or Cluster) with
+// rueidis, whose auto-pipelining batches concurrent calls on one connection
+// per node. It is safe for concurrent use.
+type Gate struct {
+	client  rueidis.Client
+	cfg     Config
+	soldOut *soldOutCache
+}
+
+var _ voucher.Gate = (*Gate)(nil)
+
+// New connects to Redis and returns a Gate. It fails when no address
+// answers.
+func New(cfg Config) (*Gate, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("redisgate: Config.Addrs is required")
+	}
+	if strings.ContainsAny(cfg.KeyPrefix, "{}") {
+		return nil, fmt.Errorf("redisgate: Config.KeyPrefix %q may not contain braces", cfg.KeyPrefix)
+	}
+	if cfg.SoldOutTTL == 0 {
+		cfg.SoldOutTTL = DefaultSoldOutTTL
+	}
+	if cfg.KeyGrace == 0 {
+		cfg.KeyGrace = DefaultKeyGrace
+	}
+	if cfg.KeyGrace < 0 {
+		return nil, fmt.Errorf("redisgate: Config.KeyGrace %s is negative", cfg.KeyGrace)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("redisgate: Config.Timeout %s is negative", cfg.Timeout)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	client, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: append([]string(nil), cfg.Addrs...),
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		// The gate never reads through the client-side cache, and leaving
+		// it off keeps the handshake working on servers without RESP3.
+		DisableCache: true,
+	})
+	if err != nil {
+		return nil, voucher.Unavailable(err, "redis %s", strings.Join(cfg.Addrs, ","))
+	}
+	return &Gate{
+		client:  client,
+		cfg:     cfg,
+		soldOut: &soldOutCache{ttl: cfg.SoldOutTTL, now: cfg.Clock},
+	}, nil
+}
+
+// Close closes the connections.
+func (g *Gate) Close() { g.client.Close() }
+
+// SoldOutHits is the number of reservations answered from the sold-out cache
+// since New.
+func (g *Gate) SoldOutHits() uint64 { return g.soldOut.hits.Load() }
+
+// Reserve checks and takes a use for hold.OrderID in one script. hold.Pending
+// stores the hold as pending (Kafka mode) until Commit.
+//
+// A sold-out answer, or a take that leaves no use, puts code in the sold-out
+// cache for SoldOutTTL. While it is there the answer is GateSoldOut without a
+// Redis call, even for a retry of an orderId that holds a use (which Redis
+// would answer GateReplay): the client retries after the TTL or looks the
+// reservation up, and nothing is oversold.
+func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hold voucher.Hold) (voucher.GateDecision, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.GateDecision{}, err
+	}
+	if err := checkOrderID(hold.OrderID); err != nil {
+		return voucher.GateDecision{}, err
+	}
+	if perUserLimit <= 0 {
+		return voucher.GateDecision{}, voucher.Errorf(voucher.CodeInvalidRequest, "perUserLimit must be > 0")
+	}
+	if g.soldOut.hit(code) {
+		if g.cfg.OnSoldOutHit != nil {
+			g.cfg.OnSoldOutHit(code)
+		}
+		return voucher.GateDecision{Outcome: voucher.GateSoldOut}, nil
+	}
+	epoch := g.soldOut.begin()
+
+	state := byte(stateHeld)
+	if hold.Pending {
+		state = statePending
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	res, err := reserveScript.Exec(ctx, g.client,
+		[]string{k.remaining, k.users, k.orders},
+		[]string{
+			hold.OrderID,
+			strconv.FormatInt(hold.CustomerID, 10),
+			strconv.FormatInt(int64(perUserLimit), 10),
+			encodeHold(state, hold),
+		}).ToArray()
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "reserve", code)
+	}
+	status, remaining, stored, err := reserveReply(res)
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "reserve", code)
+	}
+	d := voucher.GateDecision{Remaining: max(remaining, 0)}
+	switch status {
+	case reserveTaken:
+		d.Outcome = voucher.GateTaken
+		if remaining <= 0 {
+			// The last use is gone: the next callers need not ask Redis.
+			g.soldOut.mark(code, epoch)
+		}
+	case reserveReplay, reserveConflict, reserveReleased:
+		d.Outcome = knownOrderOutcome(status)
+		if d.Hold, err = decodeHold(hold.OrderID, stored); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "reserve", code)
+		}
+	case reserveNotLoaded:
+		d.Outcome = voucher.GateNotLoaded
+	case reserveQuotaHeld:
+		d.Outcome = voucher.GateQuotaHeld
+	case reserveSoldOut:
+		d.Outcome = voucher.GateSoldOut
+		g.soldOut.mark(code, epoch)
+	default:
+		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown reserve status %d", status), "reserve", code)
+	}
+	return d, nil
+}
+
+// knownOrderOutcome maps the statuses of reserve.lua for a known orderId.
+func knownOrderOutcome(status int64) voucher.GateOutcome {
+	switch status {
+	case reserveReplay:
+		return voucher.GateReplay
+	case reserveConflict:
+		return voucher.GateConflict
+	}
+	return voucher.GateReleased
+}
+
+// reserveReply splits the reply of reserve.lua.
+func reserveReply(res []rueidis.RedisMessage) (status, remaining int64, stored string, err error) {
+	if len(res) < 2 {
+		return 0, 0, "", fmt.Errorf("%w: reserve has %d elements", errBadReply, len(res))
+	}
+	if status, err = res[0].AsInt64(); err != nil {
+		return 0, 0, "", err
+	}
+	if remaining, err = res[1].AsInt64(); err != nil {
+		return 0, 0, "", err
+	}
+	if len(res) > 2 {
+		if stored, err = res[2].ToString(); err != nil {
+			return 0, 0, "", err
+		}
+	}
+	return status, remaining, stored, nil
+}
+
+// Lookup returns what the gate knows of orderID: a held, pending or released
+// hold. found is false when the orderId is unknown or the voucher is not
+// loaded.
+func (g *Gate) Lookup(ctx context.Context, code, orderID string) (voucher.Hold, bool, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.Hold{}, false, err
+	}
+	if err := checkOrderID(orderID); err != nil {
+		return voucher.Hold{}, false, err
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	s, err := lookupScript.Exec(ctx, g.client, []string{k.remaining, k.orders}, []string{orderID}).ToString()
+	if rueidis.IsRedisNil(err) {
+		return voucher.Hold{}, false, nil
+	}
+	if err != nil {
+		return voucher.Hold{}, false, interpretError(err, "lookup", code)
+	}
+	h, err := decodeHold(orderID, s)
+	if err != nil {
+		return voucher.Hold{}, false, interpretError(err, "lookup", code)
+	}
+	return h, true, nil
+}
+
+// Commit marks the pending hold of hold.OrderID durable. It does nothing for
+// a hold that is not pending (already committed, released, unknown).
+func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) error {
+	if err := checkCode(code); err != nil {
+		return err
+	}
+	if err := checkOrderID(hold.OrderID); err != nil {
+		return err
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	if err := commitScript.Exec(ctx, g.client, []string{k.orders}, []string{hold.OrderID}).Error(); err != nil {
+		return interpretError(err, "commit", code)
+	}
+	return nil
+}
+
+// Release gives the use of orderID back if it holds one, and reports whether
+// it did. With voucher.ReleaseMark the orderId stays known as released; with
+// voucher.ReleaseForget it is forgotten and may take a use again. A voucher
+// that is not loaded is left alone: its next load reads PostgreSQL.
+func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.ReleaseMode) (bool, error) {
+	if err := checkCode(code); err != nil {
+		return false, err
+	}
+	if err := checkOrderID(orderID); err != nil {
+		return false, err
+	}
+	var m string
+	switch mode {
+	case voucher.ReleaseMark:
+		m = "mark"
+	case voucher.ReleaseForget:
+		m = "forget"
+	default:
+		return false, voucher.Errorf(voucher.CodeInvalidRequest, "unknown release mode %d", mode)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	n, err := releaseScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, []string{orderID, m}).AsInt64()
+	if err != nil {
+		return false, interpretError(err, "release", code)
+	}
+	if n == 1 {
+		g.soldOut.clear(code)
+	}
+	return n == 1, nil
+}
+
+// Load writes the snapshot if the voucher is not loaded, and reports whether
+// it wrote. Remaining is s.Remaining() (totalLimit - held); held orders are
+// stored as held, released ones as released markers.
+func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
+	code := s.Voucher.Code
+	if err := checkCode(code); err != nil {
+		return false, err
+	}
+	if s.Voucher.EndsAt.IsZero() {
+		return false, voucher.Errorf(voucher.CodeInvalidRequest, "snapshot of %s has no endsAt", code)
+	}
+	args := make([]string, 0, 3+2*len(s.Customers)+2*len(s.Orders))
+	args = append(args,
+		strconv.FormatInt(g.expireAt(s.Voucher.EndsAt), 10),
+		strconv.FormatInt(s.Remaining(), 10),
+		"", // number of customers, set below
+	)
+	n := 0
+	for cust, held := range s.Customers {
+		if held <= 0 {
+			continue
+		}
+		args = append(args, strconv.FormatInt(cust, 10), strconv.FormatInt(int64(held), 10))
+		n++
+	}
+	args[2] = strconv.Itoa(n)
+	for _, r := range s.Orders {
+		state := byte(stateReleased)
+		if r.Status.Held() {
+			state = stateHeld
+		}
+		args = append(args, r.OrderID, encodeHold(state, voucher.Hold{
+			CustomerID:     r.CustomerID,
+			OrderAmount:    r.OrderAmount,
+			DiscountAmount: r.DiscountAmount,
+			ReservedAt:     r.CreatedAt,
+			ExpiresAt:      r.ExpiresAt,
+		}))
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withBulkTimeout(ctx)
+	defer cancel()
+	wrote, err := loadScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, args).AsInt64()
+	if err != nil {
+		return false, interpretError(err, "load", code)
+	}
+	if wrote == 1 {
+		g.soldOut.clear(code)
+	}
+	return wrote == 1, nil
+}
+
+// Loaded reports whether the voucher is in the gate.
+func (g *Gate) Loaded(ctx context.Context, code string) (bool, error) {
+	if err := checkCode(code); err != nil {
+		return false, err
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	n, err := g.client.Do(ctx, g.client.B().Exists().Key(k.remaining).Build()).AsInt64()
+	if err != nil {
+		return false, interpretError(err, "exists", code)
+	}
+	return n == 1, nil
+}
+
+// AdjustLimit adds delta to remaining when the voucher is loaded (a limit
+// change) and moves the expiry of its keys to v.EndsAt + KeyGrace. The
+// per-customer limit is not stored in Redis (Reserve takes it from the
+// caller), so it needs no update here. It clears the sold-out cache of the
+// code in this process. A voucher that is not loaded is left alone.
+func (g *Gate) AdjustLimit(ctx context.Context, v voucher.Voucher, delta int64) error {
+	if err := checkCode(v.Code); err != nil {
+		return err
+	}
+	expireAt := int64(0)
+	if !v.EndsAt.IsZero() {
+		expireAt = g.expireAt(v.EndsAt)
+	}
+	k := keysFor(g.cfg.KeyPrefix, v.Code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	err := adjustScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders},
+		[]string{strconv.FormatInt(delta, 10), strconv.FormatInt(expireAt, 10)}).Error()
+	// Clear even on error: the script may have run, and a cleared cache
+	// costs one Redis call at most.
+	g.soldOut.clear(v.Code)
+	if err != nil {
+		return interpretError(err, "adjust", v.Code)
+	}
+	return nil
+}
+
+// Lock takes the warm-up lock of code for ttl (SET NX PX with a random
+// token). ok is false when another loader holds it. unlock deletes the lock
+// only while it still holds this token, so a loader whose lock expired cannot
+// free the next loader's; it is safe to call more than once.
+func (g *Gate) Lock(ctx context.Context, code string, ttl time.Duration) (func(), bool, error) {
+	if err := checkCode(code); err != nil {
+		return nil, false, err
+	}
+	if ttl < time.Millisecond {
+		return nil, false, voucher.Errorf(voucher.CodeInvalidRequest, "lock ttl %s is below 1ms", ttl)
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, false, voucher.Unavailable(err, "lock token")
+	}
+	token := hex.EncodeToString(b[:])
+	k := keysFor(g.cfg.KeyPrefix, code)
+	cctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	err := g.client.Do(cctx, g.client.B().Set().Key(k.lock).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, interpretError(err, "lock", code)
+	}
+	var once sync.Once
+	unlock := func() {
+		once.Do(func() {
+			// The caller's context may be done by now; unlocking is still
+			// worth a try, and the lock expires anyway if it fails.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Timeout)
+			defer cancel()
+			_ = unlockScript.Exec(uctx, g.client, []string{k.lock}, []string{token}).Error()
+		})
+	}
+	return unlock, true, nil
+}
+
+// Ping checks that Redis answers.
+func (g *Gate) Ping(ctx context.Context) error {
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	if err := g.client.Do(ctx, g.client.B().Ping().Build()).Error(); err != nil {
+		return interpretError(err, "ping", "")
+	}
+	return nil
+}
+
+// withTimeout bounds one Redis call by Config.Timeout.
+func (g *Gate) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.cfg.Timeout)
+}
+
+// withBulkTimeout bounds a call that moves a whole voucher (Load, Inspect,
+// Clamp): a sale of a million orders takes longer than one reservation.
+func (g *Gate) withBulkTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, max(10*g.cfg.Timeout, bulkTimeout))
+}
+
+// expireAt is the unix-millisecond expiry of a voucher's keys: its end plus
+// KeyGrace, and at least minKeyTTL from now.
+func (g *Gate) expireAt(endsAt time.Time) int64 {
+	at := endsAt.Add(g.cfg.KeyGrace)
+	if floor := g.cfg.Clock().Add(minKeyTTL); at.Before(floor) {
+		at = floor
+	}
+	return at.UnixMilli()
+}
+
+// interpretError turns every Redis or reply failure into the one domain
+// error of this adapter: the gate is unavailable, and the caller falls back
+// or answers 503. The cause is kept for logs and errors.Is (context
+// deadlines included).
+func interpretError(err error, op, code string) error {
+	if code == "" {
+		return voucher.Unavailable(err, "redis %s", op)
+	}
+	return voucher.Unavailable(err, "redis %s %s", op, code)
+}
+
+// checkCode rejects codes that would break the key layout (braces, colons);
+// the service validates codes before they get here.
+func checkCode(code string) error {
+	if !voucher.ValidCode(code) {
+		return voucher.Errorf(voucher.CodeInvalidRequest, "invalid voucher code %q", code)
+	}
+	return nil
+}
+
+func checkOrderID(id string) error {
+	if !voucher.ValidOrderID(id) {
+		return voucher.Errorf(voucher.CodeInvalidRequest, "invalid orderId %q", id)
+	}
+	return nil
+}

@@ -1,0 +1,829 @@
+package redisgate
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/testenv"
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+func TestNewConfig(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{})
+	require.Error(t, err)
+	_, err = New(Config{Addrs: []string{"127.0.0.1:1"}, KeyPrefix: "a{b}"})
+	require.ErrorContains(t, err, "braces")
+	_, err = New(Config{Addrs: []string{"127.0.0.1:1"}, KeyGrace: -time.Second})
+	require.Error(t, err)
+
+	g := newGate(t, Config{})
+	require.Equal(t, DefaultSoldOutTTL, g.cfg.SoldOutTTL)
+	require.Equal(t, DefaultKeyGrace, g.cfg.KeyGrace)
+	require.Equal(t, DefaultTimeout, g.cfg.Timeout)
+	require.NoError(t, g.Ping(context.Background()))
+}
+
+func TestKeysShareOneHashTag(t *testing.T) {
+	t.Parallel()
+	k := keysFor("p:", "FLASH100")
+	for _, key := range k.all() {
+		require.Contains(t, key, "{FLASH100}")
+		require.Regexp(t, `^p:voucher:\{FLASH100\}:[a-z]+$`, key)
+	}
+}
+
+// TestReserveOutcomes walks one voucher through every status of reserve.lua.
+func TestReserveOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	v := testVoucher("OUTCOMES", 2, 1)
+
+	// Not loaded: the remaining key is absent.
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateNotLoaded, d.Outcome)
+	require.Zero(t, rawExists(t, g, v.Code), "a not-loaded reserve writes nothing")
+
+	loadEmpty(t, g, v)
+
+	// Taken.
+	h1 := testHold("o-1", 1)
+	d, err = g.Reserve(ctx, v.Code, 1, h1)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateDecision{Outcome: voucher.GateTaken, Remaining: 1}, d)
+
+	// Replay: same orderId and customer; the stored hold comes back, not the
+	// new request's amounts.
+	retry := h1
+	retry.OrderAmount = 999
+	d, err = g.Reserve(ctx, v.Code, 1, retry)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.Equal(t, h1, d.Hold)
+	require.EqualValues(t, 1, d.Remaining)
+
+	// Conflict: same orderId, another customer.
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-1", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateConflict, d.Outcome)
+	require.Equal(t, int64(1), d.Hold.CustomerID)
+
+	// Quota held: customer 1 holds its one use.
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-2", 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateQuotaHeld, d.Outcome)
+
+	// The last use, then sold out.
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-3", 3))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateDecision{Outcome: voucher.GateTaken, Remaining: 0}, d)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-4", 4))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+
+	// Released marker: a late retry of a released orderId takes nothing.
+	released, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	d, err = g.Reserve(ctx, v.Code, 1, h1)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReleased, d.Outcome)
+	require.True(t, d.Hold.Released)
+	require.EqualValues(t, 1, d.Remaining)
+	// Another customer on the released orderId is still a conflict.
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-1", 9))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateConflict, d.Outcome)
+
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.True(t, st.Loaded)
+	require.EqualValues(t, 1, st.Remaining)
+	require.Equal(t, map[int64]int32{3: 1}, st.Users)
+	require.Len(t, st.Orders, 2)
+	require.EqualValues(t, 1, st.Held())
+}
+
+func TestReserveRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	_, err := g.Reserve(ctx, "bad{code}", 1, testHold("o-1", 1))
+	require.True(t, voucher.IsCode(err, voucher.CodeInvalidRequest), err)
+	_, err = g.Reserve(ctx, "OK", 1, testHold("bad|order", 1))
+	require.True(t, voucher.IsCode(err, voucher.CodeInvalidRequest), err)
+	_, err = g.Reserve(ctx, "OK", 0, testHold("o-1", 1))
+	require.True(t, voucher.IsCode(err, voucher.CodeInvalidRequest), err)
+	_, err = g.Release(ctx, "OK", "o-1", 0)
+	require.True(t, voucher.IsCode(err, voucher.CodeInvalidRequest), err)
+}
+
+func TestReserveLargeCustomerID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("BIGCUST", 10, 1)
+	loadEmpty(t, g, v)
+	// Above 2^53: a Lua number would round these two to the same value.
+	const a, b = int64(9007199254740993), int64(9007199254740992)
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-a", a))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-a", b))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateConflict, d.Outcome)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-b", b))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.Equal(t, map[int64]int32{a: 1, b: 1}, st.Users)
+}
+
+func TestReservePerUserLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("PERUSER3", 10, 3)
+	loadEmpty(t, g, v)
+
+	for i := range 3 {
+		d, err := g.Reserve(ctx, v.Code, 3, testHold(orderID(i), 7))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome, "use %d", i)
+	}
+	d, err := g.Reserve(ctx, v.Code, 3, testHold(orderID(3), 7))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateQuotaHeld, d.Outcome)
+	require.EqualValues(t, 7, d.Remaining)
+
+	// Giving one back frees the quota.
+	released, err := g.Release(ctx, v.Code, orderID(0), voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	d, err = g.Reserve(ctx, v.Code, 3, testHold(orderID(3), 7))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.Equal(t, map[int64]int32{7: 3}, st.Users)
+	require.EqualValues(t, 7, st.Remaining)
+}
+
+func TestReleaseTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("RELTWICE", 5, 1)
+	loadEmpty(t, g, v)
+	h := testHold("o-1", 1)
+	_, err := g.Reserve(ctx, v.Code, 1, h)
+	require.NoError(t, err)
+
+	released, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	released, err = g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.False(t, released, "a second release gives nothing back")
+	released, err = g.Release(ctx, v.Code, "o-1", voucher.ReleaseForget)
+	require.NoError(t, err)
+	require.False(t, released, "forget does not resurrect a released orderId")
+	released, err = g.Release(ctx, v.Code, "unknown", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.False(t, released)
+
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, st.Remaining)
+	require.Empty(t, st.Users, "a customer at 0 is deleted from the hash")
+	want := h
+	want.Released = true
+	require.Equal(t, map[string]voucher.Hold{"o-1": want}, st.Orders)
+
+	got, found, err := g.Lookup(ctx, v.Code, "o-1")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, want, got)
+}
+
+func TestReleaseForgetLetsOrderIDBeReused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("FORGET", 1, 1)
+	loadEmpty(t, g, v)
+	h := testHold("o-1", 1)
+	d, err := g.Reserve(ctx, v.Code, 1, h)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+
+	released, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseForget)
+	require.NoError(t, err)
+	require.True(t, released)
+	_, found, err := g.Lookup(ctx, v.Code, "o-1")
+	require.NoError(t, err)
+	require.False(t, found)
+
+	// The same orderId (even for another customer) takes the use again.
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-1", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateDecision{Outcome: voucher.GateTaken, Remaining: 0}, d)
+}
+
+func TestReleaseNotLoadedChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	for _, mode := range []voucher.ReleaseMode{voucher.ReleaseMark, voucher.ReleaseForget} {
+		released, err := g.Release(ctx, "NOTLOADED", "o-1", mode)
+		require.NoError(t, err)
+		require.False(t, released)
+	}
+	require.Zero(t, rawExists(t, g, "NOTLOADED"))
+}
+
+func TestPendingAndCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("PENDING", 5, 1)
+	loadEmpty(t, g, v)
+
+	h := testHold("o-1", 1)
+	h.Pending = true
+	d, err := g.Reserve(ctx, v.Code, 1, h)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+
+	// A replay before the ack says pending.
+	d, err = g.Reserve(ctx, v.Code, 1, h)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.True(t, d.Hold.Pending)
+	got, found, err := g.Lookup(ctx, v.Code, "o-1")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.True(t, got.Pending)
+
+	require.NoError(t, g.Commit(ctx, v.Code, h))
+	require.NoError(t, g.Commit(ctx, v.Code, h), "commit is idempotent")
+	d, err = g.Reserve(ctx, v.Code, 1, h)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.False(t, d.Hold.Pending)
+	want := h
+	want.Pending = false
+	require.Equal(t, want, d.Hold)
+
+	// Commit does not revive a released hold; unknown orderIds are a no-op.
+	released, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.NoError(t, g.Commit(ctx, v.Code, h))
+	require.NoError(t, g.Commit(ctx, v.Code, testHold("unknown", 1)))
+	got, _, err = g.Lookup(ctx, v.Code, "o-1")
+	require.NoError(t, err)
+	require.True(t, got.Released)
+
+	// A pending hold can be released too (compensation after a failed
+	// produce): forget mode leaves no trace.
+	h2 := testHold("o-2", 2)
+	h2.Pending = true
+	_, err = g.Reserve(ctx, v.Code, 1, h2)
+	require.NoError(t, err)
+	released, err = g.Release(ctx, v.Code, "o-2", voucher.ReleaseForget)
+	require.NoError(t, err)
+	require.True(t, released)
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, st.Remaining)
+	require.Empty(t, st.Users)
+	require.Len(t, st.Orders, 1)
+}
+
+func TestLoadOnlyWhenAbsent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("LOADONCE", 10, 2)
+	v.UsedCount = 3
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	red := func(id string, cust int64, status voucher.Status) voucher.Redemption {
+		return voucher.Redemption{
+			OrderID: id, VoucherCode: v.Code, CustomerID: cust, OrderAmount: 500, DiscountAmount: v.DiscountAmount,
+			Status: status, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+		}
+	}
+	snap := voucher.Snapshot{
+		Voucher:   v,
+		Held:      3,
+		Customers: map[int64]int32{1: 2, 2: 1, 3: 0},
+		Orders: []voucher.Redemption{
+			red("a", 1, voucher.StatusReserved), red("b", 1, voucher.StatusConfirmed),
+			red("c", 2, voucher.StatusReserved), red("d", 3, voucher.StatusReleased),
+		},
+	}
+
+	loaded, err := g.Loaded(ctx, v.Code)
+	require.NoError(t, err)
+	require.False(t, loaded)
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateState{}, st)
+
+	wrote, err := g.Load(ctx, snap)
+	require.NoError(t, err)
+	require.True(t, wrote)
+	loaded, err = g.Loaded(ctx, v.Code)
+	require.NoError(t, err)
+	require.True(t, loaded)
+
+	st, err = g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, st.Remaining, "remaining is totalLimit - held")
+	require.Equal(t, map[int64]int32{1: 2, 2: 1}, st.Users)
+	require.Len(t, st.Orders, 4)
+	require.True(t, st.Orders["d"].Released)
+	require.False(t, st.Orders["a"].Released)
+	require.Equal(t, now, st.Orders["a"].ReservedAt)
+	require.EqualValues(t, 3, st.Held())
+
+	// A second load (another snapshot) changes nothing.
+	snap2 := voucher.Snapshot{Voucher: testVoucher("LOADONCE", 1000, 1)}
+	wrote, err = g.Load(ctx, snap2)
+	require.NoError(t, err)
+	require.False(t, wrote)
+	st2, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.Equal(t, st, st2)
+
+	// Loaded orders answer as Redis-made ones do.
+	d, err := g.Reserve(ctx, v.Code, 2, voucher.Hold{OrderID: "b", CustomerID: 1})
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	d, err = g.Reserve(ctx, v.Code, 2, voucher.Hold{OrderID: "d", CustomerID: 3})
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReleased, d.Outcome)
+	d, err = g.Reserve(ctx, v.Code, 2, testHold("e", 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateQuotaHeld, d.Outcome)
+
+	// Every key expires at endsAt + KeyGrace.
+	want := time.Until(v.EndsAt.Add(DefaultKeyGrace))
+	k := keysFor(g.cfg.KeyPrefix, v.Code)
+	for _, key := range []string{k.remaining, k.users, k.orders} {
+		ttl := rawTTL(t, g, key)
+		require.InDelta(t, want.Seconds(), ttl.Seconds(), 60, key)
+	}
+}
+
+func TestLoadBigSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("BIGLOAD", 20000, 1)
+	snap := voucher.Snapshot{Voucher: v, Customers: map[int64]int32{}}
+	for i := range 5001 { // more than one HSET chunk, odd on purpose
+		cust := int64(i + 1)
+		snap.Orders = append(snap.Orders, voucher.Redemption{OrderID: orderID(i), CustomerID: cust, Status: voucher.StatusReserved})
+		snap.Customers[cust] = 1
+		snap.Held++
+	}
+	wrote, err := g.Load(ctx, snap)
+	require.NoError(t, err)
+	require.True(t, wrote)
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 20000-5001, st.Remaining)
+	require.Len(t, st.Users, 5001)
+	require.Len(t, st.Orders, 5001)
+}
+
+func TestLoadKeepsKeysAMinuteAtLeast(t *testing.T) {
+	t.Parallel()
+	g := newGate(t, Config{KeyGrace: time.Millisecond})
+	v := testVoucher("ENDED", 5, 1)
+	v.EndsAt = time.Now().Add(-time.Hour)
+	loadEmpty(t, g, v)
+	ttl := rawTTL(t, g, keysFor(g.cfg.KeyPrefix, v.Code).remaining)
+	require.Greater(t, ttl, 50*time.Second)
+	require.LessOrEqual(t, ttl, minKeyTTL)
+}
+
+func TestReserveGivesNewHashesTheVoucherExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("NEWHASH", 5, 1)
+	loadEmpty(t, g, v)
+	k := keysFor(g.cfg.KeyPrefix, v.Code)
+	require.Equal(t, time.Duration(-2), rawTTL(t, g, k.users), "an empty snapshot writes no hash")
+
+	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	want := rawTTL(t, g, k.remaining)
+	require.Greater(t, want, 23*time.Hour)
+	for _, key := range []string{k.users, k.orders} {
+		require.InDelta(t, want.Seconds(), rawTTL(t, g, key).Seconds(), 5, key)
+	}
+}
+
+func TestAdjustLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newFakeClock()
+	g := newGate(t, Config{Clock: clock.Now, SoldOutTTL: time.Hour})
+	v := testVoucher("ADJUST", 1, 1)
+
+	// Not loaded: nothing is written.
+	require.NoError(t, g.AdjustLimit(ctx, v, 5))
+	require.Zero(t, rawExists(t, g, v.Code))
+
+	loadEmpty(t, g, v)
+	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+
+	// Raising the limit (and the end) clears the sold-out cache at once,
+	// long before its TTL, and moves the expiry.
+	v.TotalLimit = 3
+	v.EndsAt = v.EndsAt.Add(48 * time.Hour)
+	require.NoError(t, g.AdjustLimit(ctx, v, 2))
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateDecision{Outcome: voucher.GateTaken, Remaining: 1}, d)
+	ttl := rawTTL(t, g, keysFor(g.cfg.KeyPrefix, v.Code).orders)
+	require.InDelta(t, time.Until(v.EndsAt.Add(DefaultKeyGrace)).Seconds(), ttl.Seconds(), 60)
+
+	// Lowering.
+	require.NoError(t, g.AdjustLimit(ctx, v, -1))
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, st.Remaining)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-3", 3))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+}
+
+func TestAdoptAndClamp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1}) // replays at zero go to Redis
+	v := testVoucher("RECONCILE", 3, 1)
+
+	// Not loaded: both leave Redis alone.
+	adopted, err := g.Adopt(ctx, v.Code, testHold("db-1", 1))
+	require.NoError(t, err)
+	require.False(t, adopted)
+	before, after, err := g.Clamp(ctx, v.Code, v.TotalLimit)
+	require.NoError(t, err)
+	require.Zero(t, before)
+	require.Zero(t, after)
+	require.Zero(t, rawExists(t, g, v.Code))
+
+	loadEmpty(t, g, v)
+	for i := range 3 {
+		d, err := g.Reserve(ctx, v.Code, 1, testHold(orderID(i), int64(10+i)))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
+	}
+
+	// A hold the database has and Redis lost is adopted even at zero
+	// remaining; adopting again, or adopting a known orderId, does nothing.
+	h := testHold("db-1", 1)
+	adopted, err = g.Adopt(ctx, v.Code, h)
+	require.NoError(t, err)
+	require.True(t, adopted)
+	adopted, err = g.Adopt(ctx, v.Code, h)
+	require.NoError(t, err)
+	require.False(t, adopted)
+	adopted, err = g.Adopt(ctx, v.Code, testHold(orderID(0), 10))
+	require.NoError(t, err)
+	require.False(t, adopted)
+
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, st.Remaining)
+	require.Equal(t, h, st.Orders["db-1"])
+	require.EqualValues(t, 1, st.Users[1])
+	d, err := g.Reserve(ctx, v.Code, 1, h)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.Zero(t, d.Remaining, "a negative counter reads as none left")
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("late", 99))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+
+	// Clamp never raises: 4 holds on a limit of 3 keeps -1.
+	before, after, err = g.Clamp(ctx, v.Code, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, before)
+	require.EqualValues(t, -1, after)
+
+	// A counter above totalLimit - holds (say, an INCR that lost its
+	// release) is lowered, and keeps its expiry.
+	k := keysFor(g.cfg.KeyPrefix, v.Code)
+	require.NoError(t, g.client.Do(ctx, g.client.B().Incrby().Key(k.remaining).Increment(10).Build()).Error())
+	released, err := g.Release(ctx, v.Code, orderID(0), voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	before, after, err = g.Clamp(ctx, v.Code, 5) // limit 5, 3 holds left
+	require.NoError(t, err)
+	require.EqualValues(t, 10, before)
+	require.EqualValues(t, 2, after)
+	require.Greater(t, rawTTL(t, g, k.remaining), time.Hour)
+}
+
+func TestLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+
+	unlock, ok, err := g.Lock(ctx, "LOCKED", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok2, err := g.Lock(ctx, "LOCKED", time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok2, "a second loader waits")
+	_, okOther, err := g.Lock(ctx, "OTHER", time.Minute)
+	require.NoError(t, err)
+	require.True(t, okOther, "locks are per voucher")
+
+	unlock()
+	unlock() // idempotent
+	unlock2, ok, err := g.Lock(ctx, "LOCKED", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	unlock2()
+
+	// A loader whose lock expired must not free the next loader's lock.
+	stale, ok, err := g.Lock(ctx, "EXPIRING", 50*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		_, ok, err := g.Lock(ctx, "EXPIRING", time.Minute)
+		require.NoError(t, err)
+		return ok
+	}, 5*time.Second, 20*time.Millisecond)
+	stale()
+	_, ok, err = g.Lock(ctx, "EXPIRING", time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok, "the stale unlock left the new holder's lock alone")
+}
+
+func TestLockConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	var winners atomic.Int32
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			_, ok, err := g.Lock(ctx, "RACE", time.Minute)
+			if err == nil && ok {
+				winners.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, winners.Load())
+}
+
+func TestForget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("FORGETME", 3, 1)
+	loadEmpty(t, g, v)
+	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	_, _, err = g.Lock(ctx, v.Code, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, rawExists(t, g, v.Code))
+
+	require.NoError(t, g.Forget(ctx, v.Code))
+	require.Zero(t, rawExists(t, g, v.Code))
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateNotLoaded, d.Outcome)
+}
+
+// TestSoldOutCacheAnswersWithoutRedis proves the cache: with Redis stopped,
+// a sold-out code is still answered within the TTL, and only after it do
+// callers see that Redis is gone.
+func TestSoldOutCacheAnswersWithoutRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t)
+	clock := newFakeClock()
+	var hooked atomic.Int32
+	g := newGate(t, Config{Clock: clock.Now, SoldOutTTL: time.Second, Timeout: 300 * time.Millisecond,
+		OnSoldOutHit: func(code string) { hooked.Add(1) }}, srv.Addr)
+	v := testVoucher("CACHED", 1, 1)
+	loadEmpty(t, g, v)
+
+	// The sold-out answer from Redis is remembered...
+	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	g.soldOut.clear(v.Code) // forget the mark from taking the last use
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	require.Zero(t, g.SoldOutHits(), "that answer came from Redis")
+
+	// ...and answers without Redis for the TTL, even a known orderId.
+	srv.Stop(t)
+	for _, h := range []voucher.Hold{testHold("o-3", 3), testHold("o-1", 1)} {
+		d, err = g.Reserve(ctx, v.Code, 1, h)
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	}
+	require.EqualValues(t, 2, g.SoldOutHits())
+	require.EqualValues(t, 2, hooked.Load())
+	require.Error(t, g.Ping(ctx), "Redis is really down")
+
+	// After the TTL the call goes to Redis, which is down.
+	clock.Add(time.Second)
+	_, err = g.Reserve(ctx, v.Code, 1, testHold("o-4", 4))
+	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
+	require.EqualValues(t, 2, g.SoldOutHits())
+}
+
+func TestSoldOutCacheMarksTheLastUseAndClearsOnRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newFakeClock()
+	g := newGate(t, Config{Clock: clock.Now, SoldOutTTL: time.Hour})
+	v := testVoucher("LASTUSE", 1, 1)
+	loadEmpty(t, g, v)
+
+	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	require.EqualValues(t, 1, g.SoldOutHits(), "taking the last use marks the code")
+
+	// A release that gives nothing back keeps the cache.
+	released, err := g.Release(ctx, v.Code, "unknown", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.False(t, released)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	require.EqualValues(t, 2, g.SoldOutHits())
+
+	released, err = g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+	require.EqualValues(t, 2, g.SoldOutHits())
+}
+
+// TestRedisDownIsUnavailable checks that every call fails with
+// CodeUnavailable while Redis is down, and works again once it is back.
+func TestRedisDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t)
+	g := newGate(t, Config{Timeout: 300 * time.Millisecond}, srv.Addr)
+	v := testVoucher("DOWN", 5, 1)
+	loadEmpty(t, g, v)
+
+	srv.Kill(t)
+	calls := map[string]func() error{
+		"reserve": func() error { _, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1)); return err },
+		"lookup":  func() error { _, _, err := g.Lookup(ctx, v.Code, "o-1"); return err },
+		"commit":  func() error { return g.Commit(ctx, v.Code, testHold("o-1", 1)) },
+		"release": func() error { _, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark); return err },
+		"load":    func() error { _, err := g.Load(ctx, voucher.Snapshot{Voucher: v}); return err },
+		"loaded":  func() error { _, err := g.Loaded(ctx, v.Code); return err },
+		"adjust":  func() error { return g.AdjustLimit(ctx, v, 1) },
+		"lock":    func() error { _, _, err := g.Lock(ctx, v.Code, time.Second); return err },
+		"ping":    func() error { return g.Ping(ctx) },
+		"inspect": func() error { _, err := g.Inspect(ctx, v.Code); return err },
+		"forget":  func() error { return g.Forget(ctx, v.Code) },
+		"adopt":   func() error { _, err := g.Adopt(ctx, v.Code, testHold("o-1", 1)); return err },
+		"clamp":   func() error { _, _, err := g.Clamp(ctx, v.Code, 5); return err },
+	}
+	for name, call := range calls {
+		start := time.Now()
+		err := call()
+		require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), "%s: %v", name, err)
+		require.Less(t, time.Since(start), 5*time.Second, name)
+	}
+
+	// A new gate cannot connect either.
+	_, err := New(Config{Addrs: []string{srv.Addr}})
+	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
+
+	// Back again (empty: persistence is off), the same gate reconnects.
+	srv.Start(t)
+	require.Eventually(t, func() bool { return g.Ping(ctx) == nil }, 10*time.Second, 50*time.Millisecond)
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateNotLoaded, d.Outcome)
+}
+
+func TestCallerDeadlineIsUnavailable(t *testing.T) {
+	t.Parallel()
+	g := newGate(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := g.Loaded(ctx, "ANY")
+	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestConcurrentReserveSingle(t *testing.T) {
+	t.Parallel()
+	testConcurrentReserve(t, newGate(t, Config{SoldOutTTL: -1}))
+}
+
+func TestConcurrentReserveCluster(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewRedisCluster(t)
+	g := newGate(t, Config{SoldOutTTL: -1}, cluster.Addrs...)
+	require.Len(t, g.client.Nodes(), 3, "a cluster client, not a single node")
+	testConcurrentReserve(t, g)
+}
+
+func TestConcurrentReserveWithSoldOutCache(t *testing.T) {
+	t.Parallel()
+	testConcurrentReserve(t, newGate(t, Config{SoldOutTTL: time.Minute}))
+}
+
+// testConcurrentReserve sends 5,000 reservations from distinct customers,
+// 200 at a time, at a voucher of 1,000 uses: exactly 1,000 are taken.
+func testConcurrentReserve(t *testing.T, g *Gate) {
+	const (
+		total    = 1000
+		requests = 5000
+		workers  = 200
+	)
+	ctx := context.Background()
+	v := testVoucher("RUSH", total, 1)
+	loadEmpty(t, g, v)
+
+	var taken, soldOut atomic.Int64
+	var wg sync.WaitGroup
+	next := make(chan int)
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				d, err := g.Reserve(ctx, v.Code, 1, testHold(orderID(i), int64(i+1)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				switch d.Outcome {
+				case voucher.GateTaken:
+					taken.Add(1)
+				case voucher.GateSoldOut:
+					soldOut.Add(1)
+				default:
+					errs <- voucher.Errorf(voucher.CodeInternal, "unexpected outcome %s", d.Outcome)
+					return
+				}
+			}
+		})
+	}
+feed:
+	for i := range requests {
+		select {
+		case next <- i:
+		case err := <-errs:
+			t.Errorf("reserve: %v", err)
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("reserve: %v", err)
+	}
+	require.False(t, t.Failed())
+
+	require.EqualValues(t, total, taken.Load())
+	require.EqualValues(t, requests-total, soldOut.Load())
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.Zero(t, st.Remaining)
+	require.Len(t, st.Users, total)
+	require.EqualValues(t, total, st.Held())
+}

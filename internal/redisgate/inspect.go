@@ -1,0 +1,150 @@
+package redisgate
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// Inspect reads the state of a voucher for reconciliation (remaining against
+// totalLimit - held in PostgreSQL, holds that never reached the database) and
+// for tests, in one script. It reads every order of the voucher, and Redis
+// serves nothing else meanwhile: call it for one voucher at a time, never on
+// the hot path.
+func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.GateState{}, err
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withBulkTimeout(ctx)
+	defer cancel()
+	res, err := inspectScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, nil).ToArray()
+	if err != nil {
+		return voucher.GateState{}, interpretError(err, "inspect", code)
+	}
+	st, err := decodeState(res)
+	if err != nil {
+		return voucher.GateState{}, interpretError(err, "inspect", code)
+	}
+	return st, nil
+}
+
+// errBadReply is returned for a script reply of an unexpected shape.
+var errBadReply = errors.New("redisgate: malformed script reply")
+
+// decodeState parses the reply of inspect.lua.
+func decodeState(res []rueidis.RedisMessage) (voucher.GateState, error) {
+	if len(res) == 0 {
+		return voucher.GateState{}, errBadReply
+	}
+	loaded, err := res[0].AsInt64()
+	if err != nil {
+		return voucher.GateState{}, err
+	}
+	if loaded == 0 {
+		return voucher.GateState{}, nil
+	}
+	if len(res) != 4 {
+		return voucher.GateState{}, errBadReply
+	}
+	st := voucher.GateState{Loaded: true}
+	if st.Remaining, err = res[1].AsInt64(); err != nil {
+		return voucher.GateState{}, err
+	}
+	users, err := res[2].AsStrSlice()
+	if err != nil {
+		return voucher.GateState{}, err
+	}
+	st.Users = make(map[int64]int32, len(users)/2)
+	for i := 0; i+1 < len(users); i += 2 {
+		cust, err := strconv.ParseInt(users[i], 10, 64)
+		if err != nil {
+			return voucher.GateState{}, err
+		}
+		n, err := strconv.ParseInt(users[i+1], 10, 32)
+		if err != nil {
+			return voucher.GateState{}, err
+		}
+		st.Users[cust] = int32(n)
+	}
+	orders, err := res[3].AsStrSlice()
+	if err != nil {
+		return voucher.GateState{}, err
+	}
+	st.Orders = make(map[string]voucher.Hold, len(orders)/2)
+	for i := 0; i+1 < len(orders); i += 2 {
+		h, err := decodeHold(orders[i], orders[i+1])
+		if err != nil {
+			return voucher.GateState{}, err
+		}
+		st.Orders[orders[i]] = h
+	}
+	return st, nil
+}
+
+// Adopt records a hold the database has and the gate lost (reconciliation):
+// it takes a use for hold.OrderID, even below zero remaining, only if the
+// orderId is unknown to the gate and the voucher is loaded. It reports
+// whether it changed anything. The hold is stored as held (durable).
+func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
+	if err := checkCode(code); err != nil {
+		return false, err
+	}
+	if err := checkOrderID(hold.OrderID); err != nil {
+		return false, err
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	n, err := adoptScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, []string{
+		hold.OrderID, strconv.FormatInt(hold.CustomerID, 10), encodeHold(stateHeld, hold),
+	}).AsInt64()
+	if err != nil {
+		return false, interpretError(err, "adopt", code)
+	}
+	return n == 1, nil
+}
+
+// Clamp lowers remaining to totalLimit minus the holds (held and pending) the
+// gate records, if it is above, and returns remaining before and after. It
+// never raises it. A voucher that is not loaded returns 0, 0.
+func (g *Gate) Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error) {
+	if err := checkCode(code); err != nil {
+		return 0, 0, err
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withBulkTimeout(ctx)
+	defer cancel()
+	res, err := clampScript.Exec(ctx, g.client, []string{k.remaining, k.orders},
+		[]string{strconv.FormatInt(int64(totalLimit), 10)}).AsIntSlice()
+	if err == nil && len(res) != 3 {
+		err = errBadReply
+	}
+	if err != nil {
+		return 0, 0, interpretError(err, "clamp", code)
+	}
+	return res[1], res[2], nil
+}
+
+// Forget deletes every key of a voucher (its state and its warm-up lock) and
+// its sold-out cache entry in this process: the next reservation finds it not
+// loaded. For operations and tests; holds in Redis that never reached the
+// database are lost with it.
+func (g *Gate) Forget(ctx context.Context, code string) error {
+	if err := checkCode(code); err != nil {
+		return err
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	err := g.client.Do(ctx, g.client.B().Del().Key(k.all()...).Build()).Error()
+	g.soldOut.clear(code)
+	if err != nil {
+		return interpretError(err, "forget", code)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package redisgate
+
+import (
+	"embed"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// The scripts, each sent once per connection as EVALSHA (rueidis falls back
+// to EVAL when Redis does not know the SHA yet). Only the read-only ones are
+// retryable: a write retried after a lost reply could act twice.
+var (
+	reserveScript = newScript("reserve.lua", false)
+	releaseScript = newScript("release.lua", false)
+	commitScript  = newScript("commit.lua", false)
+	loadScript    = newScript("load.lua", false)
+	adjustScript  = newScript("adjust.lua", false)
+	unlockScript  = newScript("unlock.lua", false)
+	adoptScript   = newScript("adopt.lua", false)
+	clampScript   = newScript("clamp.lua", false)
+	lookupScript  = newScript("lookup.lua", true)
+	inspectScript = newScript("inspect.lua", true)
+)
+
+func newScript(name string, readOnly bool) *rueidis.Lua {
+	src, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic("redisgate: missing embedded script " + name)
+	}
+	if readOnly {
+		return rueidis.NewLuaScriptRetryable(string(src))
+	}
+	return rueidis.NewLuaScript(string(src))
+}
+
+// Status codes returned by reserve.lua.
+const (
+	reserveTaken     = 1
+	reserveReplay    = 2
+	reserveConflict  = 3
+	reserveReleased  = 4
+	reserveNotLoaded = 5
+	reserveQuotaHeld = 6
+	reserveSoldOut   = 7
+)

@@ -1,0 +1,23 @@
+-- adjust.lua: adds delta to the remaining uses of a loaded voucher (after a
+-- limit change) and refreshes the expiry of its keys.
+--
+-- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
+-- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
+-- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+--
+-- ARGV[1] -> delta, may be negative
+-- ARGV[2] -> expireAt, unix milliseconds; "0" keeps the current expiries
+--
+-- Returns:
+--   {1, remaining} the remaining uses after the change
+--   {0, 0}         the voucher is not loaded (nothing changed)
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {0, 0}
+end
+local r = redis.call('INCRBY', KEYS[1], ARGV[1])
+if ARGV[2] ~= '0' then
+  for i = 1, 3 do
+    redis.call('PEXPIREAT', KEYS[i], ARGV[2])
+  end
+end
+return {1, r}

@@ -1,0 +1,37 @@
+-- adopt.lua: records a hold the database has and the gate lost (found by
+-- reconciliation): takes a use for it, even below zero remaining, only if the
+-- orderId is unknown to the gate. The gate then hands out less, never more.
+--
+-- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
+-- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
+-- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+--
+-- ARGV[1] -> orderId
+-- ARGV[2] -> customerId, decimal (a string: an int64 does not fit a Lua number)
+-- ARGV[3] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs"
+--
+-- Returns:
+--   1 if the hold was recorded and a use taken
+--   0 if nothing changed: the orderId is known (in any state) or the voucher
+--     is not loaded (its next load reads the database, hold included)
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+  return 0
+end
+redis.call('DECR', KEYS[1])
+redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+
+-- As in reserve.lua: hashes created here get the voucher's expiry.
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  if redis.call('PTTL', KEYS[2]) == -1 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
+  if redis.call('PTTL', KEYS[3]) == -1 then
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
+end
+return 1

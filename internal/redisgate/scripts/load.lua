@@ -1,0 +1,47 @@
+-- load.lua: writes a voucher's gate state from a PostgreSQL snapshot, only
+-- if the voucher is not loaded yet (the check and the write are one step).
+--
+-- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
+-- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
+-- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+--
+-- ARGV[1] -> expireAt, unix milliseconds: PEXPIREAT of every key
+-- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
+-- ARGV[3] -> n, the number of customers with held uses
+-- ARGV[4 .. 3+2n]   -> customerId, held count pairs
+-- ARGV[4+2n .. end] -> orderId, encoded hold pairs ("H|..." held, "R|..." released)
+--
+-- Returns:
+--   1 if the snapshot was written
+--   0 if the voucher was already loaded (nothing changed)
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+-- Leftovers of an earlier load (a key evicted or deleted by hand) must not
+-- mix with the snapshot.
+redis.call('DEL', KEYS[2], KEYS[3])
+
+local expireAt = ARGV[1]
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], expireAt)
+
+-- HSET in chunks: one call per field is slow for big sales, one call for all
+-- of them would overflow the Lua stack in unpack.
+local chunk = 256
+local function hsetPairs(key, from, to)
+  if to < from then
+    return
+  end
+  local i = from
+  while i <= to do
+    local j = math.min(i + chunk - 1, to)
+    redis.call('HSET', key, unpack(ARGV, i, j))
+    i = j + 1
+  end
+  redis.call('PEXPIREAT', key, expireAt)
+end
+
+local n = tonumber(ARGV[3])
+hsetPairs(KEYS[2], 4, 3 + 2 * n)
+hsetPairs(KEYS[3], 4 + 2 * n, #ARGV)
+return 1

@@ -1,0 +1,39 @@
+-- release.lua: gives the use of an orderId back if it holds one (H or P).
+-- Safe to repeat: a second call finds no held orderId and returns 0.
+--
+-- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
+-- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
+-- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+--
+-- ARGV[1] -> orderId
+-- ARGV[2] -> mode: "mark" keeps the orderId as released ("R|..."), so a late
+--            retry cannot take a second use; "forget" deletes it, so the
+--            client may retry the orderId (nothing durable was taken)
+--
+-- Returns:
+--   1 if a use was given back
+--   0 if nothing changed: the orderId is unknown or already released, or the
+--     voucher is not loaded (the next load takes its state from PostgreSQL,
+--     so nothing is written to an unloaded voucher, not even a marker)
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local stored = redis.call('HGET', KEYS[3], ARGV[1])
+if not stored then
+  return 0
+end
+local state, cust = string.match(stored, '^(%a)|([^|]*)|')
+if state ~= 'H' and state ~= 'P' then
+  return 0
+end
+
+redis.call('INCR', KEYS[1])
+if redis.call('HINCRBY', KEYS[2], cust, -1) <= 0 then
+  redis.call('HDEL', KEYS[2], cust)
+end
+if ARGV[2] == 'forget' then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+else
+  redis.call('HSET', KEYS[3], ARGV[1], 'R' .. string.sub(stored, 2))
+end
+return 1

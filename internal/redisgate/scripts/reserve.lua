@@ -1,0 +1,67 @@
+-- reserve.lua: checks and takes one use of a voucher for one orderId, in one
+-- atomic step (idempotency by orderId, per-customer quota, remaining count).
+--
+-- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
+-- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
+-- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+--
+-- ARGV[1] -> orderId
+-- ARGV[2] -> customerId, decimal; compared as a string because an int64 does
+--            not fit a Lua number
+-- ARGV[3] -> perUserLimit
+-- ARGV[4] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs"
+--            ("P|..." for a pending hold in Kafka mode)
+--
+-- Returns {status, remaining} or {status, remaining, stored hold}:
+--   {1, remaining}        taken: a use was taken; remaining is after the take
+--   {2, remaining, hold}  replay: orderId holds a use (H or P) for this customer
+--   {3, remaining, hold}  conflict: orderId is known with another customer
+--   {4, remaining, hold}  released: orderId was released (R marker)
+--   {5, 0}                not loaded: the remaining key is absent
+--   {6, remaining}        quota held: the customer holds perUserLimit uses
+--   {7, remaining}        sold out: no use left
+-- remaining is -1 where it is unknown (a known orderId of an unloaded voucher).
+local stored = redis.call('HGET', KEYS[3], ARGV[1])
+local rem = redis.call('GET', KEYS[1])
+if stored then
+  local state, cust = string.match(stored, '^(%a)|([^|]*)|')
+  local r = tonumber(rem) or -1
+  if cust ~= ARGV[2] then
+    return {3, r, stored}
+  end
+  if state == 'R' then
+    return {4, r, stored}
+  end
+  return {2, r, stored}
+end
+
+if not rem then
+  return {5, 0}
+end
+local r = tonumber(rem)
+
+local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
+if held >= tonumber(ARGV[3]) then
+  return {6, r}
+end
+if r <= 0 then
+  return {7, r}
+end
+
+r = redis.call('DECR', KEYS[1])
+redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+
+-- The hashes may have just been created (a voucher loaded with no holds, or
+-- whose last customer gave everything back): give them the expiry of the
+-- remaining key so that an old sale leaves Redis as a whole.
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  if redis.call('PTTL', KEYS[2]) == -1 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
+  if redis.call('PTTL', KEYS[3]) == -1 then
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
+end
+return {1, r}

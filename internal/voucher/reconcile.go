@@ -1,0 +1,186 @@
+package voucher
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// ReconcileReport is what one reconciliation of a flash voucher found and
+// did. Drift is RedisRemaining minus ExpectedRemaining: positive means the
+// gate would hand out more than the database allows (repaired by adopting
+// holds and clamping the counter), negative means undersell (repaired only
+// by releasing specific orderIds, never by raising the counter).
+type ReconcileReport struct {
+	Code              string    `json:"code"`
+	At                time.Time `json:"at"`
+	Loaded            bool      `json:"loaded"`
+	TotalLimit        int32     `json:"totalLimit"`
+	DatabaseHeld      int32     `json:"databaseHeld"`
+	RedisHeld         int64     `json:"redisHeld"`
+	RedisRemaining    int64     `json:"redisRemaining"`
+	ExpectedRemaining int64     `json:"expectedRemaining"`
+	Drift             int64     `json:"drift"`
+	// InFlight are gate holds without a database row that are younger than
+	// the grace period: their write may still be coming.
+	InFlight []string `json:"inFlight"`
+	// Orphans are gate holds without a database row older than the grace
+	// period; repaired by giving the use back (the orderId is forgotten, so
+	// the client may retry it).
+	Orphans []string `json:"orphans"`
+	// Stale are gate holds whose row is RELEASED; repaired by releasing
+	// them in the gate.
+	Stale []string `json:"stale"`
+	// Missing are held rows the gate does not know; repaired by adopting
+	// them (the gate hands out less).
+	Missing []string `json:"missing"`
+	// Uncommitted are pending gate holds (Kafka mode) whose row exists;
+	// repaired by marking them durable.
+	Uncommitted []string `json:"uncommitted"`
+	// ClampedFrom is the counter before a clamp lowered it, when it did.
+	ClampedFrom *int64 `json:"clampedFrom,omitempty"`
+	// Repaired says whether repairs were applied (false for a dry run).
+	Repaired bool `json:"repaired"`
+	// Skipped explains repairs that were not safe to make now.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Consistent reports whether the report found nothing to repair or report.
+func (r ReconcileReport) Consistent() bool {
+	return r.Drift == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0
+}
+
+// Reconcile compares a flash voucher's gate state with the store and, when
+// repair is set, makes the repairs that cannot oversell. grace is how old a
+// gate hold without a row must be before it counts as an orphan.
+func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (ReconcileReport, error) {
+	rep := ReconcileReport{Code: code, At: s.cfg.Clock().UTC(), InFlight: []string{}, Orphans: []string{},
+		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}}
+	if s.gate == nil {
+		return rep, Unavailable(nil, "Redis is not configured")
+	}
+	if !ValidCode(code) {
+		return rep, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
+	}
+	// The gate first, then the store: in both write modes a use is taken in
+	// the gate before its row is written, so a row the gate read does not
+	// show was taken after that read, and Adopt checks again atomically.
+	gs, err := s.gate.Inspect(ctx, code)
+	if err != nil {
+		return rep, err
+	}
+	snap, err := s.store.GateSnapshot(ctx, code)
+	if err != nil {
+		return rep, err
+	}
+	rep.TotalLimit = snap.Voucher.TotalLimit
+	rep.DatabaseHeld = snap.Held
+	rep.ExpectedRemaining = snap.Remaining()
+	rep.Loaded = gs.Loaded
+	if !gs.Loaded {
+		return rep, nil
+	}
+	rep.RedisHeld = gs.Held()
+	rep.RedisRemaining = gs.Remaining
+	rep.Drift = gs.Remaining - rep.ExpectedRemaining
+
+	rows := make(map[string]Redemption, len(snap.Orders))
+	for _, r := range snap.Orders {
+		rows[r.OrderID] = r
+	}
+	now := s.cfg.Clock()
+	for id, h := range gs.Orders {
+		if h.Released {
+			continue
+		}
+		row, ok := rows[id]
+		switch {
+		case !ok && now.Sub(h.ReservedAt) < grace:
+			rep.InFlight = append(rep.InFlight, id)
+		case !ok:
+			rep.Orphans = append(rep.Orphans, id)
+		case row.Status == StatusReleased:
+			rep.Stale = append(rep.Stale, id)
+		case h.Pending:
+			rep.Uncommitted = append(rep.Uncommitted, id)
+		}
+	}
+	for id, r := range rows {
+		if !r.Status.Held() {
+			continue
+		}
+		if _, known := gs.Orders[id]; !known {
+			rep.Missing = append(rep.Missing, id)
+		}
+	}
+	for _, l := range [][]string{rep.InFlight, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted} {
+		sort.Strings(l)
+	}
+	if !repair || rep.Consistent() {
+		return rep, nil
+	}
+	rep.Repaired = true
+
+	// Safe direction first: the gate learns of holds it lost.
+	for _, id := range rep.Missing {
+		r := rows[id]
+		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
+			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt}
+		if _, err := s.gate.Adopt(ctx, code, h); err != nil {
+			return rep, err
+		}
+	}
+	for _, id := range rep.Uncommitted {
+		if err := s.gate.Commit(ctx, code, gs.Orders[id]); err != nil {
+			return rep, err
+		}
+	}
+	for _, id := range rep.Stale {
+		if _, err := s.gate.Release(ctx, code, id, ReleaseMark); err != nil {
+			return rep, err
+		}
+	}
+	if len(rep.Orphans) > 0 {
+		// In Kafka mode a hold without a row may still be an event in the
+		// topic: give it back only once the consumer has caught up.
+		if s.cfg.FlashWrites == FlashKafka {
+			if err := s.cfg.Events.CaughtUp(ctx); err != nil {
+				rep.Skipped = "orphan holds kept: " + err.Error()
+			}
+		}
+		if rep.Skipped == "" {
+			for _, id := range rep.Orphans {
+				if _, err := s.gate.Release(ctx, code, id, ReleaseForget); err != nil {
+					return rep, err
+				}
+				s.log.Warn("reconciliation gave back an orphan gate hold", "code", code, "orderId", id)
+			}
+		}
+	}
+	before, after, err := s.gate.Clamp(ctx, code, snap.Voucher.TotalLimit)
+	if err != nil {
+		return rep, err
+	}
+	if after < before {
+		rep.ClampedFrom = &before
+	}
+	return rep, nil
+}
+
+// ReconcileAll reconciles every flash voucher that has not ended more than
+// keep ago and returns the reports.
+func (s *Service) ReconcileAll(ctx context.Context, repair bool, grace, keep time.Duration) ([]ReconcileReport, error) {
+	codes, err := s.store.FlashVouchers(ctx, s.cfg.Clock().Add(-keep))
+	if err != nil {
+		return nil, err
+	}
+	reports := make([]ReconcileReport, 0, len(codes))
+	for _, code := range codes {
+		rep, err := s.Reconcile(ctx, code, repair, grace)
+		if err != nil {
+			return reports, err
+		}
+		reports = append(reports, rep)
+	}
+	return reports, nil
+}
