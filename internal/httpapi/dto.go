@@ -128,7 +128,7 @@ type reservationJSON struct {
 // redemptionJSON is a redemption on the wire.
 type redemptionJSON struct {
 	OrderID        string    `json:"orderId"`
-	Code           string    `json:"code"`
+	VoucherCode    string    `json:"voucherCode"`
 	CustomerID     int64     `json:"customerId"`
 	OrderAmount    int64     `json:"orderAmount"`
 	DiscountAmount int64     `json:"discountAmount"`
@@ -140,7 +140,7 @@ type redemptionJSON struct {
 
 func toRedemptionJSON(r voucher.Redemption) redemptionJSON {
 	return redemptionJSON{
-		OrderID: r.OrderID, Code: r.VoucherCode, CustomerID: r.CustomerID,
+		OrderID: r.OrderID, VoucherCode: r.VoucherCode, CustomerID: r.CustomerID,
 		OrderAmount: r.OrderAmount, DiscountAmount: r.DiscountAmount, Status: string(r.Status),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
 	}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/voucherd/voucherd/api"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -72,6 +73,9 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// Logger receives request logs (default: discard).
 	Logger *slog.Logger
+	// ReconcileGrace is the grace period of admin-triggered reconciliations
+	// (default 30s).
+	ReconcileGrace time.Duration
 	// Metrics receives request observations (optional).
 	Metrics Metrics
 	// MetricsHandler serves /metrics (optional).
@@ -102,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ReconcileGrace <= 0 {
+		cfg.ReconcileGrace = 30 * time.Second
+	}
 	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), log: cfg.Logger}
 	s.routes()
 	return s, nil
@@ -119,6 +126,8 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /vouchers/{code}", s.wrap("GET /vouchers/{code}", false, s.getVoucher))
 	s.mux.Handle("PATCH /vouchers/{code}", s.wrap("PATCH /vouchers/{code}", true, s.patchVoucher))
 	s.mux.Handle("POST /vouchers/{code}/warmup", s.wrap("POST /vouchers/{code}/warmup", true, s.warmup))
+	s.mux.Handle("GET /vouchers/{code}/reconciliation", s.wrap("GET /vouchers/{code}/reconciliation", true, s.reconcile(false)))
+	s.mux.Handle("POST /vouchers/{code}/reconciliation", s.wrap("POST /vouchers/{code}/reconciliation", true, s.reconcile(true)))
 	s.mux.Handle("POST /vouchers/{code}/reservations", s.wrap("POST /vouchers/{code}/reservations", false, s.reserve))
 	s.mux.Handle("GET /vouchers/{code}/reservations/{orderId}", s.wrap("GET /vouchers/{code}/reservations/{orderId}", false, s.getReservation))
 	s.mux.Handle("POST /vouchers/{code}/reservations/{orderId}/confirm", s.wrap("POST /vouchers/{code}/reservations/{orderId}/confirm", false, s.confirm))
@@ -127,6 +136,10 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.Handle("GET /readyz", s.wrap("GET /readyz", false, s.readyz))
+	s.mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(api.OpenAPI)
+	})
 	if s.cfg.MetricsHandler != nil {
 		s.mux.Handle("GET /metrics", s.cfg.MetricsHandler)
 	}

@@ -59,6 +59,23 @@ func (s *Server) warmup(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// reconcile answers with a reconciliation report of a flash voucher: a dry
+// run on GET, with the safe repairs applied on POST.
+func (s *Server) reconcile(repair bool) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		code := r.PathValue("code")
+		if _, err := s.svc.Voucher(r.Context(), code); err != nil {
+			return err
+		}
+		rep, err := s.svc.Reconcile(r.Context(), code, repair, s.cfg.ReconcileGrace)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, rep)
+		return nil
+	}
+}
+
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	var body reserveRequest
 	if err := decode(r, &body); err != nil {
