@@ -1,0 +1,433 @@
+// Package client is a small Go client for the voucherd HTTP API, meant for the
+// order services that call voucherd at checkout.
+//
+// Every reservation is identified by its orderId, and the server is
+// idempotent by orderId: retrying Reserve, Confirm or Release with the same
+// orderId never takes a second use. The client relies on that and retries
+// those calls (and reads) on connection errors, 429, 503 and other 5xx answers
+// with exponential backoff and full jitter, always with the same orderId. It
+// never retries a 4xx answer other than 429, and it never waits past the
+// context's deadline.
+//
+// Errors answered by the server are returned as *Error; use IsCode to test
+// for a code of the contract:
+//
+//	red, err := c.Reserve(ctx, "FLASH100", client.ReserveRequest{CustomerID: 42, OrderID: "order-42", OrderAmount: 250000})
+//	switch {
+//	case client.IsCode(err, client.OutOfStock):
+//		// sold out: check out without the voucher
+//	case err != nil:
+//		// voucherd unavailable or the request was rejected
+//	}
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults used when an Option does not set them.
+const (
+	DefaultMaxAttempts    = 4
+	DefaultBaseBackoff    = 50 * time.Millisecond
+	DefaultMaxBackoff     = 2 * time.Second
+	DefaultAttemptTimeout = 10 * time.Second
+)
+
+// maxErrorBody bounds how much of an error answer is read: error bodies are
+// small JSON objects, and a misbehaving proxy must not make us buffer more.
+const maxErrorBody = 64 << 10
+
+// Client calls one voucherd deployment. It is safe for concurrent use.
+type Client struct {
+	baseURL        string
+	token          string
+	hc             *http.Client
+	maxAttempts    int
+	baseBackoff    time.Duration
+	maxBackoff     time.Duration
+	attemptTimeout time.Duration
+	userAgent      string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the *http.Client used for every request (its Transport
+// decides connection pooling). The default is a client with its own pooled
+// transport.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		if hc != nil {
+			c.hc = hc
+		}
+	}
+}
+
+// WithMaxAttempts sets how many times a retryable call is tried in total;
+// 1 disables retries. Values below 1 keep the default (4).
+func WithMaxAttempts(n int) Option {
+	return func(c *Client) {
+		if n >= 1 {
+			c.maxAttempts = n
+		}
+	}
+}
+
+// WithBackoff sets the first backoff and its cap. The wait before attempt
+// n+1 is a random duration in [0, min(max, base·2^(n-1))] (full jitter), so
+// that many clients retrying after one failure do not come back in step.
+func WithBackoff(base, max time.Duration) Option {
+	return func(c *Client) {
+		if base > 0 {
+			c.baseBackoff = base
+		}
+		if max > 0 {
+			c.maxBackoff = max
+		}
+	}
+}
+
+// WithAttemptTimeout bounds each attempt (default 10s); a timed-out attempt
+// of a retryable call is retried while the context allows. Zero or negative
+// keeps the default.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.attemptTimeout = d
+		}
+	}
+}
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) { c.userAgent = ua }
+}
+
+// New returns a client for the voucherd at baseURL (for example
+// "http://127.0.0.1:8080") that authenticates with the bearer token. Use the
+// admin token for CreateVoucher and PatchVoucher.
+func New(baseURL, token string, opts ...Option) *Client {
+	c := &Client{
+		baseURL:        strings.TrimRight(baseURL, "/"),
+		token:          token,
+		maxAttempts:    DefaultMaxAttempts,
+		baseBackoff:    DefaultBaseBackoff,
+		maxBackoff:     DefaultMaxBackoff,
+		attemptTimeout: DefaultAttemptTimeout,
+		userAgent:      "voucherd-go-client",
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if c.maxBackoff < c.baseBackoff {
+		c.maxBackoff = c.baseBackoff
+	}
+	return c
+}
+
+// Voucher is a limited-use discount code (SPEC §1). Money is in integer minor
+// units. Reserved, Confirmed and Remaining are live counts filled by the
+// server on reads; they and the timestamps are ignored when creating a
+// voucher.
+type Voucher struct {
+	Code           string    `json:"code"`
+	DiscountAmount int64     `json:"discountAmount"`
+	MinOrderAmount int64     `json:"minOrderAmount"`
+	TotalLimit     int32     `json:"totalLimit"`
+	PerUserLimit   int32     `json:"perUserLimit"`
+	StartsAt       time.Time `json:"startsAt"`
+	EndsAt         time.Time `json:"endsAt"`
+	FlashSale      bool      `json:"flashSale"`
+
+	Reserved  int32     `json:"reserved,omitempty"`
+	Confirmed int32     `json:"confirmed,omitempty"`
+	Remaining int32     `json:"remaining,omitempty"`
+	CreatedAt time.Time `json:"createdAt,omitzero"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+}
+
+// voucherCreate is the body of POST /vouchers: only the fields a client may
+// set, with zero limits left out so the server applies its defaults.
+type voucherCreate struct {
+	Code           string    `json:"code"`
+	DiscountAmount int64     `json:"discountAmount"`
+	MinOrderAmount int64     `json:"minOrderAmount"`
+	TotalLimit     int32     `json:"totalLimit"`
+	PerUserLimit   int32     `json:"perUserLimit,omitempty"`
+	StartsAt       time.Time `json:"startsAt"`
+	EndsAt         time.Time `json:"endsAt"`
+	FlashSale      bool      `json:"flashSale"`
+}
+
+// VoucherPatch changes some fields of a voucher; nil fields stay as they are.
+// Limits may be raised, and lowered no further than what is already held
+// (the server answers LimitBelowHeld otherwise).
+type VoucherPatch struct {
+	DiscountAmount *int64     `json:"discountAmount,omitempty"`
+	MinOrderAmount *int64     `json:"minOrderAmount,omitempty"`
+	TotalLimit     *int32     `json:"totalLimit,omitempty"`
+	PerUserLimit   *int32     `json:"perUserLimit,omitempty"`
+	StartsAt       *time.Time `json:"startsAt,omitempty"`
+	EndsAt         *time.Time `json:"endsAt,omitempty"`
+	FlashSale      *bool      `json:"flashSale,omitempty"`
+}
+
+// Redemption states.
+const (
+	StatusReserved  = "RESERVED"
+	StatusConfirmed = "CONFIRMED"
+	StatusReleased  = "RELEASED"
+)
+
+// Redemption is one order's use of a voucher. Reserve answers with OrderID,
+// DiscountAmount, Status and ExpiresAt; reads and state changes may fill the
+// other fields too.
+type Redemption struct {
+	OrderID        string    `json:"orderId"`
+	VoucherCode    string    `json:"voucherCode,omitempty"`
+	CustomerID     int64     `json:"customerId,omitempty"`
+	OrderAmount    int64     `json:"orderAmount,omitempty"`
+	DiscountAmount int64     `json:"discountAmount"`
+	Status         string    `json:"status"`
+	ExpiresAt      time.Time `json:"expiresAt,omitzero"`
+	CreatedAt      time.Time `json:"createdAt,omitzero"`
+	UpdatedAt      time.Time `json:"updatedAt,omitzero"`
+}
+
+// ReserveRequest asks for one use of a voucher for one order. OrderID is the
+// idempotency key: generate it once per checkout attempt and reuse it on
+// every retry.
+type ReserveRequest struct {
+	CustomerID  int64  `json:"customerId"`
+	OrderID     string `json:"orderId"`
+	OrderAmount int64  `json:"orderAmount"`
+}
+
+// CreateVoucher creates a voucher (admin token). It is not retried: a lost
+// answer would make the retry fail with VoucherExists.
+func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error) {
+	body := voucherCreate{
+		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
+		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
+		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
+	}
+	var out Voucher
+	if err := c.call(ctx, http.MethodPost, "/vouchers", body, &out, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetVoucher returns a voucher with its live counts.
+func (c *Client) GetVoucher(ctx context.Context, code string) (*Voucher, error) {
+	var out Voucher
+	if err := c.call(ctx, http.MethodGet, "/vouchers/"+url.PathEscape(code), nil, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PatchVoucher changes a voucher (admin token). It is not retried.
+func (c *Client) PatchVoucher(ctx context.Context, code string, p VoucherPatch) (*Voucher, error) {
+	var out Voucher
+	if err := c.call(ctx, http.MethodPatch, "/vouchers/"+url.PathEscape(code), p, &out, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Reserve takes one use of the voucher for the order. Retries resend the same
+// orderId, so at most one use is taken however many attempts it needs.
+func (c *Client) Reserve(ctx context.Context, code string, r ReserveRequest) (*Redemption, error) {
+	var out Redemption
+	if err := c.call(ctx, http.MethodPost, "/vouchers/"+url.PathEscape(code)+"/reservations", r, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetReservation returns the redemption of an order.
+func (c *Client) GetReservation(ctx context.Context, code, orderID string) (*Redemption, error) {
+	var out Redemption
+	if err := c.call(ctx, http.MethodGet, reservationPath(code, orderID), nil, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Confirm marks a reservation as used by a paid order. It is idempotent.
+func (c *Client) Confirm(ctx context.Context, code, orderID string) (*Redemption, error) {
+	var out Redemption
+	if err := c.call(ctx, http.MethodPost, reservationPath(code, orderID)+"/confirm", nil, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Release gives the use back (order cancelled or refunded). It is idempotent;
+// a released orderId cannot reserve again.
+func (c *Client) Release(ctx context.Context, code, orderID string) (*Redemption, error) {
+	var out Redemption
+	if err := c.call(ctx, http.MethodDelete, reservationPath(code, orderID), nil, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func reservationPath(code, orderID string) string {
+	return "/vouchers/" + url.PathEscape(code) + "/reservations/" + url.PathEscape(orderID)
+}
+
+// call sends one logical request, retrying it when retry is set and the
+// failure is one a retry can fix.
+func (c *Client) call(ctx context.Context, method, path string, in, out any, retry bool) error {
+	var payload []byte
+	if in != nil {
+		var err error
+		if payload, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
+		}
+	}
+	attempts := 1
+	if retry {
+		attempts = c.maxAttempts
+	}
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		err := c.do(ctx, method, path, payload, out)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return fmt.Errorf("client: %s %s: %w (last attempt: %w)", method, path, ctx.Err(), lastErr)
+		}
+		if attempt >= attempts || !Retryable(err) {
+			return err
+		}
+		wait := c.backoff(attempt)
+		var apiErr *Error
+		if errors.As(err, &apiErr) && apiErr.RetryAfter > wait {
+			wait = apiErr.RetryAfter
+		}
+		// Waiting past the deadline only to fail is worse than failing now
+		// with the real cause.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("client: %s %s: %w (last attempt: %w)", method, path, ctx.Err(), lastErr)
+		case <-t.C:
+		}
+	}
+}
+
+// backoff returns the jittered wait after the given failed attempt (1-based).
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.baseBackoff
+	for i := 1; i < attempt && d < c.maxBackoff; i++ {
+		d *= 2
+	}
+	if d > c.maxBackoff {
+		d = c.maxBackoff
+	}
+	return rand.N(d + 1)
+}
+
+// do sends one attempt.
+func (c *Client) do(ctx context.Context, method, path string, payload []byte, out any) error {
+	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+	defer cancel()
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(actx, method, c.baseURL+path, body)
+	if err != nil {
+		return &requestError{err: fmt.Errorf("client: %s %s: %w", method, path, err)}
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return &TransportError{Method: method, Path: path, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return decodeError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		// The server answered 2xx, so the action may have happened; a body
+		// we cannot read is a transport problem, retried like one.
+		return &TransportError{Method: method, Path: path, Err: fmt.Errorf("decode %d answer: %w", resp.StatusCode, err)}
+	}
+	// Drain so the connection goes back to the pool.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}
+
+// decodeError turns a non-2xx answer into *Error.
+func decodeError(resp *http.Response) *Error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	e := &Error{Status: resp.StatusCode}
+	var body struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+		Reason  string `json:"reason"`
+		// RetryAfter in seconds mirrors the header for clients that do
+		// not see headers (some proxies drop them).
+		RetryAfter int64 `json:"retryAfter"`
+	}
+	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
+		e.Code, e.Message, e.Reason = body.Error, body.Message, body.Reason
+		if body.RetryAfter > 0 {
+			e.RetryAfter = time.Duration(body.RetryAfter) * time.Second
+		}
+	} else {
+		// Not our error format (a proxy, a load balancer): keep what there is.
+		e.Message = strings.TrimSpace(string(raw))
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		if secs, err := strconv.Atoi(strings.TrimSpace(ra)); err == nil && secs >= 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		} else if t, err := http.ParseTime(ra); err == nil {
+			if d := time.Until(t); d > 0 {
+				e.RetryAfter = d
+			}
+		}
+	}
+	return e
+}

@@ -1,0 +1,121 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Error codes of the voucherd API (SPEC §3), found in Error.Code.
+const (
+	InvalidRequest      = "INVALID_REQUEST"
+	Unauthorized        = "UNAUTHORIZED"
+	Forbidden           = "FORBIDDEN"
+	VoucherNotFound     = "VOUCHER_NOT_FOUND"
+	VoucherExists       = "VOUCHER_EXISTS"
+	LimitBelowHeld      = "LIMIT_BELOW_HELD"
+	ReservationNotFound = "RESERVATION_NOT_FOUND"
+	ReservationReleased = "RESERVATION_RELEASED"
+	OutOfStock          = "OUT_OF_STOCK"
+	AlreadyUsed         = "ALREADY_USED"
+	NotEligible         = "NOT_ELIGIBLE"
+	OrderConflict       = "ORDER_CONFLICT"
+	OrderReleased       = "ORDER_RELEASED"
+	Unavailable         = "UNAVAILABLE"
+	Internal            = "INTERNAL"
+)
+
+// Reasons that refine NotEligible, found in Error.Reason.
+const (
+	ReasonNotStarted        = "NOT_STARTED"
+	ReasonExpired           = "EXPIRED"
+	ReasonOrderAmountTooLow = "ORDER_AMOUNT_TOO_LOW"
+)
+
+// Error is an error answered by the server: the HTTP status and the body's
+// code, reason and message. Code is empty when the answer did not come from
+// voucherd (a proxy's error page, for example); Message then holds its text.
+type Error struct {
+	Status  int
+	Code    string
+	Reason  string
+	Message string
+	// RetryAfter is the server's Retry-After header, when it sent one.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	code := e.Code
+	if code == "" {
+		code = http.StatusText(e.Status)
+	}
+	msg := fmt.Sprintf("voucherd: %d %s", e.Status, code)
+	if e.Reason != "" {
+		msg += "/" + e.Reason
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// Temporary reports whether trying the same request again later may succeed:
+// 429, 503 and other 5xx answers. 4xx answers describe the request and stay
+// the same on every retry.
+func (e *Error) Temporary() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// TransportError is a failure to get an answer at all: the connection was
+// refused or broken, the attempt timed out, or the answer could not be read.
+// The request may or may not have reached the server.
+type TransportError struct {
+	Method string
+	Path   string
+	Err    error
+}
+
+// Error implements error.
+func (e *TransportError) Error() string {
+	return fmt.Sprintf("client: %s %s: %v", e.Method, e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// requestError is a request that could not even be built; retrying cannot
+// help.
+type requestError struct{ err error }
+
+func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
+
+// IsCode reports whether err is (or wraps) an *Error with the given code, for
+// example client.IsCode(err, client.OutOfStock).
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// StatusOf returns the HTTP status of an *Error in err, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// Retryable reports whether the client retries err for idempotent calls: a
+// transport failure, or a 429 or 5xx answer. Context cancellation is not
+// retryable.
+func Retryable(err error) bool {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr.Temporary()
+	}
+	var tErr *TransportError
+	return errors.As(err, &tErr)
+}

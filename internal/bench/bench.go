@@ -1,0 +1,236 @@
+// Package bench is the load generator behind `voucherd bench`: it creates
+// fresh vouchers on a running voucherd, sends reservation traffic (or no-op
+// traffic to /healthz, as a baseline) in an open or closed loop, records
+// latency in an HdrHistogram, and reports throughput, percentiles and
+// outcomes. With a database URL it then verifies the invariants of SPEC §2
+// against PostgreSQL (and Redis in flash modes) for the vouchers it created.
+//
+// Open loop: requests are scheduled at fixed intervals and latency is
+// measured from each request's scheduled send time, so a slow server cannot
+// hide its queueing by slowing the generator down (no coordinated omission).
+// Closed loop: Concurrency workers send back to back and latency is measured
+// from the actual send.
+//
+// Every run stops by itself: MaxDuration bounds it whatever the other
+// settings say.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Route is what the generated requests call.
+type Route string
+
+// Routes.
+const (
+	// RouteReserve sends POST /vouchers/{code}/reservations.
+	RouteReserve Route = "reserve"
+	// RouteNoop sends GET /healthz to the same server: the cost of HTTP and
+	// the server's plumbing without any voucher work, the baseline of Compare.
+	RouteNoop Route = "noop"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	DefaultTotalLimit     = 1000
+	DefaultPerUserLimit   = 1
+	DefaultDiscountAmount = 1000
+	DefaultCustomers      = 10000
+	DefaultConcurrency    = 32
+	DefaultRequests       = 10000
+	DefaultMaxDuration    = 2 * time.Minute
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultVerifyWait     = 30 * time.Second
+	maxVouchers           = 1000
+)
+
+// Config describes one run. Zero values mean the defaults above.
+type Config struct {
+	// Name labels the run in reports (Compare sets it to the target's name).
+	Name string
+	// BaseURL is the voucherd to load, e.g. "http://127.0.0.1:8080".
+	BaseURL string
+	// APIToken authenticates reservation requests; AdminToken creates the
+	// bench vouchers.
+	APIToken   string
+	AdminToken string
+	// Target is RouteReserve (default) or RouteNoop.
+	Target Route
+
+	// The vouchers the run creates (SPEC §1). Each run creates fresh ones.
+	TotalLimit     int32
+	PerUserLimit   int32
+	FlashSale      bool
+	DiscountAmount int64
+	MinOrderAmount int64
+	// Vouchers is how many vouchers to create; traffic is spread uniformly
+	// across them (1 = a single hot voucher, the flash-sale case).
+	Vouchers int
+
+	// Customers is the number of distinct customers the traffic comes from.
+	Customers int64
+	// RetryShare is the share of requests that resend an earlier orderId with
+	// its customer and voucher (a client retrying after a lost answer).
+	RetryShare float64
+	// RepeatShare is the share of requests from an already-seen customer with
+	// a new orderId (a customer trying again, which the per-user limit stops).
+	// The rest come from customers not seen yet while there are any.
+	RepeatShare float64
+
+	// Rate is the open-loop request rate in requests per second; 0 runs a
+	// closed loop.
+	Rate float64
+	// Concurrency is the number of workers, and so of connections and of
+	// requests in flight at most.
+	Concurrency int
+	// Requests stops the run after that many requests; Duration stops it
+	// after that long. With neither set the run sends DefaultRequests. With
+	// both, the first reached wins.
+	Requests int64
+	Duration time.Duration
+	// MaxDuration is a hard bound on sending, whatever else is set.
+	MaxDuration time.Duration
+	// RequestTimeout bounds each request.
+	RequestTimeout time.Duration
+	// Seed makes the workload reproducible; 0 picks one (reported).
+	Seed uint64
+
+	// Progress receives a progress line about five times a second; nil
+	// prints nothing.
+	Progress io.Writer
+
+	// Verify, when DatabaseURL is set, checks the invariants after the run.
+	Verify VerifyConfig
+}
+
+// VerifyConfig tells Verify where voucherd keeps its state.
+type VerifyConfig struct {
+	// DatabaseURL is voucherd's PostgreSQL; empty skips verification.
+	DatabaseURL string
+	// RedisAddrs are voucherd's Redis nodes (any node of a cluster); when set,
+	// flash vouchers' remaining counts are checked too.
+	RedisAddrs []string
+	// KeyPrefix is voucherd's Redis key prefix.
+	KeyPrefix string
+	// Wait is how long to keep polling while the state does not add up yet
+	// (the Kafka consumer catching up); 0 means DefaultVerifyWait, negative
+	// means check once.
+	Wait time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Target == "" {
+		c.Target = RouteReserve
+	}
+	if c.TotalLimit == 0 {
+		c.TotalLimit = DefaultTotalLimit
+	}
+	if c.PerUserLimit == 0 {
+		c.PerUserLimit = DefaultPerUserLimit
+	}
+	if c.DiscountAmount == 0 {
+		c.DiscountAmount = DefaultDiscountAmount
+	}
+	if c.Vouchers == 0 {
+		c.Vouchers = 1
+	}
+	if c.Customers == 0 {
+		c.Customers = DefaultCustomers
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Requests == 0 && c.Duration == 0 {
+		c.Requests = DefaultRequests
+	}
+	if c.MaxDuration == 0 {
+		c.MaxDuration = DefaultMaxDuration
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Verify.Wait == 0 {
+		c.Verify.Wait = DefaultVerifyWait
+	}
+	if c.Seed == 0 {
+		n, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+		if err != nil {
+			return c, fmt.Errorf("bench: seed: %w", err)
+		}
+		c.Seed = n.Uint64() + 1
+	}
+
+	u, err := url.Parse(c.BaseURL)
+	switch {
+	case c.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return c, fmt.Errorf("bench: BaseURL %q must be an http(s) URL", c.BaseURL)
+	case c.Target != RouteReserve && c.Target != RouteNoop:
+		return c, fmt.Errorf("bench: Target %q must be %q or %q", c.Target, RouteReserve, RouteNoop)
+	case c.TotalLimit < 0 || c.PerUserLimit < 0 || c.DiscountAmount < 0 || c.MinOrderAmount < 0:
+		return c, errors.New("bench: voucher limits and amounts must not be negative")
+	case c.Vouchers < 0 || c.Vouchers > maxVouchers:
+		return c, fmt.Errorf("bench: Vouchers must be between 1 and %d", maxVouchers)
+	case c.Customers < 0:
+		return c, errors.New("bench: Customers must not be negative")
+	case c.RetryShare < 0 || c.RepeatShare < 0 || c.RetryShare+c.RepeatShare > 1:
+		return c, errors.New("bench: RetryShare and RepeatShare must be >= 0 and add up to at most 1")
+	case c.Rate < 0:
+		return c, errors.New("bench: Rate must not be negative")
+	case c.Concurrency < 0:
+		return c, errors.New("bench: Concurrency must not be negative")
+	case c.Requests < 0 || c.Duration < 0 || c.MaxDuration < 0 || c.RequestTimeout < 0:
+		return c, errors.New("bench: Requests and durations must not be negative")
+	}
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	return c, nil
+}
+
+// runID returns a fresh identifier for the run's vouchers and orderIds:
+// "B", the time in base 36, and random characters, so runs never collide.
+func runID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	r := strconv.FormatUint(uint64(b[0])<<24|uint64(b[1])<<16|uint64(b[2])<<8|uint64(b[3]), 36)
+	return "B" + strconv.FormatInt(time.Now().UnixMilli(), 36) + r
+}
+
+// Run creates the run's vouchers, sends the traffic, and, when
+// cfg.Verify.DatabaseURL is set, verifies the invariants. It returns the
+// report even when the context was cancelled part-way (with the context's
+// error) or verification could not run (with that error); violations found
+// by verification are in the report, not in the error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := newRunner(cfg)
+	defer r.hc.CloseIdleConnections()
+	if cfg.Target == RouteReserve {
+		if err := r.createVouchers(ctx); err != nil {
+			return nil, err
+		}
+	}
+	rep := r.run(ctx)
+	if ctx.Err() != nil {
+		return rep, ctx.Err()
+	}
+	if cfg.Target == RouteReserve && cfg.Verify.DatabaseURL != "" {
+		v, err := Verify(ctx, cfg.Verify, rep)
+		rep.Verification = v
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}

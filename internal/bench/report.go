@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Report is the outcome of one run. Its JSON form is the machine-readable
+// output of `voucherd bench --json`.
+type Report struct {
+	Name      string   `json:"name,omitempty"`
+	Target    Route    `json:"target"`
+	BaseURL   string   `json:"baseUrl"`
+	FlashSale bool     `json:"flashSale"`
+	Vouchers  []string `json:"vouchers,omitempty"`
+	// Loop is "open" (fixed rate) or "closed" (back to back).
+	Loop        string  `json:"loop"`
+	TargetRate  float64 `json:"targetRate,omitempty"`
+	Concurrency int     `json:"concurrency"`
+	Seed        uint64  `json:"seed"`
+
+	// Requests is the number of requests that completed (answered or failed).
+	Requests int64 `json:"requests"`
+	// NewOrders, Repeats and Retries split Requests by workload kind.
+	NewOrders       int64   `json:"newOrders"`
+	Repeats         int64   `json:"repeats"`
+	Retries         int64   `json:"retries"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	// Rate is the achieved rate: Requests / DurationSeconds.
+	Rate    float64 `json:"rate"`
+	Latency Latency `json:"latencyMs"`
+	// Status counts answers by HTTP status; 0 counts requests that got no
+	// answer (see Errors for why).
+	Status map[int]int64 `json:"status"`
+	// Errors counts non-2xx answers by their error code, and requests without
+	// an answer as TIMEOUT, CONNECTION or CANCELED.
+	Errors map[string]int64 `json:"errors"`
+	// Failures counts transport errors, 5xx and unexpected 4xx answers
+	// (409 and 422 are expected business outcomes of a reservation).
+	Failures int64 `json:"failures"`
+	// Reserved is the number of distinct orderIds answered 201.
+	Reserved int64 `json:"reserved"`
+	// StoppedByMaxDuration is set when the MaxDuration safety bound ended the
+	// run before its own end; Interrupted when the caller's context did.
+	StoppedByMaxDuration bool `json:"stoppedByMaxDuration,omitempty"`
+	Interrupted          bool `json:"interrupted,omitempty"`
+
+	// Verification is set when the run was verified.
+	Verification *Verification `json:"verification,omitempty"`
+
+	// Histogram holds every latency in microseconds.
+	Histogram *hdrhistogram.Histogram `json:"-"`
+
+	prefix  string
+	granted []map[int64]order // per voucher: orderId seq -> order answered 201
+	unknown []map[int64]order // per voucher: orders without a definite answer
+}
+
+// Latency percentiles in milliseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// OK reports whether the run was verified without violations.
+func (r *Report) OK() bool {
+	return r.Verification != nil && len(r.Verification.Violations) == 0
+}
+
+// Violations returns the invariant violations found by verification.
+func (r *Report) Violations() []string {
+	if r.Verification == nil {
+		return nil
+	}
+	return r.Verification.Violations
+}
+
+func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
+	cfg := r.cfg
+	rep := &Report{
+		Name:        cfg.Name,
+		Target:      cfg.Target,
+		BaseURL:     cfg.BaseURL,
+		FlashSale:   cfg.FlashSale && cfg.Target == RouteReserve,
+		Vouchers:    r.codes,
+		Loop:        "closed",
+		TargetRate:  cfg.Rate,
+		Concurrency: cfg.Concurrency,
+		Seed:        cfg.Seed,
+		Status:      map[int]int64{},
+		Errors:      map[string]int64{},
+		Failures:    r.failures.Load(),
+		Histogram:   hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
+		prefix:      r.prefix,
+	}
+	if cfg.Rate > 0 {
+		rep.Loop = "open"
+	}
+	rep.granted = make([]map[int64]order, len(r.codes))
+	rep.unknown = make([]map[int64]order, len(r.codes))
+	for i := range r.codes {
+		rep.granted[i] = map[int64]order{}
+		rep.unknown[i] = map[int64]order{}
+	}
+	for _, ws := range stats {
+		rep.Histogram.Merge(ws.hist)
+		for k, v := range ws.status {
+			rep.Status[k] += v
+		}
+		for k, v := range ws.errs {
+			rep.Errors[k] += v
+		}
+		rep.NewOrders += ws.kinds[kindNew]
+		rep.Repeats += ws.kinds[kindRepeat]
+		rep.Retries += ws.kinds[kindRetry]
+		for _, o := range ws.granted {
+			rep.granted[o.voucher][o.seq] = o
+		}
+		for _, o := range ws.unknown {
+			rep.unknown[o.voucher][o.seq] = o
+		}
+	}
+	for i := range rep.granted {
+		rep.Reserved += int64(len(rep.granted[i]))
+		// An order answered 201 on one attempt is known, whatever another
+		// attempt of it got.
+		for seq := range rep.granted[i] {
+			delete(rep.unknown[i], seq)
+		}
+	}
+	rep.Requests = rep.Histogram.TotalCount()
+	rep.DurationSeconds = elapsed.Seconds()
+	if rep.DurationSeconds > 0 {
+		rep.Rate = float64(rep.Requests) / rep.DurationSeconds
+	}
+	rep.Latency = latencyOf(rep.Histogram)
+	return rep
+}
+
+func latencyOf(h *hdrhistogram.Histogram) Latency {
+	if h.TotalCount() == 0 {
+		return Latency{}
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return Latency{
+		P50:  ms(h.ValueAtQuantile(50)),
+		P90:  ms(h.ValueAtQuantile(90)),
+		P99:  ms(h.ValueAtQuantile(99)),
+		P999: ms(h.ValueAtQuantile(99.9)),
+		Max:  ms(h.Max()),
+		Mean: h.Mean() / 1000,
+	}
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report as a human-readable table.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(k, format string, args ...any) { _, _ = fmt.Fprintf(tw, k+"\t"+format+"\n", args...) }
+	if r.Name != "" {
+		p("run", "%s", r.Name)
+	}
+	what := string(r.Target)
+	if r.Target == RouteReserve {
+		mode := "standard"
+		if r.FlashSale {
+			mode = "flash sale"
+		}
+		what += " (" + mode + ")"
+	} else {
+		what += " (GET /healthz)"
+	}
+	p("target", "%s at %s", what, r.BaseURL)
+	if len(r.Vouchers) > 0 {
+		v := strings.Join(r.Vouchers, " ")
+		if len(r.Vouchers) > 4 {
+			v = strings.Join(r.Vouchers[:3], " ") + fmt.Sprintf(" ... (%d vouchers)", len(r.Vouchers))
+		}
+		p("vouchers", "%s", v)
+	}
+	loop := fmt.Sprintf("closed loop, %d workers", r.Concurrency)
+	if r.Loop == "open" {
+		loop = fmt.Sprintf("open loop at %.0f req/s, up to %d in flight", r.TargetRate, r.Concurrency)
+	}
+	p("load", "%s, seed %d", loop, r.Seed)
+	p("requests", "%d in %.2fs = %.1f req/s (new %d, repeat customer %d, retry %d)",
+		r.Requests, r.DurationSeconds, r.Rate, r.NewOrders, r.Repeats, r.Retries)
+	l := r.Latency
+	p("latency", "p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s",
+		fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Max), fmtMs(l.Mean))
+	p("status", "%s", joinCounts(r.Status, func(k int) string {
+		if k == 0 {
+			return "no answer"
+		}
+		return strconv.Itoa(k) + " " + http.StatusText(k)
+	}))
+	if len(r.Errors) > 0 {
+		p("errors", "%s", joinCounts(r.Errors, func(k string) string { return k }))
+	}
+	p("failures", "%d", r.Failures)
+	if r.Target == RouteReserve {
+		p("reserved", "%d distinct orderIds answered 201", r.Reserved)
+	}
+	if r.StoppedByMaxDuration {
+		p("stopped", "by the MaxDuration safety bound")
+	}
+	if r.Interrupted {
+		p("stopped", "interrupted")
+	}
+	if v := r.Verification; v != nil {
+		for _, c := range v.Vouchers {
+			redis := ""
+			if c.RedisRemaining != nil {
+				redis = fmt.Sprintf(", redis remaining %d", *c.RedisRemaining)
+			}
+			p("checked", "%s: limit %d, 201s %d, held rows %d, used_count %d, rows written %d, released %d, unknown %d%s",
+				c.Code, c.TotalLimit, c.Granted, c.HeldRows, c.UsedCount, c.RowsWritten, c.Released, c.Unknown, redis)
+		}
+		if len(v.Violations) == 0 {
+			p("verify", "OK (waited %.1fs)", v.WaitedSeconds)
+		} else {
+			p("verify", "%d VIOLATIONS", len(v.Violations))
+			for _, s := range v.Violations {
+				p("", "- %s", s)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+func fmtMs(ms float64) string {
+	switch {
+	case ms >= 1000:
+		return strconv.FormatFloat(ms/1000, 'f', 2, 64) + "s"
+	case ms >= 10:
+		return strconv.FormatFloat(ms, 'f', 1, 64) + "ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 3, 64) + "ms"
+}
+
+func joinCounts[K int | string](m map[K]int64, name func(K) string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", name(k), m[k]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
