@@ -133,7 +133,9 @@ func (m *Metrics) Reserved(mode voucher.Mode, code voucher.ErrorCode, replay boo
 }
 
 // GateDecided implements voucher.Observer.
-func (m *Metrics) GateDecided(o voucher.GateOutcome) { m.GateDecisions.WithLabelValues(o.String()).Inc() }
+func (m *Metrics) GateDecided(o voucher.GateOutcome) {
+	m.GateDecisions.WithLabelValues(o.String()).Inc()
+}
 
 // Expired implements voucher.Observer.
 func (m *Metrics) Expired(n int) { m.ExpiryReleases.Add(float64(n)) }

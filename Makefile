@@ -1,0 +1,39 @@
+# voucherd developer commands; `make` alone lists them.
+# Tests start their own PostgreSQL, Redis and Kafka (internal/testenv);
+# `deps` installs the binaries they need when missing.
+
+GO      ?= go
+ARGS    ?=
+PKGS    ?= ./...
+TIMEOUT ?= 40m
+
+.DEFAULT_GOAL := help
+.PHONY: help deps build run test test-race bench lint
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+deps: ## install PostgreSQL, Redis, Java 17, Maven if missing; fetch the Kafka jars once
+	@scripts/deps.sh
+	@if [ -f scripts/kafka.sh ]; then bash scripts/kafka.sh fetch >/dev/null; fi
+
+build: ## build bin/voucherd
+	$(GO) build -o bin/voucherd ./cmd/voucherd
+
+run: deps build ## run voucherd dev (local PostgreSQL and Redis; ARGS=--kafka adds Kafka)
+	bin/voucherd dev $(ARGS)
+
+test: deps ## go vet and the whole test suite against real services
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
+
+test-race: deps ## the internal packages' tests with the race detector
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) ./internal/...
+
+bench: deps build ## flash-sale load test with invariant checks (bin/voucherd bench; ARGS passed on)
+	bin/voucherd bench $(ARGS)
+
+lint: ## gofmt must list no file; go vet
+	@out="$$(gofmt -l .)"; \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)

@@ -1,0 +1,132 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// dependencyFailed reports whether err counts as a dependency error: rule
+// answers (OUT_OF_STOCK, ORDER_CONFLICT, ...) are the dependency working.
+func dependencyFailed(err error) error {
+	switch voucher.CodeOf(err) {
+	case voucher.CodeUnavailable, voucher.CodeInternal:
+		return err
+	}
+	return nil
+}
+
+// Store times the store calls of the request path; the other methods pass
+// through unchanged.
+type Store struct {
+	voucher.Store
+	m *Metrics
+}
+
+// InstrumentStore wraps s so that its latencies and failures are observed.
+func (m *Metrics) InstrumentStore(s voucher.Store) *Store { return &Store{Store: s, m: m} }
+
+func (s *Store) observe(op string, start time.Time, err error) {
+	s.m.ObserveDependency("postgres", op, time.Since(start), dependencyFailed(err))
+}
+
+// Reserve implements voucher.Store.
+func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
+	start := time.Now()
+	res, err := s.Store.Reserve(ctx, r, now, ttl)
+	s.observe("reserve", start, err)
+	return res, err
+}
+
+// Confirm implements voucher.Store.
+func (s *Store) Confirm(ctx context.Context, code, orderID string, now time.Time) (voucher.Redemption, error) {
+	start := time.Now()
+	r, err := s.Store.Confirm(ctx, code, orderID, now)
+	s.observe("confirm", start, err)
+	return r, err
+}
+
+// Release implements voucher.Store.
+func (s *Store) Release(ctx context.Context, code, orderID string, now time.Time) (voucher.Redemption, bool, error) {
+	start := time.Now()
+	r, released, err := s.Store.Release(ctx, code, orderID, now)
+	s.observe("release", start, err)
+	return r, released, err
+}
+
+// ExpireDue implements voucher.Store.
+func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]voucher.Redemption, error) {
+	start := time.Now()
+	rs, err := s.Store.ExpireDue(ctx, now, limit)
+	s.observe("expire", start, err)
+	return rs, err
+}
+
+// ApplyReserved implements voucher.Store.
+func (s *Store) ApplyReserved(ctx context.Context, events []voucher.ReservedEvent) ([]voucher.ApplyResult, error) {
+	start := time.Now()
+	rs, err := s.Store.ApplyReserved(ctx, events)
+	s.observe("apply_batch", start, err)
+	return rs, err
+}
+
+// Voucher implements voucher.Store.
+func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
+	start := time.Now()
+	v, err := s.Store.Voucher(ctx, code)
+	s.observe("voucher", start, err)
+	return v, err
+}
+
+// Gate times the gate calls of the request path; the other methods pass
+// through unchanged.
+type Gate struct {
+	voucher.Gate
+	m *Metrics
+}
+
+// InstrumentGate wraps g so that its latencies and failures are observed.
+func (m *Metrics) InstrumentGate(g voucher.Gate) *Gate { return &Gate{Gate: g, m: m} }
+
+// Reserve implements voucher.Gate.
+func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hold voucher.Hold) (voucher.GateDecision, error) {
+	start := time.Now()
+	d, err := g.Gate.Reserve(ctx, code, perUserLimit, hold)
+	g.m.ObserveDependency("redis", "reserve", time.Since(start), err)
+	return d, err
+}
+
+// Release implements voucher.Gate.
+func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.ReleaseMode) (bool, error) {
+	start := time.Now()
+	ok, err := g.Gate.Release(ctx, code, orderID, mode)
+	g.m.ObserveDependency("redis", "release", time.Since(start), err)
+	return ok, err
+}
+
+// Commit implements voucher.Gate.
+func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) error {
+	start := time.Now()
+	err := g.Gate.Commit(ctx, code, hold)
+	g.m.ObserveDependency("redis", "commit", time.Since(start), err)
+	return err
+}
+
+// Events times the Kafka produce of reservations.
+type Events struct {
+	voucher.EventLog
+	m *Metrics
+}
+
+// InstrumentEvents wraps e so that produce latencies and failures are
+// observed.
+func (m *Metrics) InstrumentEvents(e voucher.EventLog) *Events { return &Events{EventLog: e, m: m} }
+
+// PublishReserved implements voucher.EventLog.
+func (e *Events) PublishReserved(ctx context.Context, ev voucher.ReservedEvent) error {
+	start := time.Now()
+	err := e.EventLog.PublishReserved(ctx, ev)
+	e.m.ObserveDependency("kafka", "produce", time.Since(start), err)
+	return err
+}

@@ -1,0 +1,392 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pgStartTimeout bounds initdb plus server start; generous because test
+// binaries of several packages start servers at once on a small machine.
+const pgStartTimeout = 90 * time.Second
+
+// PG is a fresh, empty database created for one test.
+type PG struct {
+	// URL connects to the database as the superuser "postgres".
+	URL string
+	// Database is the database's name.
+	Database string
+}
+
+// PGServer is a PostgreSQL server. Postgres uses one per test binary;
+// NewPostgres starts a private one that a test may stop, kill and start.
+type PGServer struct {
+	base *url.URL // the server's "postgres" database, as a superuser
+	dir  string   // temp dir holding data/, the log and the socket; "" when external
+	proc *process // nil when the server is external
+}
+
+var sharedPG struct {
+	once sync.Once
+	srv  *PGServer
+	err  error
+}
+
+// Postgres returns a fresh database on the PostgreSQL server shared by the
+// test binary, starting the server on first use (or using
+// VOUCHERD_TEST_DATABASE_URL when set). The database is dropped, with any
+// connections still open to it, when the test ends.
+func Postgres(t testing.TB) *PG {
+	t.Helper()
+	sharedPG.once.Do(func() {
+		if raw := os.Getenv("VOUCHERD_TEST_DATABASE_URL"); raw != "" {
+			sharedPG.srv, sharedPG.err = externalPG(raw)
+			return
+		}
+		sharedPG.srv, sharedPG.err = startPG(3, false)
+		if sharedPG.err == nil {
+			registerCleanup(sharedPG.srv.shutdown)
+		}
+	})
+	if sharedPG.err != nil {
+		t.Fatalf("testenv: shared PostgreSQL: %v", sharedPG.err)
+	}
+	return sharedPG.srv.NewDatabase(t)
+}
+
+// NewPostgres starts a PostgreSQL server for this test only, removed at the
+// test's cleanup. Its URL, data and port survive Stop, Kill and Start.
+// Unlike the shared server it commits synchronously, so that every commit a
+// client saw acknowledged survives Kill, as fault tests expect (fsync stays
+// off: the kernel keeps what a killed process wrote).
+func NewPostgres(t testing.TB) *PGServer {
+	t.Helper()
+	srv, err := startPG(3, true)
+	if err != nil {
+		t.Fatalf("testenv: private PostgreSQL: %v", err)
+	}
+	t.Cleanup(srv.shutdown)
+	return srv
+}
+
+// URL returns a superuser URL for the database db on this server.
+func (s *PGServer) URL(db string) string {
+	u := *s.base
+	u.Path = "/" + db
+	u.RawPath = ""
+	return u.String()
+}
+
+// NewDatabase creates a fresh, empty database on the server and drops it
+// (with any connections still open to it) when the test ends.
+func (s *PGServer) NewDatabase(t testing.TB) *PG {
+	t.Helper()
+	name := "t_" + randomSuffix(8)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.createDatabase(ctx, name); err != nil {
+		t.Fatalf("testenv: create database %s on %s: %v", name, s.redacted(), err)
+	}
+	t.Cleanup(func() {
+		if !s.running() {
+			return // a stopped private server is removed whole
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("testenv: drop database %s: %v", name, err)
+		}
+	})
+	return &PG{URL: s.URL(name), Database: name}
+}
+
+// Stop shuts the server down cleanly (fast shutdown: open sessions are
+// ended, committed work is kept).
+func (s *PGServer) Stop(t testing.TB) {
+	t.Helper()
+	s.mustOwn(t, "Stop")
+	if !s.proc.stop(syscall.SIGINT, 30*time.Second) {
+		t.Logf("testenv: postgres did not stop within 30s and was killed\n%s", logTail(s.proc.logPath))
+	}
+}
+
+// Kill ends the server and its backends with SIGKILL, as a crash would.
+// Start recovers it from its write-ahead log.
+func (s *PGServer) Kill(t testing.TB) {
+	t.Helper()
+	s.mustOwn(t, "Kill")
+	s.proc.kill()
+}
+
+// Start starts a stopped or killed server again on the same data and port,
+// and waits until it accepts connections.
+func (s *PGServer) Start(t testing.TB) {
+	t.Helper()
+	s.mustOwn(t, "Start")
+	if s.running() {
+		t.Fatalf("testenv: PGServer.Start: postgres is already running")
+	}
+	// Backends of a killed server exit a moment after it (they notice their
+	// parent died); until then the data directory is in use and postgres
+	// refuses to start, so try again for a while.
+	deadline := time.Now().Add(pgStartTimeout)
+	for {
+		err := s.startOnce()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: restart postgres: %s", s.proc.failure(err))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (s *PGServer) mustOwn(t testing.TB, method string) {
+	t.Helper()
+	if s.proc == nil {
+		t.Fatalf("testenv: PGServer.%s needs a server started by NewPostgres, not an external one", method)
+	}
+}
+
+func (s *PGServer) running() bool {
+	return s.proc == nil || !isClosed(s.proc.exited())
+}
+
+// startOnce starts the process and waits until it answers.
+func (s *PGServer) startOnce() error {
+	if err := s.proc.start(); err != nil {
+		return err
+	}
+	err := s.proc.waitReady(pgStartTimeout, s.ping)
+	if err != nil {
+		s.proc.kill()
+	}
+	return err
+}
+
+// shutdown stops the server and removes its files; for Main and t.Cleanup.
+func (s *PGServer) shutdown() {
+	if s.proc == nil {
+		return
+	}
+	s.proc.stop(syscall.SIGINT, 10*time.Second)
+	_ = os.RemoveAll(s.dir)
+}
+
+func (s *PGServer) ping(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.base.String())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
+}
+
+func (s *PGServer) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, s.base.String())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func (s *PGServer) createDatabase(ctx context.Context, name string) error {
+	for {
+		err := s.exec(ctx, "CREATE DATABASE "+name)
+		// 55006 object_in_use: someone is connected to template1; it is
+		// brief, so wait and retry.
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// redacted is the server's URL without a password, for messages.
+func (s *PGServer) redacted() string {
+	return s.base.Redacted()
+}
+
+// externalPG uses an existing server; it must accept connections now.
+func externalPG(raw string) (*PGServer, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, fmt.Errorf("VOUCHERD_TEST_DATABASE_URL must be a postgres:// URL, got %q", raw)
+	}
+	srv := &PGServer{base: u}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.ping(ctx); err != nil {
+		return nil, fmt.Errorf("VOUCHERD_TEST_DATABASE_URL %s does not answer: %w", u.Redacted(), err)
+	}
+	return srv, nil
+}
+
+// startPG creates a cluster in a new temp dir and starts a server on a free
+// port, trying up to tries ports in case another process takes the port
+// between freePort and the server's bind. With durable, commits wait for
+// the WAL write; without, the last commits may be lost when it is killed.
+func startPG(tries int, durable bool) (*PGServer, error) {
+	initdb, postgres, err := findPostgres()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := tempDir("voucherd-pg-")
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		// postgres runs as an unprivileged user and must own its directory.
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("chown %s: %w", dir, err)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initCmd := exec.Command(initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C")
+	initCmd.SysProcAttr = sysProcAttr(cred)
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("%s -D %s failed: %v\n%s\n%s", initdb, data, err, strings.TrimSpace(string(out)), installHint)
+	}
+
+	syncCommit := "synchronous_commit=off"
+	if durable {
+		syncCommit = "synchronous_commit=on"
+	}
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		srv := &PGServer{
+			base: &url.URL{
+				Scheme:   "postgres",
+				User:     url.User("postgres"),
+				Host:     fmt.Sprintf("127.0.0.1:%d", port),
+				Path:     "/postgres",
+				RawQuery: "sslmode=disable",
+			},
+			dir: dir,
+			proc: &process{
+				name: "postgres",
+				path: postgres,
+				args: []string{
+					"-D", data,
+					"-p", strconv.Itoa(port),
+					"-k", dir,
+					"-c", "listen_addresses=127.0.0.1",
+					"-c", "fsync=off",
+					"-c", syncCommit,
+					"-c", "full_page_writes=off",
+					"-c", "max_connections=400",
+					"-c", "shared_buffers=128MB",
+				},
+				logPath: filepath.Join(dir, "postgres.log"),
+				cred:    cred,
+			},
+		}
+		err = srv.startOnce()
+		if err == nil {
+			return srv, nil
+		}
+		if attempt < tries && strings.Contains(logTail(srv.proc.logPath), "could not bind") {
+			continue
+		}
+		msg := srv.proc.failure(err)
+		_ = os.RemoveAll(dir)
+		return nil, errors.New(msg)
+	}
+}
+
+// findPostgres locates initdb and postgres: the newest version installed by
+// Debian's or Homebrew's packages, else the ones on PATH.
+func findPostgres() (initdb, postgres string, err error) {
+	type candidate struct {
+		dir     string
+		version int
+	}
+	var dirs []candidate
+	for _, pattern := range []string{
+		"/usr/lib/postgresql/*/bin",
+		"/opt/homebrew/opt/postgresql@*/bin",
+		"/usr/local/opt/postgresql@*/bin",
+	} {
+		matches, _ := filepath.Glob(pattern)
+		for _, dir := range matches {
+			name := filepath.Base(filepath.Dir(dir))
+			name = name[strings.LastIndex(name, "@")+1:]
+			major, _ := strconv.Atoi(strings.SplitN(name, ".", 2)[0])
+			dirs = append(dirs, candidate{dir, major})
+		}
+	}
+	sort.SliceStable(dirs, func(i, j int) bool { return dirs[i].version > dirs[j].version })
+	for _, c := range dirs {
+		i, p := filepath.Join(c.dir, "initdb"), filepath.Join(c.dir, "postgres")
+		if isExecutable(i) && isExecutable(p) {
+			return i, p, nil
+		}
+	}
+	i, errI := exec.LookPath("initdb")
+	p, errP := exec.LookPath("postgres")
+	if errI == nil && errP == nil {
+		return i, p, nil
+	}
+	return "", "", fmt.Errorf("PostgreSQL binaries initdb and postgres not found on PATH or in /usr/lib/postgresql/*/bin; %s", installHint)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// serverCredential returns the unprivileged user to run PostgreSQL as when
+// the tests run as root (postgres refuses to run as root): the "postgres"
+// user that Debian's package creates, else "nobody". It returns nil when
+// not root.
+func serverCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	}
+	return nil, errors.New("running as root, and neither a postgres nor a nobody user exists to run PostgreSQL as (postgres refuses to run as root)")
+}
