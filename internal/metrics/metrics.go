@@ -120,7 +120,7 @@ func (m *Metrics) ObserveRequest(route, outcome string, status int, d time.Durat
 }
 
 // Reserved implements voucher.Observer.
-func (m *Metrics) Reserved(mode voucher.Mode, code voucher.ErrorCode, replay bool, d time.Duration) {
+func (m *Metrics) Reserved(_ string, mode voucher.Mode, code voucher.ErrorCode, replay bool, d time.Duration) {
 	outcome := string(code)
 	switch {
 	case code == "" && replay:

@@ -2,6 +2,7 @@ package voucher
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -24,6 +25,9 @@ type Store interface {
 	Reserve(ctx context.Context, r ReserveRequest, now time.Time, ttl time.Duration) (Reservation, error)
 	// Redemption returns one redemption; CodeReservationNotFound when absent.
 	Redemption(ctx context.Context, code, orderID string) (Redemption, error)
+	// Order returns the redemption of an orderId whatever its voucher;
+	// CodeReservationNotFound when the orderId is unknown.
+	Order(ctx context.Context, orderID string) (Redemption, error)
 	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
 	// CodeReservationReleased when released or expired.
 	Confirm(ctx context.Context, code, orderID string, now time.Time) (Redemption, error)
@@ -169,6 +173,13 @@ type Gate interface {
 	// Lock takes the per-voucher warm-up lock for ttl. ok is false when
 	// another loader holds it.
 	Lock(ctx context.Context, code string, ttl time.Duration) (unlock func(), ok bool, err error)
+	// ClaimOrder claims orderID for code until the given time, across all
+	// vouchers, and returns the owning code (code itself when the claim is
+	// ours). Kafka mode needs it: a voucher's own keys cannot see that an
+	// orderId was used with another code.
+	ClaimOrder(ctx context.Context, orderID, code string, until time.Time) (owner string, err error)
+	// UnclaimOrder drops code's claim on orderID, if it holds it.
+	UnclaimOrder(ctx context.Context, orderID, code string) error
 	// Inspect reads a voucher's whole gate state atomically (reconciliation
 	// and tests; it reads every order, so never on the hot path).
 	Inspect(ctx context.Context, code string) (GateState, error)
@@ -266,9 +277,14 @@ type ApplyResult struct {
 	Reason string
 }
 
+// ErrOutcomeUnknown marks a publish that gave up waiting while the event may
+// still be written: the reservation is neither taken nor refused for sure.
+var ErrOutcomeUnknown = errors.New("no answer in time; the event may still be written")
+
 // EventLog carries reservations to the store in Kafka mode.
 type EventLog interface {
-	// PublishReserved writes the event durably (acks=all) or fails.
+	// PublishReserved writes the event durably (acks=all) or fails; an
+	// error wrapping ErrOutcomeUnknown means it may still be written.
 	PublishReserved(ctx context.Context, e ReservedEvent) error
 	// CaughtUp returns nil when every event published before the call has
 	// been applied to the store, or an error saying how far behind it is.

@@ -34,9 +34,9 @@ const (
 // Observer receives what the service decides, for metrics. Every method must
 // be cheap and safe for concurrent use.
 type Observer interface {
-	// Reserved is called once per reserve call with its path, the error code
-	// ("" for success) and whether it was a replay.
-	Reserved(mode Mode, code ErrorCode, replay bool, d time.Duration)
+	// Reserved is called once per reserve call with the voucher code, its
+	// path, the error code ("" for success) and whether it was a replay.
+	Reserved(voucherCode string, mode Mode, code ErrorCode, replay bool, d time.Duration)
 	// GateDecided is called for every gate answer.
 	GateDecided(outcome GateOutcome)
 	// Expired is called with the number of reservations the expiry released.
@@ -48,10 +48,10 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Reserved(Mode, ErrorCode, bool, time.Duration) {}
-func (nopObserver) GateDecided(GateOutcome)                       {}
-func (nopObserver) Expired(int)                                   {}
-func (nopObserver) Compensated(Mode)                              {}
+func (nopObserver) Reserved(string, Mode, ErrorCode, bool, time.Duration) {}
+func (nopObserver) GateDecided(GateOutcome)                               {}
+func (nopObserver) Expired(int)                                           {}
+func (nopObserver) Compensated(Mode)                                      {}
 
 // ServiceConfig configures a Service. Zero values mean defaults.
 type ServiceConfig struct {
@@ -209,7 +209,7 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	start := s.cfg.Clock()
 	mode := ModeStandard
 	defer func() {
-		s.obs.Reserved(mode, CodeOf(err), res.Replay, s.cfg.Clock().Sub(start))
+		s.obs.Reserved(req.Code, mode, CodeOf(err), res.Replay, s.cfg.Clock().Sub(start))
 	}()
 	if err := req.Validate(); err != nil {
 		return Reservation{}, err
@@ -266,6 +266,8 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		return Reservation{}, false, err
 	}
 	kafka := s.cfg.FlashWrites == FlashKafka
+	// The gate keeps milliseconds; answer with what a replay will read back.
+	now = now.Truncate(time.Millisecond)
 	hold := Hold{
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
 		DiscountAmount: v.DiscountAmount, ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
@@ -300,10 +302,21 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			if !dec.Hold.Pending {
 				return Reservation{Redemption: holdRedemption(req.Code, dec.Hold, StatusReserved), Replay: true}, false, nil
 			}
-			// The first request is still waiting for Kafka's ack; answering
-			// 201 now could promise a reservation that then fails.
+			// The first request is still waiting for Kafka's ack (or its
+			// outcome was unknown); answering 201 now could promise a
+			// reservation that then fails. Once the store has the row, the
+			// hold is durable whatever the producer said.
 			if attempt < 50 && sleepCtx(ctx, 20*time.Millisecond) == nil {
 				continue
+			}
+			if row, err := s.store.Redemption(ctx, req.Code, req.OrderID); err == nil && row.CustomerID == req.CustomerID {
+				if err := s.gate.Commit(ctx, req.Code, dec.Hold); err != nil {
+					s.log.Warn("hold not marked durable in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
+				}
+				if row.Status == StatusReleased {
+					return Reservation{}, false, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", req.OrderID)
+				}
+				return Reservation{Redemption: row, Replay: true}, false, nil
 			}
 			return Reservation{}, false, Unavailable(nil, "order %s is still being written; retry", req.OrderID)
 		case GateConflict:
@@ -343,13 +356,35 @@ func (s *Service) writeTaken(ctx context.Context, req ReserveRequest) (Reservati
 	return Reservation{}, err
 }
 
+// claimTTL bounds how long an orderId's cross-voucher claim lives in the
+// gate: past the consumer's lag, the store itself knows the orderId.
+const claimTTL = 24 * time.Hour
+
 // publish sends the reservation event (Kafka mode) and makes the hold durable
-// in the gate once acknowledged.
+// in the gate once acknowledged. Before that it makes sure the orderId is not
+// used with another voucher or customer, which the voucher's own gate keys
+// cannot see and the consumer would only find out after the 201.
 func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservation, error) {
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
+	if res, done, err := s.checkOrderElsewhere(wctx, code, hold); done {
+		return res, err
+	}
 	if err := s.cfg.Events.PublishReserved(wctx, EventFromHold(code, hold)); err != nil {
+		if errors.Is(err, ErrOutcomeUnknown) {
+			// The event may still land: giving the use back now could let the
+			// gate hand it out twice. The hold stays pending; a retry with the
+			// same orderId gets its answer once the store has it, and
+			// reconciliation gives the use back if it never arrives.
+			s.log.Warn("reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", err)
+			return Reservation{}, &Error{Code: CodeUnavailable, Err: err,
+				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
+		}
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
+		if uerr := s.gate.UnclaimOrder(wctx, hold.OrderID, code); uerr != nil {
+			s.log.Warn("could not drop the orderId claim; a retry with another voucher gets ORDER_CONFLICT until it expires",
+				"code", code, "orderId", hold.OrderID, "err", uerr)
+		}
 		if !IsCode(err, CodeUnavailable) {
 			err = Unavailable(err, "could not record the reservation")
 		}
@@ -362,6 +397,45 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 	}
 	hold.Pending = false
 	return Reservation{Redemption: holdRedemption(code, hold, StatusReserved)}, nil
+}
+
+// checkOrderElsewhere claims the orderId across vouchers and asks the store
+// whether it was used before the gate knew it. done reports that the
+// reservation was answered (and the gate's use given back where needed).
+func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hold) (res Reservation, done bool, err error) {
+	owner, err := s.gate.ClaimOrder(ctx, hold.OrderID, code, s.cfg.Clock().Add(claimTTL))
+	if err != nil {
+		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
+		return Reservation{}, true, err
+	}
+	if owner != code {
+		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
+		return Reservation{}, true, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", hold.OrderID)
+	}
+	row, err := s.store.Order(ctx, hold.OrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return Reservation{}, false, nil
+	case err != nil:
+		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
+		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
+		return Reservation{}, true, err
+	case row.VoucherCode != code || row.CustomerID != hold.CustomerID:
+		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
+		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
+		return Reservation{}, true, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", hold.OrderID)
+	case row.Status == StatusReleased:
+		if _, err := s.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
+			s.log.Error("could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+		}
+		return Reservation{}, true, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", hold.OrderID)
+	}
+	// The store holds this very reservation but the gate had lost it: the use
+	// the gate just took is the one the row holds, so keep it.
+	if err := s.gate.Commit(ctx, code, hold); err != nil {
+		s.log.Error("hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+	}
+	return Reservation{Redemption: row, Replay: true}, true, nil
 }
 
 func (s *Service) compensate(ctx context.Context, code, orderID string, mode Mode, cause error) {

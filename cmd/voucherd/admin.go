@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/voucherd/voucherd/client"
+)
+
+// adminFlags are the flags of the commands that talk to a running voucherd.
+type adminFlags struct {
+	url   string
+	token string
+	json  bool
+}
+
+func registerAdminFlags(fs *flag.FlagSet, f *adminFlags) {
+	addr := envOr("VOUCHERD_ADDR", "127.0.0.1:8080")
+	fs.StringVar(&f.url, "url", envOr("VOUCHERD_URL", "http://"+addr), "voucherd base URL (VOUCHERD_URL)")
+	fs.StringVar(&f.token, "token", envOr("VOUCHERD_ADMIN_TOKEN", ""), "admin token (VOUCHERD_ADMIN_TOKEN)")
+	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+}
+
+func (f adminFlags) client() *client.Client {
+	return client.New(f.url, f.token, client.WithMaxAttempts(2))
+}
+
+func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "Usage: voucherd voucher create|get|patch [flags]   (voucherd voucher create --help)")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return flag.ErrHelp
+		}
+		return errors.New("voucher needs a subcommand: create, get or patch")
+	}
+	sub, args := args[0], args[1:]
+	var f adminFlags
+	fs := newFlagSet("voucher", sub+" ...", stderr)
+	registerAdminFlags(fs, &f)
+	switch sub {
+	case "create":
+		var v client.Voucher
+		var starts, ends string
+		fs.StringVar(&v.Code, "code", "", "voucher code (required)")
+		fs.Int64Var(&v.DiscountAmount, "discount", 0, "discount amount in minor units (required)")
+		fs.Int64Var(&v.MinOrderAmount, "min-order", 0, "minimum order amount in minor units")
+		total := fs.Int("total", 0, "total uses (required)")
+		perUser := fs.Int("per-user", 1, "uses one customer may hold")
+		fs.StringVar(&starts, "starts", "", "start, RFC 3339 (default now)")
+		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default now + 30 days)")
+		fs.BoolVar(&v.FlashSale, "flash", false, "route reservations through the Redis gate")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		v.TotalLimit, v.PerUserLimit = int32(*total), int32(*perUser)
+		var err error
+		if v.StartsAt, err = parseTimeOr(starts, time.Now()); err != nil {
+			return err
+		}
+		if v.EndsAt, err = parseTimeOr(ends, v.StartsAt.Add(30*24*time.Hour)); err != nil {
+			return err
+		}
+		created, err := f.client().CreateVoucher(ctx, v)
+		if err != nil {
+			return err
+		}
+		return printVoucher(stdout, f.json, created)
+	case "get":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return errors.New("usage: voucherd voucher get CODE")
+		}
+		v, err := f.client().GetVoucher(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		return printVoucher(stdout, f.json, v)
+	case "patch":
+		var p client.VoucherPatch
+		total := fs.Int("total", 0, "new total uses (0 keeps it)")
+		perUser := fs.Int("per-user", 0, "new per-customer limit (0 keeps it)")
+		discount := fs.Int64("discount", 0, "new discount amount (0 keeps it)")
+		ends := fs.String("ends", "", "new end, RFC 3339")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return errors.New("usage: voucherd voucher patch [flags] CODE")
+		}
+		if *total > 0 {
+			t := int32(*total)
+			p.TotalLimit = &t
+		}
+		if *perUser > 0 {
+			u := int32(*perUser)
+			p.PerUserLimit = &u
+		}
+		if *discount > 0 {
+			p.DiscountAmount = discount
+		}
+		if *ends != "" {
+			e, err := time.Parse(time.RFC3339, *ends)
+			if err != nil {
+				return fmt.Errorf("--ends: %w", err)
+			}
+			p.EndsAt = &e
+		}
+		v, err := f.client().PatchVoucher(ctx, fs.Arg(0), p)
+		if err != nil {
+			return err
+		}
+		return printVoucher(stdout, f.json, v)
+	}
+	return fmt.Errorf("unknown voucher subcommand %q (create, get, patch)", sub)
+}
+
+func parseTimeOr(s string, def time.Time) (time.Time, error) {
+	if s == "" {
+		return def, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time: %w", s, err)
+	}
+	return t, nil
+}
+
+func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
+	if asJSON {
+		return writeIndented(w, v)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "code\t%s\n", v.Code)
+	fmt.Fprintf(tw, "discount\t%d\n", v.DiscountAmount)
+	fmt.Fprintf(tw, "min order\t%d\n", v.MinOrderAmount)
+	fmt.Fprintf(tw, "uses\t%d total, %d per customer\n", v.TotalLimit, v.PerUserLimit)
+	fmt.Fprintf(tw, "window\t%s .. %s\n", v.StartsAt.UTC().Format(time.RFC3339), v.EndsAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "flash sale\t%v\n", v.FlashSale)
+	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", v.Reserved, v.Confirmed, v.Remaining)
+	return tw.Flush()
+}
+
+func writeIndented(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func runWarmup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f adminFlags
+	fs := newFlagSet("warmup", "CODE", stderr)
+	registerAdminFlags(fs, &f)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("warmup needs exactly one voucher code")
+	}
+	loaded, err := f.client().Warmup(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeIndented(stdout, map[string]any{"code": fs.Arg(0), "loaded": loaded})
+	}
+	if loaded {
+		fmt.Fprintf(stdout, "%s loaded into Redis\n", fs.Arg(0))
+	} else {
+		fmt.Fprintf(stdout, "%s was already loaded; nothing changed\n", fs.Arg(0))
+	}
+	return nil
+}

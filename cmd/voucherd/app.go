@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/httpapi"
+	"github.com/voucherd/voucherd/internal/jobs"
+	"github.com/voucherd/voucherd/internal/live"
+	"github.com/voucherd/voucherd/internal/metrics"
+	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/redisgate"
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// App is one voucherd process: the stores, the service, the HTTP server and
+// the background jobs. Tests start it on port 0 with Start and end it with
+// Close, as `serve` does.
+type App struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *pgstore.Store
+	gate    *redisgate.Gate
+	kafka   *kafkaParts
+	svc     *voucher.Service
+	api     *httpapi.Server
+	metrics *metrics.Metrics
+	expiry  *jobs.Expiry
+	recon   *jobs.Reconcile
+	live    *live.Hub // live sale view (issue 9)
+	server  *http.Server
+	ln      net.Listener
+	served  chan error
+}
+
+// NewApp opens the dependencies and wires the service. It does not listen.
+func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			a.closeDeps()
+		}
+	}()
+	a.store, err = pgstore.Open(ctx, pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns)})
+	if err != nil {
+		return nil, fmt.Errorf("open PostgreSQL: %w", err)
+	}
+	if cfg.MigrateOnStart {
+		if err := a.store.Migrate(ctx); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+	}
+	var gate voucher.Gate
+	if len(cfg.RedisAddrs) > 0 {
+		a.gate, err = redisgate.New(redisgate.Config{
+			Addrs: cfg.RedisAddrs, KeyPrefix: cfg.RedisKeyPrefix, SoldOutTTL: cfg.SoldOutTTL,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open Redis: %w", err)
+		}
+		gate = a.gate
+	}
+	var soldOutHits func() uint64
+	if a.gate != nil {
+		soldOutHits = a.gate.SoldOutHits
+	}
+	a.metrics = metrics.New(soldOutHits)
+	if gate != nil {
+		gate = a.metrics.InstrumentGate(gate)
+	}
+	// --- live sale view (issue 9) ---
+	a.live, err = live.NewHub(live.Config{
+		// a.svc is set below, before the first watcher can arrive.
+		Voucher:  func(ctx context.Context, code string) (voucher.Voucher, error) { return a.svc.Voucher(ctx, code) },
+		Released: a.releasedCount,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// --- end live sale view ---
+	svcCfg := voucher.ServiceConfig{
+		Store: a.metrics.InstrumentStore(a.store), Gate: gate, FlashWrites: voucher.FlashWrites(cfg.FlashWrites),
+		ReservationTTL: cfg.ReservationTTL, FlashFallback: cfg.FlashFallback,
+		VoucherCacheTTL: cfg.VoucherCacheTTL, WriteTimeout: cfg.WriteTimeout,
+		Logger: log, Observer: liveObserver{Observer: a.metrics, hub: a.live},
+	}
+	if cfg.FlashWrites == "kafka" {
+		a.kafka, err = openKafka(ctx, cfg, a.store, a.metrics, log)
+		if err != nil {
+			return nil, fmt.Errorf("open Kafka: %w", err)
+		}
+		svcCfg.Events = a.metrics.InstrumentEvents(a.kafka.events)
+	}
+	a.svc, err = voucher.NewService(svcCfg)
+	if err != nil {
+		return nil, err
+	}
+	a.api, err = httpapi.New(httpapi.Config{
+		Service: a.svc, APIToken: cfg.APIToken, AdminToken: cfg.AdminToken,
+		Logger: log, Metrics: a.metrics, MetricsHandler: a.metrics.Handler(), Ready: a.ready,
+		ReconcileGrace: cfg.ReconcileGrace,
+		Extra:          httpapi.LiveRoutes(a.live),
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.expiry = jobs.NewExpiry(a.svc, jobs.ExpiryConfig{Interval: cfg.ExpiryInterval, Logger: log})
+	if a.gate != nil && cfg.ReconcileEvery > 0 {
+		a.recon = jobs.NewReconcile(a.svc, jobs.ReconcileConfig{
+			Interval: cfg.ReconcileEvery, Grace: cfg.ReconcileGrace, Logger: log,
+			OnReport: func(r voucher.ReconcileReport) {
+				a.metrics.Drift.WithLabelValues(r.Code).Set(float64(r.Drift))
+				if r.Repaired {
+					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(len(r.Orphans)))
+					a.metrics.DriftRepairs.WithLabelValues("stale").Add(float64(len(r.Stale)))
+					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
+					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))
+				}
+			},
+		})
+	}
+	return a, nil
+}
+
+// ready fails while a dependency is down, so a load balancer moves traffic
+// to healthy instances.
+func (a *App) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := a.store.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if a.gate != nil {
+		if err := a.gate.Ping(ctx); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+	}
+	if a.kafka != nil {
+		if err := a.kafka.ping(ctx); err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
+	}
+	return nil
+}
+
+// Start listens on cfg.Addr (port 0 picks a free port) and starts serving
+// and the background jobs.
+func (a *App) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	a.ln = ln
+	a.warnAboutTokens()
+	a.server = &http.Server{
+		Handler:           a.api.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.server.RegisterOnShutdown(a.live.Close) // live streams would hold Shutdown until its timeout
+	a.served = make(chan error, 1)
+	go func() { a.served <- a.server.Serve(ln) }()
+	a.expiry.Start(context.WithoutCancel(ctx))
+	if a.recon != nil {
+		a.recon.Start(context.WithoutCancel(ctx))
+	}
+	if a.kafka != nil && a.cfg.RunConsumer {
+		a.kafka.startConsumer(context.WithoutCancel(ctx))
+	}
+	a.log.Info("voucherd serving", "addr", ln.Addr().String(), "flashWrites", a.cfg.FlashWrites,
+		"redis", strings.Join(a.cfg.RedisAddrs, ","), "kafka", strings.Join(a.cfg.KafkaBrokers, ","),
+		"reservationTTL", a.cfg.ReservationTTL.String(), "version", version)
+	return nil
+}
+
+func (a *App) warnAboutTokens() {
+	for _, t := range []struct{ name, val string }{{"VOUCHERD_API_TOKEN", a.cfg.APIToken}, {"VOUCHERD_ADMIN_TOKEN", a.cfg.AdminToken}} {
+		if t.val == "" {
+			a.log.Warn("!!! " + t.name + " is not set: its routes accept requests from loopback clients only, without authentication. Set it before exposing voucherd.")
+		}
+	}
+}
+
+// Addr is the address the server listens on.
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// Wait blocks until the server stops by itself (an error) or ctx ends.
+func (a *App) Wait(ctx context.Context) error {
+	select {
+	case err := <-a.served:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// Close shuts down gracefully within cfg.ShutdownTimeout: /readyz fails,
+// the listener closes, in-flight requests finish, then the consumer commits,
+// the producer flushes, jobs stop and connections close.
+func (a *App) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if a.server != nil {
+		a.api.Drain()
+		if err := a.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+	}
+	if a.expiry != nil {
+		a.expiry.Stop()
+	}
+	if a.recon != nil {
+		a.recon.Stop()
+	}
+	a.closeDeps()
+	a.log.Info("voucherd stopped")
+	return errors.Join(errs...)
+}
+
+func (a *App) closeDeps() {
+	if a.live != nil {
+		a.live.Close()
+	}
+	if a.kafka != nil {
+		a.kafka.close()
+	}
+	if a.gate != nil {
+		a.gate.Close()
+	}
+	if a.store != nil {
+		a.store.Close()
+	}
+}
+
+// newLogger builds the process logger: JSON in production, text in dev.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format must be json or text, not %q", format)
+}
+
+// --- live sale view (issue 9) ---
+
+// liveObserver sends each observation to the metrics and reservation
+// outcomes also to the live hub.
+type liveObserver struct {
+	voucher.Observer
+	hub *live.Hub
+}
+
+// Reserved implements voucher.Observer.
+func (o liveObserver) Reserved(voucherCode string, mode voucher.Mode, code voucher.ErrorCode, replay bool, d time.Duration) {
+	o.Observer.Reserved(voucherCode, mode, code, replay, d)
+	o.hub.Reserved(voucherCode, mode, code, replay, d)
+}
+
+// releasedCount counts a voucher's RELEASED redemptions for the live view.
+// TODO(lead): move into pgstore (queries/voucher_released.sql, a
+// (*Store).ReleasedCount method, interpretError); it is here only because
+// pgstore belongs to another helper.
+func (a *App) releasedCount(ctx context.Context, code string) (int64, error) {
+	var n int64
+	err := a.store.Pool().QueryRow(ctx,
+		`SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status = 'RELEASED'`, code).Scan(&n)
+	if err != nil {
+		return 0, voucher.Unavailable(err, "could not count released reservations")
+	}
+	return n, nil
+}
+
+// --- end live sale view ---

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything `serve` needs, read from flags whose defaults come
+// from VOUCHERD_* environment variables. It is read here and nowhere else.
+type Config struct {
+	Addr            string
+	DatabaseURL     string
+	RedisAddrs      []string
+	RedisKeyPrefix  string
+	APIToken        string
+	AdminToken      string
+	ReservationTTL  time.Duration
+	ExpiryInterval  time.Duration
+	FlashWrites     string
+	FlashFallback   bool
+	SoldOutTTL      time.Duration
+	KafkaBrokers    []string
+	KafkaTopic      string
+	KafkaDLQTopic   string
+	KafkaGroup      string
+	KafkaPartitions int
+	RunConsumer     bool
+	MigrateOnStart  bool
+	ShutdownTimeout time.Duration
+	ReconcileEvery  time.Duration
+	ReconcileGrace  time.Duration
+	LogFormat       string
+	LogLevel        string
+	MaxDBConns      int
+	VoucherCacheTTL time.Duration
+	ProduceTimeout  time.Duration
+	WriteTimeout    time.Duration
+	CombineWrites   bool
+}
+
+// envOr returns the environment variable or def.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "voucherd: ignoring %s=%q: not a Go duration (like 15m or 30s)\n", name, v)
+	}
+	return def
+}
+
+func envBool(name string, def bool) bool {
+	if v := os.Getenv(name); v != "" {
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+		fmt.Fprintf(os.Stderr, "voucherd: ignoring %s=%q: not a boolean\n", name, v)
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+		fmt.Fprintf(os.Stderr, "voucherd: ignoring %s=%q: not an integer\n", name, v)
+	}
+	return def
+}
+
+// listFlag is a comma-separated list flag.
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	*l.v = splitList(s)
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// defaultDatabaseURL is the URL `voucherd dev` serves on; serve uses it only
+// when nothing else is configured.
+const defaultDatabaseURL = "postgres://voucherd@127.0.0.1:55432/voucherd?sslmode=disable"
+
+// registerServeFlags binds cfg to flags on fs with environment defaults.
+func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.Addr, "addr", envOr("VOUCHERD_ADDR", "127.0.0.1:8080"), "listen address (VOUCHERD_ADDR)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", envOr("VOUCHERD_DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (VOUCHERD_DATABASE_URL)")
+	cfg.RedisAddrs = splitList(os.Getenv("VOUCHERD_REDIS_ADDR"))
+	fs.Var(listFlag{&cfg.RedisAddrs}, "redis-addr", "Redis address, or a comma-separated list of Cluster nodes; empty disables flash mode (VOUCHERD_REDIS_ADDR)")
+	fs.StringVar(&cfg.RedisKeyPrefix, "redis-key-prefix", envOr("VOUCHERD_REDIS_KEY_PREFIX", ""), "prefix of every Redis key (VOUCHERD_REDIS_KEY_PREFIX)")
+	cfg.APIToken = os.Getenv("VOUCHERD_API_TOKEN")
+	cfg.AdminToken = os.Getenv("VOUCHERD_ADMIN_TOKEN")
+	fs.DurationVar(&cfg.ReservationTTL, "reservation-ttl", envDuration("VOUCHERD_RESERVATION_TTL", 15*time.Minute), "how long a RESERVED hold lasts (VOUCHERD_RESERVATION_TTL)")
+	fs.DurationVar(&cfg.ExpiryInterval, "expiry-interval", envDuration("VOUCHERD_EXPIRY_INTERVAL", time.Second), "how often expired holds are released (VOUCHERD_EXPIRY_INTERVAL)")
+	fs.StringVar(&cfg.FlashWrites, "flash-writes", envOr("VOUCHERD_FLASH_WRITES", "sync"), "how flash reservations reach PostgreSQL: sync or kafka (VOUCHERD_FLASH_WRITES)")
+	fs.BoolVar(&cfg.FlashFallback, "flash-fallback", envBool("VOUCHERD_FLASH_FALLBACK", false), "when Redis is down, reserve flash vouchers through PostgreSQL directly (sync mode only) (VOUCHERD_FLASH_FALLBACK)")
+	fs.DurationVar(&cfg.SoldOutTTL, "soldout-ttl", envDuration("VOUCHERD_SOLDOUT_TTL", time.Second), "how long a sold-out answer is cached in process; negative disables (VOUCHERD_SOLDOUT_TTL)")
+	cfg.KafkaBrokers = splitList(os.Getenv("VOUCHERD_KAFKA_BROKERS"))
+	fs.Var(listFlag{&cfg.KafkaBrokers}, "kafka-brokers", "Kafka bootstrap brokers, comma-separated (VOUCHERD_KAFKA_BROKERS)")
+	fs.StringVar(&cfg.KafkaTopic, "kafka-topic", envOr("VOUCHERD_KAFKA_TOPIC", "voucherd.reservations"), "reservation events topic (VOUCHERD_KAFKA_TOPIC)")
+	fs.StringVar(&cfg.KafkaDLQTopic, "kafka-dlq-topic", envOr("VOUCHERD_KAFKA_DLQ_TOPIC", "voucherd.reservations.dlq"), "dead-letter topic (VOUCHERD_KAFKA_DLQ_TOPIC)")
+	fs.StringVar(&cfg.KafkaGroup, "kafka-group", envOr("VOUCHERD_KAFKA_GROUP", "voucherd-writer"), "consumer group (VOUCHERD_KAFKA_GROUP)")
+	fs.IntVar(&cfg.KafkaPartitions, "kafka-partitions", envInt("VOUCHERD_KAFKA_PARTITIONS", 3), "partitions of the topics when voucherd creates them (VOUCHERD_KAFKA_PARTITIONS)")
+	fs.BoolVar(&cfg.RunConsumer, "consumer", envBool("VOUCHERD_CONSUMER", true), "run the Kafka consumer inside serve in kafka mode (VOUCHERD_CONSUMER)")
+	fs.DurationVar(&cfg.ProduceTimeout, "produce-timeout", envDuration("VOUCHERD_PRODUCE_TIMEOUT", 2*time.Second), "how long a reservation waits for Kafka's ack (VOUCHERD_PRODUCE_TIMEOUT)")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", envDuration("VOUCHERD_WRITE_TIMEOUT", 5*time.Second), "bound on one durable write (VOUCHERD_WRITE_TIMEOUT)")
+	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
+	fs.BoolVar(&cfg.MigrateOnStart, "migrate", envBool("VOUCHERD_MIGRATE", true), "apply migrations at start (VOUCHERD_MIGRATE)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("VOUCHERD_SHUTDOWN_TIMEOUT", 15*time.Second), "graceful shutdown bound (VOUCHERD_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", envDuration("VOUCHERD_RECONCILE_INTERVAL", 30*time.Second), "how often flash vouchers are reconciled; 0 disables (VOUCHERD_RECONCILE_INTERVAL)")
+	fs.DurationVar(&cfg.ReconcileGrace, "reconcile-grace", envDuration("VOUCHERD_RECONCILE_GRACE", 30*time.Second), "age after which a Redis hold without a database row is released (VOUCHERD_RECONCILE_GRACE)")
+	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
+	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")
+	fs.StringVar(&cfg.LogLevel, "log-level", envOr("VOUCHERD_LOG_LEVEL", "info"), "debug, info, warn or error (VOUCHERD_LOG_LEVEL)")
+	fs.IntVar(&cfg.MaxDBConns, "db-max-conns", envInt("VOUCHERD_DB_MAX_CONNS", 32), "PostgreSQL pool size (VOUCHERD_DB_MAX_CONNS)")
+}
+
+// validate checks combinations flags cannot express alone.
+func (c *Config) validate() error {
+	switch c.FlashWrites {
+	case "sync", "kafka":
+	default:
+		return fmt.Errorf("--flash-writes must be sync or kafka, not %q", c.FlashWrites)
+	}
+	if c.FlashWrites == "kafka" && len(c.KafkaBrokers) == 0 {
+		return fmt.Errorf("--flash-writes=kafka needs VOUCHERD_KAFKA_BROKERS")
+	}
+	if c.FlashWrites == "kafka" && len(c.RedisAddrs) == 0 {
+		return fmt.Errorf("--flash-writes=kafka needs VOUCHERD_REDIS_ADDR")
+	}
+	if c.FlashWrites == "kafka" && c.FlashFallback {
+		return fmt.Errorf("--flash-fallback works only with --flash-writes=sync: in kafka mode PostgreSQL lags the gate")
+	}
+	if c.ReservationTTL <= 0 {
+		return fmt.Errorf("--reservation-ttl must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/metrics"
+	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// kafkaParts is the Kafka side of a process: the log (producer, lag and
+// watermark checks) and, when this process runs it, the consumer that
+// writes reservations to PostgreSQL.
+type kafkaParts struct {
+	log      *kafkalog.Log
+	consumer *kafkalog.Consumer
+	events   voucher.EventLog
+	metrics  *metrics.Metrics
+
+	stopSampling context.CancelFunc
+	sampling     sync.WaitGroup
+}
+
+func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
+	return kafkalog.Config{
+		Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic, DeadLetterTopic: cfg.KafkaDLQTopic,
+		Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout,
+		Logger: log,
+	}
+}
+
+// openKafka connects the log, creates the topics when absent and, when
+// cfg.RunConsumer is set, prepares the consumer (started by startConsumer).
+func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics.Metrics, log *slog.Logger) (*kafkaParts, error) {
+	kcfg := kafkaConfig(cfg, log)
+	l, err := kafkalog.New(kcfg)
+	if err != nil {
+		return nil, err
+	}
+	k := &kafkaParts{log: l, events: l, metrics: m}
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := l.EnsureTopics(ectx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("create topics: %w", err)
+	}
+	if cfg.RunConsumer {
+		if k.consumer, err = kafkalog.NewConsumer(kcfg, store); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+func (k *kafkaParts) ping(ctx context.Context) error { return k.log.Ping(ctx) }
+
+// startConsumer runs the consumer and samples its lag and counters into the
+// metrics every second.
+func (k *kafkaParts) startConsumer(ctx context.Context) {
+	if k.consumer == nil {
+		return
+	}
+	k.consumer.Start(ctx)
+	sctx, cancel := context.WithCancel(ctx)
+	k.stopSampling = cancel
+	k.sampling.Add(1)
+	go func() {
+		defer k.sampling.Done()
+		var last kafkalog.Stats
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			if lag, err := k.log.Lag(sctx); err == nil {
+				k.metrics.ConsumerLag.Set(float64(lag))
+			}
+			st := k.consumer.Stats()
+			k.metrics.ConsumerApplied.WithLabelValues("applied").Add(float64(st.Applied - last.Applied))
+			k.metrics.ConsumerApplied.WithLabelValues("already_applied").Add(float64(st.AlreadyApplied - last.AlreadyApplied))
+			k.metrics.ConsumerApplied.WithLabelValues("rejected").Add(float64(st.Rejected - last.Rejected))
+			k.metrics.ConsumerApplied.WithLabelValues("undecodable").Add(float64(st.Undecodable - last.Undecodable))
+			k.metrics.ConsumerApplied.WithLabelValues("failed_attempt").Add(float64(st.Failures - last.Failures))
+			k.metrics.DeadLetters.Add(float64(st.Rejected - last.Rejected + st.Undecodable - last.Undecodable))
+			last = st
+		}
+	}()
+}
+
+// close stops the consumer (it commits the batch in hand), then flushes
+// the producer.
+func (k *kafkaParts) close() {
+	if k.stopSampling != nil {
+		k.stopSampling()
+		k.sampling.Wait()
+	}
+	if k.consumer != nil {
+		k.consumer.Stop()
+	}
+	k.log.Close()
+}
+
+// runConsume runs only the consumer: for deployments that scale writers
+// apart from the API, and for fault tests that kill the consumer alone.
+func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	fs := newFlagSet("consume", "", stderr)
+	registerServeFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(cfg.KafkaBrokers) == 0 {
+		return fmt.Errorf("consume needs VOUCHERD_KAFKA_BROKERS")
+	}
+	log, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns)})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if cfg.MigrateOnStart {
+		if err := store.Migrate(ctx); err != nil {
+			return err
+		}
+	}
+	cfg.RunConsumer = true
+	k, err := openKafka(ctx, cfg, store, metrics.New(nil), log)
+	if err != nil {
+		return err
+	}
+	k.startConsumer(context.WithoutCancel(ctx))
+	log.Info("voucherd consumer running", "topic", cfg.KafkaTopic, "group", cfg.KafkaGroup)
+	<-ctx.Done()
+	log.Info("consumer stopping")
+	k.close()
+	return nil
+}

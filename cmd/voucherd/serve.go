@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/voucherd/voucherd/internal/pgstore"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	fs := newFlagSet("serve", "", stderr)
+	registerServeFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	app, err := NewApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := app.Start(ctx); err != nil {
+		app.Close()
+		return err
+	}
+	werr := app.Wait(ctx)
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	cerr := app.Close()
+	if werr != nil {
+		return werr
+	}
+	return cerr
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("migrate", "", stderr)
+	url := fs.String("database-url", envOr("VOUCHERD_DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (VOUCHERD_DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: *url})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "migrations applied")
+	return nil
+}

@@ -1,0 +1,100 @@
+package kafkalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// EventTypeReserved is the "type" of a VoucherReserved event.
+const EventTypeReserved = "VoucherReserved"
+
+// wireEvent is the JSON form of voucher.ReservedEvent on the topic. The
+// version and type travel in the value so that a record read on its own (a
+// dead letter, a tool) says what it is.
+type wireEvent struct {
+	Version        int       `json:"version"`
+	Type           string    `json:"type"`
+	Code           string    `json:"code"`
+	CustomerID     int64     `json:"customerId"`
+	OrderID        string    `json:"orderId"`
+	OrderAmount    int64     `json:"orderAmount"`
+	DiscountAmount int64     `json:"discountAmount"`
+	ReservedAt     time.Time `json:"reservedAt"`
+	ExpiresAt      time.Time `json:"expiresAt"`
+}
+
+// encodeEvent writes e as version EventVersion of the wire format.
+func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
+	return json.Marshal(wireEvent{
+		Version:        voucher.EventVersion,
+		Type:           EventTypeReserved,
+		Code:           e.Code,
+		CustomerID:     e.CustomerID,
+		OrderID:        e.OrderID,
+		OrderAmount:    e.OrderAmount,
+		DiscountAmount: e.DiscountAmount,
+		ReservedAt:     e.ReservedAt.UTC(),
+		ExpiresAt:      e.ExpiresAt.UTC(),
+	})
+}
+
+// errUndecodable marks a record the consumer cannot turn into an event; it
+// goes to the dead-letter topic.
+var errUndecodable = errors.New("undecodable event")
+
+// decodeEvent parses and checks one record value. Unknown fields are
+// ignored (a newer producer may add some); a version this build does not
+// know, a missing field or an out-of-range value is an error wrapping
+// errUndecodable.
+func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
+	var w wireEvent
+	dec := json.NewDecoder(bytes.NewReader(value))
+	if err := dec.Decode(&w); err != nil {
+		return voucher.ReservedEvent{}, fmt.Errorf("%w: %v", errUndecodable, err)
+	}
+	if dec.More() {
+		return voucher.ReservedEvent{}, fmt.Errorf("%w: trailing data after the JSON object", errUndecodable)
+	}
+	if err := w.check(); err != nil {
+		return voucher.ReservedEvent{}, fmt.Errorf("%w: %v", errUndecodable, err)
+	}
+	return voucher.ReservedEvent{
+		Version:        w.Version,
+		Code:           w.Code,
+		CustomerID:     w.CustomerID,
+		OrderID:        w.OrderID,
+		OrderAmount:    w.OrderAmount,
+		DiscountAmount: w.DiscountAmount,
+		ReservedAt:     w.ReservedAt,
+		ExpiresAt:      w.ExpiresAt,
+	}, nil
+}
+
+func (w wireEvent) check() error {
+	switch {
+	case w.Type != EventTypeReserved:
+		return fmt.Errorf("type %q is not %s", w.Type, EventTypeReserved)
+	case w.Version != voucher.EventVersion:
+		return fmt.Errorf("unsupported event version %d (this build reads %d)", w.Version, voucher.EventVersion)
+	case !voucher.ValidCode(w.Code):
+		return fmt.Errorf("invalid code %q", w.Code)
+	case !voucher.ValidOrderID(w.OrderID):
+		return fmt.Errorf("invalid orderId %q", w.OrderID)
+	case w.CustomerID <= 0:
+		return fmt.Errorf("customerId must be positive, got %d", w.CustomerID)
+	case w.OrderAmount < 0:
+		return fmt.Errorf("orderAmount must be >= 0, got %d", w.OrderAmount)
+	case w.DiscountAmount <= 0:
+		return fmt.Errorf("discountAmount must be > 0, got %d", w.DiscountAmount)
+	case w.ReservedAt.IsZero():
+		return errors.New("reservedAt is missing")
+	case !w.ExpiresAt.After(w.ReservedAt):
+		return errors.New("expiresAt must be after reservedAt")
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package kafkalog
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+func sampleEvent(i int) voucher.ReservedEvent {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC).Add(time.Duration(i) * time.Millisecond)
+	return voucher.ReservedEvent{
+		Version:        voucher.EventVersion,
+		Code:           "FLASH100",
+		CustomerID:     int64(1000 + i),
+		OrderID:        "order-" + strings.Repeat("x", i%3) + itoa(i),
+		OrderAmount:    250_000,
+		DiscountAmount: 100_000,
+		ReservedAt:     at,
+		ExpiresAt:      at.Add(15 * time.Minute),
+	}
+}
+
+func itoa(i int) string { return string(offsetString(int64(i))) }
+
+func TestEventWireFormat(t *testing.T) {
+	t.Parallel()
+	e := sampleEvent(7)
+	e.ReservedAt = e.ReservedAt.In(time.FixedZone("CET", 3600))
+	raw, err := encodeEvent(e)
+	require.NoError(t, err)
+
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(raw, &fields))
+	require.Equal(t, map[string]any{
+		"version":        float64(1),
+		"type":           "VoucherReserved",
+		"code":           "FLASH100",
+		"customerId":     float64(1007),
+		"orderId":        "order-x7",
+		"orderAmount":    float64(250000),
+		"discountAmount": float64(100000),
+		"reservedAt":     "2026-12-01T10:00:00.130456789Z",
+		"expiresAt":      "2026-12-01T10:15:00.130456789Z",
+	}, fields, "camelCase fields, version and type in the value, times in UTC")
+
+	got, err := decodeEvent(raw)
+	require.NoError(t, err)
+	require.True(t, got.ReservedAt.Equal(e.ReservedAt))
+	e.ReservedAt, got.ReservedAt = time.Time{}, time.Time{}
+	e.ExpiresAt, got.ExpiresAt = e.ExpiresAt.UTC(), got.ExpiresAt.UTC()
+	require.Equal(t, e, got)
+}
+
+func TestDecodeEventRejects(t *testing.T) {
+	t.Parallel()
+	valid := func(edit func(m map[string]any)) []byte {
+		raw, err := encodeEvent(sampleEvent(1))
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(raw, &m))
+		edit(m)
+		out, err := json.Marshal(m)
+		require.NoError(t, err)
+		return out
+	}
+	tests := []struct {
+		name  string
+		value []byte
+		want  string
+	}{
+		{"not JSON", []byte("not json"), "invalid character"},
+		{"empty", nil, "EOF"},
+		{"trailing data", append(valid(func(map[string]any) {}), []byte(` {}`)...), "trailing data"},
+		{"wrong type", valid(func(m map[string]any) { m["type"] = "VoucherReleased" }), `type "VoucherReleased"`},
+		{"newer version", valid(func(m map[string]any) { m["version"] = 2 }), "unsupported event version 2"},
+		{"no version", valid(func(m map[string]any) { delete(m, "version") }), "unsupported event version 0"},
+		{"bad code", valid(func(m map[string]any) { m["code"] = "no spaces" }), "invalid code"},
+		{"bad orderId", valid(func(m map[string]any) { m["orderId"] = "" }), "invalid orderId"},
+		{"customer zero", valid(func(m map[string]any) { m["customerId"] = 0 }), "customerId"},
+		{"negative amount", valid(func(m map[string]any) { m["orderAmount"] = -1 }), "orderAmount"},
+		{"no discount", valid(func(m map[string]any) { m["discountAmount"] = 0 }), "discountAmount"},
+		{"no reservedAt", valid(func(m map[string]any) { delete(m, "reservedAt") }), "reservedAt"},
+		{"expires before", valid(func(m map[string]any) { m["expiresAt"] = "2020-01-01T00:00:00Z" }), "expiresAt"},
+		{"string amount", valid(func(m map[string]any) { m["orderAmount"] = "12" }), "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := decodeEvent(tt.value)
+			require.Error(t, err)
+			require.True(t, errors.Is(err, errUndecodable))
+			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+
+	// A newer producer may add fields; this build ignores them.
+	_, err := decodeEvent(valid(func(m map[string]any) { m["channel"] = "app" }))
+	require.NoError(t, err)
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	raw, _ := encodeEvent(sampleEvent(3))
+	f.Add(raw)
+	f.Add([]byte(`{"version":1}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, value []byte) {
+		e, err := decodeEvent(value)
+		if err != nil {
+			require.ErrorIs(t, err, errUndecodable)
+			return
+		}
+		// Whatever decodes is a well-formed event that encodes and decodes
+		// to itself.
+		require.True(t, voucher.ValidCode(e.Code))
+		require.True(t, voucher.ValidOrderID(e.OrderID))
+		again, err := encodeEvent(e)
+		require.NoError(t, err)
+		back, err := decodeEvent(again)
+		require.NoError(t, err)
+		require.True(t, back.ReservedAt.Equal(e.ReservedAt))
+		require.True(t, back.ExpiresAt.Equal(e.ExpiresAt))
+		back.ReservedAt, back.ExpiresAt, e.ReservedAt, e.ExpiresAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		require.Equal(t, e, back)
+	})
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Config{Brokers: []string{"127.0.0.1:9092"}}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, DefaultTopic, cfg.Topic)
+	require.Equal(t, DefaultDeadLetterTopic, cfg.DeadLetterTopic)
+	require.Equal(t, DefaultGroup, cfg.Group)
+	require.Equal(t, int32(3), cfg.Partitions)
+	require.Equal(t, int16(1), cfg.ReplicationFactor)
+	require.Equal(t, 2*time.Second, cfg.ProduceTimeout)
+	require.Equal(t, time.Millisecond, cfg.Linger)
+	require.NotNil(t, cfg.Logger)
+
+	cfg, err = Config{Brokers: []string{"b:1"}, Linger: -1}.withDefaults()
+	require.NoError(t, err)
+	require.Zero(t, cfg.Linger, "negative linger means none")
+
+	bad := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no brokers", Config{}},
+		{"bad topic", Config{Brokers: []string{"b:1"}, Topic: "a topic"}},
+		{"bad dlq", Config{Brokers: []string{"b:1"}, DeadLetterTopic: "x/y"}},
+		{"same topics", Config{Brokers: []string{"b:1"}, Topic: "t", DeadLetterTopic: "t"}},
+		{"negative partitions", Config{Brokers: []string{"b:1"}, Partitions: -1}},
+		{"negative timeout", Config{Brokers: []string{"b:1"}, ProduceTimeout: -time.Second}},
+		{"backoff above max", Config{Brokers: []string{"b:1"}, RetryBackoff: time.Minute}},
+	}
+	for _, tt := range bad {
+		_, err := tt.cfg.withDefaults()
+		require.Error(t, err, tt.name)
+	}
+}

@@ -1,0 +1,165 @@
+// Package kafkalog is the Kafka adapter of voucherd (franz-go): it carries
+// reservations decided by the Redis gate to PostgreSQL in flash-Kafka mode.
+//
+// Log implements voucher.EventLog. PublishReserved writes a VoucherReserved
+// event (key = voucher code, acks=all, idempotent producer) and answers only
+// once Kafka has it; CaughtUp tells the warm-up whether the writer group has
+// applied everything published so far.
+//
+// Consumer is the writer: a consumer group that applies batches of events to
+// the store, sends the events the store rejects (and records it cannot
+// decode) to a dead-letter topic, and commits offsets only after the store
+// has committed. A store failure is retried on the same records; nothing is
+// skipped, and replays are harmless because the store applies idempotently.
+//
+// Driver errors become voucher.Unavailable here, once.
+package kafkalog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultTopic             = "voucherd.reservations"
+	DefaultDeadLetterTopic   = "voucherd.reservations.dlq"
+	DefaultGroup             = "voucherd-writer"
+	DefaultClientID          = "voucherd"
+	DefaultPartitions        = 3
+	DefaultReplicationFactor = 1
+	DefaultProduceTimeout    = 2 * time.Second
+	DefaultLinger            = time.Millisecond
+	DefaultBatchSize         = 500
+	DefaultBatchTimeout      = 30 * time.Second
+	DefaultRetryBackoff      = 200 * time.Millisecond
+	DefaultMaxRetryBackoff   = 5 * time.Second
+)
+
+// HeaderDeadLetterReason is the header of a dead-letter record that says why
+// the record was not applied.
+const HeaderDeadLetterReason = "voucherd-dlq-reason"
+
+// Headers of a dead-letter record that say where the record came from.
+const (
+	HeaderDeadLetterTopic     = "voucherd-dlq-topic"
+	HeaderDeadLetterPartition = "voucherd-dlq-partition"
+	HeaderDeadLetterOffset    = "voucherd-dlq-offset"
+)
+
+// Config configures Log and Consumer. Zero values mean the defaults above.
+type Config struct {
+	// Brokers are the seed brokers, "host:port". Required.
+	Brokers []string
+	// Topic carries VoucherReserved events.
+	Topic string
+	// DeadLetterTopic receives events the store rejects and records that
+	// cannot be decoded, with the reason in HeaderDeadLetterReason.
+	DeadLetterTopic string
+	// Group is the writer's consumer group; CaughtUp and Lag read its
+	// committed offsets.
+	Group string
+	// ClientID names the clients in broker logs and quotas.
+	ClientID string
+
+	// Partitions and ReplicationFactor are used by EnsureTopics when it
+	// creates a topic; existing topics are left as they are.
+	Partitions        int32
+	ReplicationFactor int16
+
+	// ProduceTimeout bounds PublishReserved: without an ack by then the
+	// caller gets CodeUnavailable.
+	ProduceTimeout time.Duration
+	// Linger is how long the producer waits for more records before it
+	// sends a batch. Concurrent publishes also share a request while the
+	// previous one is in flight, so a small linger costs little batching.
+	// Negative means no linger.
+	Linger time.Duration
+
+	// BatchSize is the most records the consumer applies at once.
+	BatchSize int
+	// BatchTimeout bounds applying one batch (store, dead letters, commit).
+	BatchTimeout time.Duration
+	// RetryBackoff is the first pause after a failed batch; it doubles up
+	// to MaxRetryBackoff while failures go on.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+
+	// Logger receives warnings about failed batches; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// topicPattern is Kafka's rule for topic names.
+var topicPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// withDefaults fills zero values and validates the result.
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Brokers) == 0 {
+		return c, errors.New("kafkalog: Config.Brokers is required")
+	}
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = DefaultDeadLetterTopic
+	}
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = DefaultReplicationFactor
+	}
+	if c.ProduceTimeout == 0 {
+		c.ProduceTimeout = DefaultProduceTimeout
+	}
+	switch {
+	case c.Linger == 0:
+		c.Linger = DefaultLinger
+	case c.Linger < 0:
+		c.Linger = 0
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.BatchTimeout == 0 {
+		c.BatchTimeout = DefaultBatchTimeout
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = DefaultRetryBackoff
+	}
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = DefaultMaxRetryBackoff
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+
+	switch {
+	case !topicPattern.MatchString(c.Topic):
+		return c, fmt.Errorf("kafkalog: invalid topic name %q", c.Topic)
+	case !topicPattern.MatchString(c.DeadLetterTopic):
+		return c, fmt.Errorf("kafkalog: invalid dead-letter topic name %q", c.DeadLetterTopic)
+	case c.Topic == c.DeadLetterTopic:
+		return c, errors.New("kafkalog: the dead-letter topic must differ from the topic")
+	case c.Partitions < 0:
+		return c, fmt.Errorf("kafkalog: Partitions must be > 0, got %d", c.Partitions)
+	case c.ReplicationFactor < 0:
+		return c, fmt.Errorf("kafkalog: ReplicationFactor must be > 0, got %d", c.ReplicationFactor)
+	case c.ProduceTimeout < 0 || c.BatchTimeout < 0:
+		return c, errors.New("kafkalog: timeouts must be > 0")
+	case c.BatchSize < 0:
+		return c, fmt.Errorf("kafkalog: BatchSize must be > 0, got %d", c.BatchSize)
+	case c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff:
+		return c, errors.New("kafkalog: need 0 < RetryBackoff <= MaxRetryBackoff")
+	}
+	return c, nil
+}
