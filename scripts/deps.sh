@@ -58,6 +58,11 @@ if ! have mvn; then
 	missing+=("Maven (mvn)")
 	packages+=(maven)
 fi
+# Headless Chromium for the live sale page's browser test.
+if ! have chromium; then
+	missing+=("Chromium (chromium)")
+	packages+=(chromium)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
@@ -105,6 +110,7 @@ have_pg || still+=("PostgreSQL (initdb, postgres)")
 { have redis-server && have redis-cli; } || still+=("Redis (redis-server, redis-cli)")
 have_java17 || still+=("Java 17 (java)")
 have mvn || still+=("Maven (mvn)")
+have chromium || still+=("Chromium (chromium)")
 if [ ${#still[@]} -ne 0 ]; then
 	echo "deps.sh: still missing after apt-get install: ${still[*]}" >&2
 	exit 1

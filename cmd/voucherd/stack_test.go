@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/testenv"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -327,4 +328,53 @@ func (s *stack) assertConsistent(code string) {
 			require.Equal(s.t, int64(st.Remaining), int64(s.state(code).totalLimit-held), "Redis remaining of %s", code)
 		}
 	}
+}
+
+// sampleOversell checks every 20 ms that PostgreSQL never holds more than
+// totalLimit uses of the voucher, counting violations, until the returned
+// function is called.
+func (s *stack) sampleOversell(code string, violations *atomic.Int64) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var held, total int
+			err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM voucher_redemption
+				WHERE voucher_code = $1 AND status IN ('RESERVED','CONFIRMED')), total_limit FROM voucher WHERE code = $1`, code).Scan(&held, &total)
+			if err == nil && held > total {
+				violations.Add(1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// reconcile asks the server to reconcile a flash voucher with repairs and
+// returns the report.
+func (s *stack) reconcile(code string) response {
+	s.t.Helper()
+	r := s.do(http.MethodPost, "/vouchers/"+code+"/reconciliation", nil)
+	require.Equal(s.t, http.StatusOK, r.status, string(r.raw))
+	return r
+}
+
+// assertConsistentAfterReconcile runs reconciliation, then checks that the
+// stores agree.
+func (s *stack) assertConsistentAfterReconcile(code string) {
+	s.t.Helper()
+	s.reconcile(code)
+	s.assertConsistent(code)
+}
+
+// pendingOrders lists the orderIds of pending holds.
+func pendingOrders(orders map[string]voucher.Hold) []string {
+	var ids []string
+	for id, h := range orders {
+		if h.Pending && !h.Released {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
