@@ -17,6 +17,10 @@ const (
 	// sqlstatePerUserLimit is a batch event that would exceed a per-user
 	// limit (ApplyReserved).
 	sqlstatePerUserLimit = "VD002"
+	// sqlstateBatchRetry is a batch of reservations that must be retried one
+	// by one because the voucher's rules changed under it
+	// (migrations/003_reserve_batch.sql).
+	sqlstateBatchRetry = "VD003"
 	// sqlstateInconsistent means the counters disagree with the redemptions.
 	sqlstateInconsistent = "VD900"
 )

@@ -49,6 +49,10 @@ type Config struct {
 	StatementTimeout time.Duration
 	// ApplicationName is shown in pg_stat_activity (default "voucherd").
 	ApplicationName string
+	// Combining configures the write combining of Reserve (combiner.go),
+	// on by default: concurrent reservations of one voucher are written
+	// together, one transaction per batch.
+	Combining CombinerConfig
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -73,7 +77,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ApplicationName == "" {
 		c.ApplicationName = DefaultApplicationName
 	}
-	return c, nil
+	var err error
+	c.Combining, err = c.Combining.withDefaults()
+	return c, err
 }
 
 // Store is the PostgreSQL implementation of voucher.Store. It is safe for
@@ -81,6 +87,7 @@ func (c Config) withDefaults() (Config, error) {
 type Store struct {
 	pool    *pgxpool.Pool
 	queries *atomic.Int64
+	comb    *combiner // nil when combining is disabled
 }
 
 var _ voucher.Store = (*Store)(nil)
@@ -110,7 +117,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: create pool: %w", err)
 	}
-	return &Store{pool: pool, queries: counter}, nil
+	s := &Store{pool: pool, queries: counter}
+	if !cfg.Combining.Disabled {
+		s.comb = newCombiner(cfg.Combining, s.writeBatch)
+	}
+	return s, nil
 }
 
 // Close closes the pool, waiting for the connections in use to be returned.
@@ -164,6 +175,7 @@ var (
 	qVoucherMaxHeld       = mustQuery("voucher_max_customer_held")
 	qVoucherUpdate        = mustQuery("voucher_update")
 	qReserve              = mustQuery("reserve")
+	qReserveBatch         = mustQuery("reserve_batch")
 	qConfirm              = mustQuery("confirm")
 	qRelease              = mustQuery("release")
 	qExpire               = mustQuery("expire")

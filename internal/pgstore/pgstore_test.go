@@ -3,10 +3,12 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/pgstore"
@@ -25,16 +27,63 @@ var (
 
 const ttl = 15 * time.Minute
 
-// newStore returns a migrated store on a fresh database of its own.
+// combiningEnv selects how the tests that do not say otherwise write
+// reservations: VOUCHERD_TEST_COMBINING=off runs them with write combining
+// disabled, anything else (or unset) with the default, combining on. The
+// concurrency tests ignore it and run both ways (forEachCombining); run the
+// whole suite both ways with
+//
+//	go test ./internal/pgstore/ && VOUCHERD_TEST_COMBINING=off go test ./internal/pgstore/
+const combiningEnv = "VOUCHERD_TEST_COMBINING"
+
+// combinings are the two ways Reserve writes, by subtest name.
+var combinings = []struct {
+	name string
+	cfg  pgstore.CombinerConfig
+}{
+	{"combining=on", pgstore.CombinerConfig{}},
+	{"combining=off", pgstore.CombinerConfig{Disabled: true}},
+}
+
+// newStore returns a migrated store on a fresh database of its own, with
+// write combining as combiningEnv says.
 func newStore(t testing.TB) *pgstore.Store {
+	t.Helper()
+	var cfg pgstore.CombinerConfig
+	switch v := os.Getenv(combiningEnv); v {
+	case "", "on":
+	case "off":
+		cfg.Disabled = true
+	default:
+		t.Fatalf("%s must be on or off, got %q", combiningEnv, v)
+	}
+	return newStoreWith(t, cfg)
+}
+
+// newStoreWith returns a migrated store on a fresh database of its own with
+// the given write combining. When the test ends, every voucher of the
+// database must be consistent (assertConsistent).
+func newStoreWith(t testing.TB, combining pgstore.CombinerConfig) *pgstore.Store {
 	t.Helper()
 	ctx := context.Background()
 	pg := testenv.Postgres(t)
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: 10})
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: 10, Combining: combining})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	require.NoError(t, s.Migrate(ctx))
+	t.Cleanup(func() { checkAllConsistent(t, s) })
 	return s
+}
+
+// forEachCombining runs test in a parallel subtest for each way of writing
+// reservations, each with its own store.
+func forEachCombining(t *testing.T, test func(t *testing.T, s *pgstore.Store)) {
+	for _, c := range combinings {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newStoreWith(t, c.cfg))
+		})
+	}
 }
 
 // newVoucher creates a voucher valid over [base, base+30 days) with the given
@@ -121,6 +170,54 @@ func assertConsistent(t testing.TB, s *pgstore.Store, code string) {
 		require.LessOrEqual(t, counter, perUser, "voucher %s customer %d: above perUserLimit", code, customer)
 	}
 	require.NoError(t, rows.Err())
+}
+
+// checkAllConsistent is assertConsistent for every voucher of the store's
+// database, reported with Errorf so that it can run in a cleanup.
+func checkAllConsistent(t testing.TB, s *pgstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := s.Pool().Query(ctx, `
+		SELECT v.code, v.used_count, v.total_limit,
+		       (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status IN ('RESERVED', 'CONFIRMED'))::int
+		FROM voucher v ORDER BY v.code`)
+	if err != nil {
+		t.Errorf("consistency check: %v", err)
+		return
+	}
+	type row struct {
+		Code              string
+		Used, Total, Held int32
+	}
+	vouchers, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Errorf("consistency check: %v", err)
+		return
+	}
+	for _, v := range vouchers {
+		if v.Used != v.Held || v.Used > v.Total {
+			t.Errorf("voucher %s: used_count %d, held redemptions %d, total_limit %d", v.Code, v.Used, v.Held, v.Total)
+		}
+	}
+	var bad []string
+	err = s.Pool().QueryRow(ctx, `
+		SELECT coalesce(array_agg(format('%s/%s: counter %s, held rows %s, perUserLimit %s',
+		                                 k.code, k.customer, k.counter, k.n, v.per_user_limit)), '{}')
+		FROM (SELECT coalesce(u.voucher_code, r.voucher_code) AS code, coalesce(u.customer_id, r.customer_id) AS customer,
+		             coalesce(u.held, 0) AS counter, coalesce(r.n, 0) AS n
+		      FROM voucher_customer_usage u
+		      FULL JOIN (SELECT voucher_code, customer_id, count(*)::int AS n FROM voucher_redemption
+		                 WHERE status IN ('RESERVED', 'CONFIRMED') GROUP BY voucher_code, customer_id) r
+		             ON r.voucher_code = u.voucher_code AND r.customer_id = u.customer_id) k
+		JOIN voucher v ON v.code = k.code
+		WHERE k.counter <> k.n OR k.counter > v.per_user_limit`).Scan(&bad)
+	if err != nil {
+		t.Errorf("consistency check: %v", err)
+		return
+	}
+	for _, b := range bad {
+		t.Errorf("customer counter inconsistent: %s", b)
+	}
 }
 
 // concurrently runs fn(i) for i in [0, n) in n goroutines released at once,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/voucherd/voucherd/internal/voucher"
 )
@@ -31,10 +30,12 @@ func scanRedemption(row pgx.Row, r *voucher.Redemption, extra ...any) error {
 	return nil
 }
 
-// Reserve takes one use for r.OrderID in one statement (voucherd_reserve):
-// the redemption row, the customer's counter, then the voucher's used_count.
-// A known orderId with the same code and customer is a replay and takes
-// nothing.
+// Reserve takes one use for r.OrderID in one statement: the redemption row,
+// the customer's counter, then the voucher's used_count. A known orderId with
+// the same code and customer is a replay and takes nothing. With combining
+// on (the default) concurrent reservations of one voucher share that
+// statement and its transaction (combiner.go); each still gets the answer it
+// would have got alone.
 func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
 	if err := r.Validate(); err != nil {
 		return voucher.Reservation{}, err
@@ -42,14 +43,10 @@ func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, now time.
 	if ttl <= 0 {
 		return voucher.Reservation{}, voucher.Errorf(voucher.CodeInvalidRequest, "reservation TTL must be positive, got %s", ttl)
 	}
-	var res voucher.Reservation
-	err := scanRedemption(s.pool.QueryRow(ctx, qReserve,
-		r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
-		pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay)
-	if err != nil {
-		return voucher.Reservation{}, interpretError(err)
+	if s.comb != nil {
+		return s.comb.reserve(ctx, r, now, ttl)
 	}
-	return res, nil
+	return s.reserveOne(ctx, r, now, ttl)
 }
 
 // Redemption returns one redemption of the voucher code.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -47,90 +48,93 @@ func TestReserve(t *testing.T) {
 // 200 customers race for a 10-use voucher: exactly 10 win.
 func TestReserveConcurrentNeverOversells(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := newStore(t)
-	newVoucher(t, s, "FLASH10", 10, 1)
+	forEachCombining(t, func(t *testing.T, s *pgstore.Store) {
+		ctx := context.Background()
+		newVoucher(t, s, "FLASH10", 10, 1)
 
-	results := concurrently(200, func(i int) reserveResult {
-		res, err := s.Reserve(ctx, request("FLASH10", int64(i+1), fmt.Sprintf("order-%d", i)), now, ttl)
-		return reserveResult{res, err}
-	})
-	var ok, out int
-	for _, r := range results {
-		switch {
-		case r.err == nil:
-			ok++
-			require.False(t, r.res.Replay)
-		case voucher.IsCode(r.err, voucher.CodeOutOfStock):
-			out++
-			require.Equal(t, "OUT_OF_STOCK: voucher FLASH10 has no uses left", r.err.Error())
-		default:
-			t.Fatalf("unexpected error: %v", r.err)
+		results := concurrently(200, func(i int) reserveResult {
+			res, err := s.Reserve(ctx, request("FLASH10", int64(i+1), fmt.Sprintf("order-%d", i)), now, ttl)
+			return reserveResult{res, err}
+		})
+		var ok, out int
+		for _, r := range results {
+			switch {
+			case r.err == nil:
+				ok++
+				require.False(t, r.res.Replay)
+			case voucher.IsCode(r.err, voucher.CodeOutOfStock):
+				out++
+				require.Equal(t, "OUT_OF_STOCK: voucher FLASH10 has no uses left", r.err.Error())
+			default:
+				t.Fatalf("unexpected error: %v", r.err)
+			}
 		}
-	}
-	require.Equal(t, 10, ok)
-	require.Equal(t, 190, out)
-	c := readCounts(t, s, "FLASH10")
-	require.Equal(t, int32(10), c.UsedCount)
-	require.Equal(t, int32(10), c.Rows, "rejected reservations leave no rows")
-	require.Equal(t, int32(10), c.UsageRows, "rejected reservations leave no customer counters")
-	assertConsistent(t, s, "FLASH10")
+		require.Equal(t, 10, ok)
+		require.Equal(t, 190, out)
+		c := readCounts(t, s, "FLASH10")
+		require.Equal(t, int32(10), c.UsedCount)
+		require.Equal(t, int32(10), c.Rows, "rejected reservations leave no rows")
+		require.Equal(t, int32(10), c.UsageRows, "rejected reservations leave no customer counters")
+		assertConsistent(t, s, "FLASH10")
+	})
 }
 
 // The same orderId 50 times at once takes one use; every answer is the same
 // redemption.
 func TestReserveSameOrderConcurrentIsIdempotent(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := newStore(t)
-	newVoucher(t, s, "ONCE", 100, 5)
+	forEachCombining(t, func(t *testing.T, s *pgstore.Store) {
+		ctx := context.Background()
+		newVoucher(t, s, "ONCE", 100, 5)
 
-	results := concurrently(50, func(int) reserveResult {
-		res, err := s.Reserve(ctx, request("ONCE", 7, "order-7"), now, ttl)
-		return reserveResult{res, err}
-	})
-	replays := 0
-	for _, r := range results {
-		require.NoError(t, r.err)
-		require.Equal(t, results[0].res.Redemption, r.res.Redemption)
-		if r.res.Replay {
-			replays++
+		results := concurrently(50, func(int) reserveResult {
+			res, err := s.Reserve(ctx, request("ONCE", 7, "order-7"), now, ttl)
+			return reserveResult{res, err}
+		})
+		replays := 0
+		for _, r := range results {
+			require.NoError(t, r.err)
+			require.Equal(t, results[0].res.Redemption, r.res.Redemption)
+			if r.res.Replay {
+				replays++
+			}
 		}
-	}
-	require.Equal(t, 49, replays)
-	c := readCounts(t, s, "ONCE")
-	require.Equal(t, counts{UsedCount: 1, Held: 1, Rows: 1, UsageRows: 1, CustomerSum: 1}, c)
-	assertConsistent(t, s, "ONCE")
+		require.Equal(t, 49, replays)
+		c := readCounts(t, s, "ONCE")
+		require.Equal(t, counts{UsedCount: 1, Held: 1, Rows: 1, UsageRows: 1, CustomerSum: 1}, c)
+		assertConsistent(t, s, "ONCE")
+	})
 }
 
 // perUserLimit 3: one customer with 20 distinct orders at once gets 3.
 func TestReservePerUserLimitConcurrent(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := newStore(t)
-	newVoucher(t, s, "THREE", 100, 3)
+	forEachCombining(t, func(t *testing.T, s *pgstore.Store) {
+		ctx := context.Background()
+		newVoucher(t, s, "THREE", 100, 3)
 
-	results := concurrently(20, func(i int) reserveResult {
-		res, err := s.Reserve(ctx, request("THREE", 9, fmt.Sprintf("order-%d", i)), now, ttl)
-		return reserveResult{res, err}
-	})
-	var ok, used int
-	for _, r := range results {
-		switch {
-		case r.err == nil:
-			ok++
-		case voucher.IsCode(r.err, voucher.CodeAlreadyUsed):
-			used++
-			require.Contains(t, r.err.Error(), "customer 9 already holds 3 use(s) of voucher THREE")
-		default:
-			t.Fatalf("unexpected error: %v", r.err)
+		results := concurrently(20, func(i int) reserveResult {
+			res, err := s.Reserve(ctx, request("THREE", 9, fmt.Sprintf("order-%d", i)), now, ttl)
+			return reserveResult{res, err}
+		})
+		var ok, used int
+		for _, r := range results {
+			switch {
+			case r.err == nil:
+				ok++
+			case voucher.IsCode(r.err, voucher.CodeAlreadyUsed):
+				used++
+				require.Contains(t, r.err.Error(), "customer 9 already holds 3 use(s) of voucher THREE")
+			default:
+				t.Fatalf("unexpected error: %v", r.err)
+			}
 		}
-	}
-	require.Equal(t, 3, ok)
-	require.Equal(t, 17, used)
-	c := readCounts(t, s, "THREE")
-	require.Equal(t, counts{UsedCount: 3, Held: 3, Rows: 3, UsageRows: 1, CustomerSum: 3}, c)
-	assertConsistent(t, s, "THREE")
+		require.Equal(t, 3, ok)
+		require.Equal(t, 17, used)
+		c := readCounts(t, s, "THREE")
+		require.Equal(t, counts{UsedCount: 3, Held: 3, Rows: 3, UsageRows: 1, CustomerSum: 3}, c)
+		assertConsistent(t, s, "THREE")
+	})
 }
 
 func TestReserveOrderReuse(t *testing.T) {

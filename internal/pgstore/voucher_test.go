@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -133,29 +134,30 @@ func TestPatchVoucher(t *testing.T) {
 // Reservations keep their answers right while limits are patched under them.
 func TestPatchVoucherWhileReserving(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := newStore(t)
-	newVoucher(t, s, "MOVING", 20, 1)
+	forEachCombining(t, func(t *testing.T, s *pgstore.Store) {
+		ctx := context.Background()
+		newVoucher(t, s, "MOVING", 20, 1)
 
-	results := concurrently(60, func(i int) error {
-		if i%10 == 0 {
-			limit := int32(20 + i)
-			_, _, err := s.PatchVoucher(ctx, "MOVING", voucher.Patch{TotalLimit: &limit})
-			if voucher.IsCode(err, voucher.CodeLimitBelowHeld) {
-				return nil // patches race each other too
+		results := concurrently(60, func(i int) error {
+			if i%10 == 0 {
+				limit := int32(20 + i)
+				_, _, err := s.PatchVoucher(ctx, "MOVING", voucher.Patch{TotalLimit: &limit})
+				if voucher.IsCode(err, voucher.CodeLimitBelowHeld) {
+					return nil // patches race each other too
+				}
+				return err
+			}
+			_, err := s.Reserve(ctx, request("MOVING", int64(i), fmt.Sprintf("o-%d", i)), now, ttl)
+			if voucher.IsCode(err, voucher.CodeOutOfStock) {
+				return nil
 			}
 			return err
+		})
+		for _, err := range results {
+			require.NoError(t, err)
 		}
-		_, err := s.Reserve(ctx, request("MOVING", int64(i), fmt.Sprintf("o-%d", i)), now, ttl)
-		if voucher.IsCode(err, voucher.CodeOutOfStock) {
-			return nil
-		}
-		return err
+		assertConsistent(t, s, "MOVING")
 	})
-	for _, err := range results {
-		require.NoError(t, err)
-	}
-	assertConsistent(t, s, "MOVING")
 }
 
 func TestGateSnapshot(t *testing.T) {

@@ -1,0 +1,381 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// Write combining.
+//
+// Every reservation of a voucher updates the voucher's one row, and a
+// transaction holds that row's lock until its commit is flushed to the WAL,
+// so a hot voucher takes one use per WAL flush, whatever the number of
+// clients. The combiner queues the reservations of a voucher that arrive
+// while a write for it is in flight and writes them together in the next
+// transaction (voucherd_reserve_batch): one hot-row update and one flush for
+// the whole batch, and one answer per reservation, the one it would have got
+// alone. The write in flight is the batching window: a reservation that finds
+// no write in flight is sent at once.
+
+// DefaultMaxBatch is the default of CombinerConfig.MaxBatch.
+const DefaultMaxBatch = 64
+
+// CombinerConfig configures write combining. Zero values mean the defaults.
+type CombinerConfig struct {
+	// Disabled turns combining off: every reservation is its own transaction
+	// (voucherd_reserve), which is the baseline to compare against.
+	Disabled bool
+	// MaxBatch bounds the reservations written in one transaction (default
+	// DefaultMaxBatch).
+	MaxBatch int
+	// MaxWait, when positive, lets a batch that queued behind a write wait up
+	// to this long for more reservations before it is sent (default 0: the
+	// write in flight is the only wait). The first reservation of a voucher
+	// with no write in flight is never delayed.
+	MaxWait time.Duration
+}
+
+func (c CombinerConfig) withDefaults() (CombinerConfig, error) {
+	if c.MaxBatch < 0 || c.MaxWait < 0 {
+		return c, errors.New("pgstore: Config.Combining.MaxBatch and MaxWait must be >= 0")
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	return c, nil
+}
+
+// combiner batches the reservations of each voucher. One goroutine per
+// voucher with a write in flight sends the batches, one at a time; it exits
+// when the voucher's queue is empty.
+type combiner struct {
+	write    func(code string, batch []*pending)
+	maxBatch int
+	maxWait  time.Duration
+	// beforeWrite, when set (by tests, before the first reservation), is
+	// called with each batch just before it is written.
+	beforeWrite func(code string, batch []*pending)
+
+	mu sync.Mutex
+	// queues holds the voucher codes whose goroutine runs, with the
+	// reservations waiting for the next batch.
+	queues map[string]*queue
+}
+
+type queue struct {
+	waiting []*pending
+	// full is signalled when waiting reaches maxBatch, to end a MaxWait early.
+	full chan struct{}
+}
+
+// The states of a pending reservation, guarded by combiner.mu.
+const (
+	stateQueued  = iota // waiting for a batch; its caller may still leave
+	stateSent           // in the batch being written; its caller waits for the answer
+	stateDropped        // its caller left before it was sent; never written
+)
+
+// pending is one reservation in the combiner.
+type pending struct {
+	ctx   context.Context
+	req   voucher.ReserveRequest
+	now   time.Time
+	ttl   time.Duration
+	state int
+	// done is closed once res and err hold the answer.
+	done chan struct{}
+	res  voucher.Reservation
+	err  error
+}
+
+func newCombiner(cfg CombinerConfig, write func(code string, batch []*pending)) *combiner {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	return &combiner{write: write, maxBatch: cfg.MaxBatch, maxWait: cfg.MaxWait, queues: map[string]*queue{}}
+}
+
+// reserve queues the reservation and waits for its answer. A caller whose
+// context ends while the reservation is queued leaves with CodeUnavailable
+// and the reservation is not written; once it is sent, the caller waits for
+// the answer, so that the answer says what happened.
+func (c *combiner) reserve(ctx context.Context, req voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return voucher.Reservation{}, interpretError(err)
+	}
+	p := &pending{ctx: ctx, req: req, now: now, ttl: ttl, done: make(chan struct{})}
+	c.mu.Lock()
+	q, running := c.queues[req.Code]
+	if !running {
+		q = &queue{full: make(chan struct{}, 1)}
+		c.queues[req.Code] = q
+	}
+	q.waiting = append(q.waiting, p)
+	if len(q.waiting) >= c.maxBatch {
+		select {
+		case q.full <- struct{}{}:
+		default:
+		}
+	}
+	c.mu.Unlock()
+	if !running {
+		go c.run(req.Code, q)
+	}
+
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	sent := p.state == stateSent
+	if !sent {
+		p.state = stateDropped
+	}
+	c.mu.Unlock()
+	if sent {
+		<-p.done
+		return p.res, p.err
+	}
+	return voucher.Reservation{}, interpretError(ctx.Err())
+}
+
+// run sends the batches of one voucher until its queue is empty.
+func (c *combiner) run(code string, q *queue) {
+	for first := true; ; first = false {
+		if !first && c.maxWait > 0 {
+			c.fill(q)
+		}
+		c.mu.Lock()
+		batch := c.take(q)
+		if len(batch) == 0 {
+			delete(c.queues, code)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		if c.beforeWrite != nil {
+			c.beforeWrite(code, batch)
+		}
+		if batch = leftBehind(batch); len(batch) > 0 {
+			c.write(code, batch)
+			for _, p := range batch {
+				close(p.done)
+			}
+		}
+	}
+}
+
+// leftBehind answers the reservations of the batch whose caller has left
+// (its context ended) with CodeUnavailable, without writing them, and
+// returns the others. Not sending them is the only way to be sure of their
+// outcome: a write cancelled in flight may or may not have committed.
+func leftBehind(batch []*pending) []*pending {
+	kept := batch[:0]
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = interpretError(err)
+			close(p.done)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept
+}
+
+// fill waits up to maxWait for the queue to hold a full batch.
+func (c *combiner) fill(q *queue) {
+	c.mu.Lock()
+	n := len(q.waiting)
+	c.mu.Unlock()
+	if n == 0 || n >= c.maxBatch {
+		return
+	}
+	select {
+	case <-q.full: // a signal left from an earlier batch
+	default:
+	}
+	t := time.NewTimer(c.maxWait)
+	defer t.Stop()
+	select {
+	case <-q.full:
+	case <-t.C:
+	}
+}
+
+// take removes the next batch from the queue and marks it sent: up to
+// maxBatch reservations with the TTL of the oldest one, in arrival order.
+// Reservations whose caller left are dropped. The caller holds c.mu.
+func (c *combiner) take(q *queue) []*pending {
+	var batch []*pending
+	rest := q.waiting[:0]
+	for _, p := range q.waiting {
+		switch {
+		case p.state == stateDropped:
+		case p.ctx.Err() != nil:
+			// The caller is leaving (or about to); it answers for itself.
+			p.state = stateDropped
+		case len(batch) < c.maxBatch && (len(batch) == 0 || p.ttl == batch[0].ttl):
+			p.state = stateSent
+			batch = append(batch, p)
+		default:
+			rest = append(rest, p)
+		}
+	}
+	clear(q.waiting[len(rest):])
+	q.waiting = rest
+	return batch
+}
+
+// waiting returns the number of reservations of code queued for the next
+// batch, for tests.
+func (c *combiner) waiting(code string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.queues[code]
+	if q == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range q.waiting {
+		if p.state == stateQueued {
+			n++
+		}
+	}
+	return n
+}
+
+// batchContext returns the context of a batch's write: it ends when the
+// contexts of all its reservations have ended, so a write nobody waits for
+// any more is cancelled, and one somebody still waits for is not. As with a
+// single reservation whose context ends while its statement runs, the
+// callers then get CodeUnavailable although the write may have committed;
+// retrying with the same orderId tells (a replay).
+func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, p := range batch {
+		stops[i] = context.AfterFunc(p.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// writeBatch writes the reservations of one voucher, all with the same TTL,
+// in one statement (voucherd_reserve_batch) and sets each one's answer. When
+// the voucher's rules changed under the batch (VD003) each reservation is
+// written on its own instead. A failure of the batch as a whole is every
+// reservation's answer. A batch of one is written by voucherd_reserve, which
+// gives the same answer for less work.
+func (s *Store) writeBatch(code string, batch []*pending) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	if len(batch) == 1 {
+		p := batch[0]
+		p.res, p.err = s.reserveOne(ctx, p.req, p.now, p.ttl)
+		return
+	}
+	err := s.reserveBatch(ctx, code, batch)
+	if state, _ := pgCode(err); state == sqlstateBatchRetry {
+		for _, p := range batch {
+			p.res, p.err = s.reserveOne(ctx, p.req, p.now, p.ttl)
+		}
+		return
+	}
+	if err != nil {
+		err = interpretError(err)
+		for _, p := range batch {
+			p.res, p.err = voucher.Reservation{}, err
+		}
+	}
+}
+
+// reserveBatch runs voucherd_reserve_batch and sets the answers; on error
+// no answer is set.
+func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending) error {
+	n := len(batch)
+	var (
+		customers = make([]int64, n)
+		orders    = make([]string, n)
+		amounts   = make([]int64, n)
+		nows      = make([]time.Time, n)
+	)
+	for i, p := range batch {
+		customers[i], orders[i], amounts[i], nows[i] = p.req.CustomerID, p.req.OrderID, p.req.OrderAmount, p.now
+	}
+	ttl := pgtype.Interval{Microseconds: batch[0].ttl.Microseconds(), Valid: true}
+	rows, err := s.pool.Query(ctx, qReserveBatch, code, customers, orders, amounts, nows, ttl)
+	if err != nil {
+		return err
+	}
+	type answer struct {
+		res voucher.Reservation
+		err error
+		set bool
+	}
+	answers := make([]answer, n)
+	for rows.Next() {
+		var (
+			res                   voucher.Reservation
+			code, reason, message string
+			pos                   int32
+		)
+		if err := scanRedemption(rows, &res.Redemption, &res.Replay, &code, &reason, &message, &pos); err != nil {
+			rows.Close()
+			return err
+		}
+		if pos < 1 || int(pos) > n || answers[pos-1].set {
+			rows.Close()
+			return fmt.Errorf("pgstore: voucherd_reserve_batch answered element %d of %d twice or out of range", pos, n)
+		}
+		a := &answers[pos-1]
+		a.set = true
+		if code == "" {
+			a.res = res
+		} else {
+			a.err = &voucher.Error{Code: voucher.ErrorCode(code), Reason: voucher.Reason(reason), Message: message}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, a := range answers {
+		if !a.set {
+			return fmt.Errorf("pgstore: voucherd_reserve_batch did not answer element %d of %d", i+1, n)
+		}
+	}
+	for i, p := range batch {
+		p.res, p.err = answers[i].res, answers[i].err
+	}
+	return nil
+}
+
+// reserveOne takes one use in its own transaction (voucherd_reserve).
+func (s *Store) reserveOne(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
+	var res voucher.Reservation
+	err := scanRedemption(s.pool.QueryRow(ctx, qReserve,
+		r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
+		pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay)
+	if err != nil {
+		return voucher.Reservation{}, interpretError(err)
+	}
+	return res, nil
+}

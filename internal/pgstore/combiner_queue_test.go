@@ -1,0 +1,170 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// fakeWriter records the batches a combiner writes and holds each write
+// until the test lets it go; it answers every reservation with success.
+type fakeWriter struct {
+	mu      sync.Mutex
+	batches [][]string
+	gate    chan struct{} // one receive per write
+}
+
+func (w *fakeWriter) write(code string, batch []*pending) {
+	ids := make([]string, len(batch))
+	for i, p := range batch {
+		ids[i] = fmt.Sprintf("%s/%s/%s", code, p.req.OrderID, p.ttl)
+		p.res = voucher.Reservation{Redemption: voucher.Redemption{OrderID: p.req.OrderID}}
+	}
+	w.mu.Lock()
+	w.batches = append(w.batches, ids)
+	w.mu.Unlock()
+	<-w.gate
+}
+
+func (w *fakeWriter) written() [][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([][]string(nil), w.batches...)
+}
+
+// active is the number of voucher codes with a goroutine.
+func (c *combiner) active() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queues)
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Batches are bounded by MaxBatch, keep arrival order, hold one TTL each, and
+// are per voucher code.
+func TestCombinerQueueBatches(t *testing.T) {
+	t.Parallel()
+	w := &fakeWriter{gate: make(chan struct{})}
+	c := newCombiner(CombinerConfig{MaxBatch: 3}, w.write)
+	var wg sync.WaitGroup
+	reserve := func(code, order string, ttl time.Duration) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: code, OrderID: order}, time.Now(), ttl)
+			if err != nil || res.OrderID != order {
+				t.Errorf("%s: got %v, %v", order, res, err)
+			}
+		}()
+	}
+
+	reserve("A", "a0", time.Minute)
+	waitUntil(t, func() bool { return len(w.written()) == 1 })
+	reserve("B", "b0", time.Minute) // another voucher is not held up by A
+	waitUntil(t, func() bool { return len(w.written()) == 2 })
+	for i, ttl := range []time.Duration{time.Minute, time.Minute, time.Hour, time.Minute, time.Minute, time.Minute} {
+		reserve("A", fmt.Sprintf("a%d", i+1), ttl)
+		waitUntil(t, func() bool { return c.waiting("A") == i+1 })
+	}
+	for range 5 {
+		w.gate <- struct{}{}
+	}
+	wg.Wait()
+	require.Equal(t, [][]string{
+		{"A/a0/1m0s"},
+		{"B/b0/1m0s"},
+		{"A/a1/1m0s", "A/a2/1m0s", "A/a4/1m0s"},
+		{"A/a3/1h0m0s"},
+		{"A/a5/1m0s", "A/a6/1m0s"},
+	}, w.written())
+	waitUntil(t, func() bool { return c.active() == 0 }) // the goroutines exit when their queue is empty
+}
+
+// MaxWait never delays the first reservation; it lets a batch behind a write
+// wait for more, and a full batch goes at once.
+func TestCombinerQueueMaxWait(t *testing.T) {
+	t.Parallel()
+	w := &fakeWriter{gate: make(chan struct{}, 100)}
+	c := newCombiner(CombinerConfig{MaxBatch: 2, MaxWait: time.Hour}, w.write)
+	w.gate <- struct{}{}
+	start := time.Now()
+	_, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: "lone"}, time.Now(), time.Minute)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), time.Minute, "a lone reservation is not delayed")
+
+	// Behind a write, a batch of 2 fills and goes without waiting an hour.
+	w.gate = make(chan struct{}, 100)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: fmt.Sprint(i)}, time.Now(), time.Minute); err != nil {
+				t.Error(err)
+			}
+		}()
+		if i == 0 {
+			waitUntil(t, func() bool { return len(w.written()) == 2 })
+		} else {
+			waitUntil(t, func() bool { return c.waiting("A") == i })
+		}
+	}
+	w.gate <- struct{}{}
+	w.gate <- struct{}{}
+	wg.Wait()
+	require.Len(t, w.written(), 3)
+	require.Len(t, w.written()[2], 2)
+}
+
+// A reservation whose caller left before its batch was taken is dropped.
+func TestCombinerQueueDropsLeftCallers(t *testing.T) {
+	t.Parallel()
+	w := &fakeWriter{gate: make(chan struct{})}
+	close(w.gate)
+	c := newCombiner(CombinerConfig{}, w.write)
+	hold := make(chan struct{})
+	c.beforeWrite = func(string, []*pending) { <-hold }
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: "first"}, time.Now(), time.Minute)
+		first <- err
+	}()
+	waitUntil(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.queues["A"] != nil && len(c.queues["A"].waiting) == 0
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	left := make(chan error, 1)
+	go func() {
+		_, err := c.reserve(ctx, voucher.ReserveRequest{Code: "A", OrderID: "left"}, time.Now(), time.Minute)
+		left <- err
+	}()
+	waitUntil(t, func() bool { return c.waiting("A") == 1 })
+	cancel()
+	require.True(t, voucher.IsCode(<-left, voucher.CodeUnavailable))
+	close(hold)
+	require.NoError(t, <-first)
+	waitUntil(t, func() bool { return c.active() == 0 })
+	require.Equal(t, [][]string{{"A/first/1m0s"}}, w.written())
+
+	_, err := c.reserve(ctx, voucher.ReserveRequest{Code: "A", OrderID: "late"}, time.Now(), time.Minute)
+	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), "a caller that already left is not queued")
+}
