@@ -265,9 +265,11 @@ func TestKafkaStoppedDuringSale(t *testing.T) {
 	require.EqualValues(t, 60, gs.Remaining+int64(len(pendingOrders(gs.Orders))), "uses leaked in the gate")
 
 	broker.Start(t)
+	var last response
 	require.Eventually(t, func() bool {
-		return s.reserve(code, 8000, "k3-first", 100).status == http.StatusCreated
-	}, 60*time.Second, 250*time.Millisecond)
+		last = s.reserve(code, 8000, "k3-first", 100)
+		return last.status == http.StatusCreated
+	}, 60*time.Second, 250*time.Millisecond, "last answer: %s", &last.raw)
 	// Holds whose produce outcome was unknown stay pending until
 	// reconciliation finds no row for them once the consumer caught up.
 	s.settle(code, 41)

@@ -318,6 +318,10 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				}
 				return Reservation{Redemption: row, Replay: true}, false, nil
 			}
+			if s.forgetOrphan(ctx, req.Code, dec.Hold) {
+				attempt = 0
+				continue
+			}
 			return Reservation{}, false, Unavailable(nil, "order %s is still being written; retry", req.OrderID)
 		case GateConflict:
 			return Reservation{}, false, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", req.OrderID)
@@ -397,6 +401,29 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 	}
 	hold.Pending = false
 	return Reservation{Redemption: holdRedemption(code, hold, StatusReserved)}, nil
+}
+
+// orphanAge is how old a pending hold must be before a retry of its orderId
+// may treat it as never written: well past any produce attempt.
+func (s *Service) orphanAge() time.Duration { return max(3*s.cfg.WriteTimeout, 10*time.Second) }
+
+// forgetOrphan gives back a pending hold whose event never reached the store
+// (the produce outcome was unknown and it was in fact not written), so that
+// a retry of the same orderId can take the use again instead of waiting for
+// reconciliation. It is safe only once the consumer has caught up: then an
+// event written before now is applied, and no row means no event.
+func (s *Service) forgetOrphan(ctx context.Context, code string, h Hold) bool {
+	if s.cfg.Clock().Sub(h.ReservedAt) < s.orphanAge() || s.cfg.Events.CaughtUp(ctx) != nil {
+		return false
+	}
+	if _, err := s.store.Redemption(ctx, code, h.OrderID); !IsCode(err, CodeReservationNotFound) {
+		return false
+	}
+	released, err := s.gate.Release(ctx, code, h.OrderID, ReleaseForget)
+	if err == nil && released {
+		s.log.Warn("pending hold never reached the store; given back for the retry", "code", code, "orderId", h.OrderID)
+	}
+	return err == nil
 }
 
 // checkOrderElsewhere claims the orderId across vouchers and asks the store
