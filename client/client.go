@@ -288,6 +288,21 @@ func (c *Client) Release(ctx context.Context, code, orderID string) (*Redemption
 	return &out, nil
 }
 
+// Extend pushes a RESERVED hold's expiry seconds further (a slow payment),
+// bounded by the server's maximum total hold time. It is idempotent: the
+// same call again leaves the expiry where it is. A confirmed hold answers
+// ReservationConfirmed, a released one ReservationReleased.
+func (c *Client) Extend(ctx context.Context, code, orderID string, seconds int) (*Redemption, error) {
+	var out Redemption
+	in := struct {
+		Seconds int `json:"seconds"`
+	}{seconds}
+	if err := c.call(ctx, http.MethodPost, reservationPath(code, orderID)+"/extend", in, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 func reservationPath(code, orderID string) string {
 	return "/vouchers/" + url.PathEscape(code) + "/reservations/" + url.PathEscape(orderID)
 }
@@ -406,10 +421,12 @@ func decodeError(resp *http.Response) *Error {
 		Reason  string `json:"reason"`
 		// RetryAfter in seconds mirrors the header for clients that do
 		// not see headers (some proxies drop them).
-		RetryAfter int64 `json:"retryAfter"`
+		RetryAfter     int64 `json:"retryAfter"`
+		OutcomeUnknown bool  `json:"outcomeUnknown"`
 	}
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		e.Code, e.Message, e.Reason = body.Error, body.Message, body.Reason
+		e.OutcomeUnknown = body.OutcomeUnknown
 		if body.RetryAfter > 0 {
 			e.RetryAfter = time.Duration(body.RetryAfter) * time.Second
 		}

@@ -228,6 +228,19 @@ func TestErrorDecoding(t *testing.T) {
 			retries: true,
 		},
 		{
+			name:   "held out",
+			status: http.StatusConflict,
+			body:   `{"error":"HELD_OUT","message":"every use is held","retryAfter":42}`,
+			want:   client.Error{Status: 409, Code: client.HeldOut, Message: "every use is held", RetryAfter: 42 * time.Second},
+		},
+		{
+			name:    "outcome unknown",
+			status:  http.StatusServiceUnavailable,
+			body:    `{"error":"UNAVAILABLE","message":"Kafka did not acknowledge in time","outcomeUnknown":true}`,
+			want:    client.Error{Status: 503, Code: client.Unavailable, Message: "Kafka did not acknowledge in time", OutcomeUnknown: true},
+			retries: true,
+		},
+		{
 			name:   "empty body",
 			status: http.StatusForbidden,
 			want:   client.Error{Status: 403, Message: "Forbidden"},
@@ -285,6 +298,12 @@ func TestRequestsAndDecoding(t *testing.T) {
 	mux.HandleFunc("POST /vouchers/{code}/reservations/{orderID}/confirm", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"orderId":"` + r.PathValue("orderID") + `","status":"CONFIRMED","discountAmount":100000}`))
 	})
+	mux.HandleFunc("POST /vouchers/{code}/reservations/{orderID}/extend", func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		assert.NoError(t, json.NewDecoder(r.Body).Decode(&body))
+		assert.Equal(t, map[string]any{"seconds": float64(600)}, body)
+		_, _ = w.Write([]byte(`{"orderId":"` + r.PathValue("orderID") + `","status":"RESERVED","expiresAt":"2026-12-02T10:25:00Z"}`))
+	})
 	mux.HandleFunc("DELETE /vouchers/{code}/reservations/{orderID}", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"orderId":"` + r.PathValue("orderID") + `","status":"RELEASED","discountAmount":100000}`))
 	})
@@ -312,6 +331,10 @@ func TestRequestsAndDecoding(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(42), red.CustomerID)
 	require.Equal(t, time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC), red.ExpiresAt)
+
+	red, err = c.Extend(ctx, "FLASH100", "order-42", 600)
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 12, 2, 10, 25, 0, 0, time.UTC), red.ExpiresAt)
 
 	red, err = c.Confirm(ctx, "FLASH100", "order-42")
 	require.NoError(t, err)

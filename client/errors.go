@@ -17,13 +17,18 @@ const (
 	LimitBelowHeld      = "LIMIT_BELOW_HELD"
 	ReservationNotFound = "RESERVATION_NOT_FOUND"
 	ReservationReleased = "RESERVATION_RELEASED"
-	OutOfStock          = "OUT_OF_STOCK"
-	AlreadyUsed         = "ALREADY_USED"
-	NotEligible         = "NOT_ELIGIBLE"
-	OrderConflict       = "ORDER_CONFLICT"
-	OrderReleased       = "ORDER_RELEASED"
-	Unavailable         = "UNAVAILABLE"
-	Internal            = "INTERNAL"
+	// ReservationConfirmed refuses to extend a hold that is already paid.
+	ReservationConfirmed = "RESERVATION_CONFIRMED"
+	OutOfStock           = "OUT_OF_STOCK"
+	// HeldOut: no use is free, but some are only held by unpaid orders;
+	// Error.RetryAfter says when the earliest hold expires.
+	HeldOut       = "HELD_OUT"
+	AlreadyUsed   = "ALREADY_USED"
+	NotEligible   = "NOT_ELIGIBLE"
+	OrderConflict = "ORDER_CONFLICT"
+	OrderReleased = "ORDER_RELEASED"
+	Unavailable   = "UNAVAILABLE"
+	Internal      = "INTERNAL"
 )
 
 // Reasons that refine NotEligible, found in Error.Reason.
@@ -43,6 +48,10 @@ type Error struct {
 	Message string
 	// RetryAfter is the server's Retry-After header, when it sent one.
 	RetryAfter time.Duration
+	// OutcomeUnknown is set on the rare 503 after which the request may
+	// still take effect (Kafka mode: the event was not acknowledged in
+	// time). Retry with the same orderId to learn the outcome.
+	OutcomeUnknown bool
 }
 
 // Error implements error.

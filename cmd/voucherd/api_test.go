@@ -32,7 +32,7 @@ func TestConcurrentReservationsNeverOversell(t *testing.T) {
 			switch {
 			case r.status == http.StatusCreated:
 				created.Add(1)
-			case r.status == http.StatusConflict && r.str("error") == "OUT_OF_STOCK":
+			case r.status == http.StatusConflict && r.str("error") == "HELD_OUT": // every use is RESERVED
 				outOfStock.Add(1)
 			default:
 				other.Add(1)
@@ -272,7 +272,7 @@ func TestVoucherAdministration(t *testing.T) {
 	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "adm-1", 100).status)
 	require.Equal(t, http.StatusCreated, s.reserve(code, 2, "adm-2", 100).status)
 	r = s.reserve(code, 3, "adm-3", 100)
-	require.Equal(t, "OUT_OF_STOCK", r.str("error"))
+	require.Equal(t, "HELD_OUT", r.str("error"))
 	r = s.do(http.MethodPatch, "/vouchers/"+code, map[string]any{"totalLimit": 1})
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, "LIMIT_BELOW_HELD", r.str("error"))
@@ -307,7 +307,7 @@ func TestExpiryReturnsTheUse(t *testing.T) {
 			s.settle(code, 2)
 			r := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/x-2/confirm", nil)
 			require.Equal(t, http.StatusOK, r.status, string(r.raw))
-			require.Equal(t, "OUT_OF_STOCK", s.reserve(code, 3, "x-3", 100).str("error"))
+			require.Equal(t, "HELD_OUT", s.reserve(code, 3, "x-3", 100).str("error"), "x-1 is RESERVED")
 
 			require.Eventually(t, func() bool { return s.state(code).released == 1 }, 10*time.Second, 50*time.Millisecond)
 			r = s.do(http.MethodGet, "/vouchers/"+code+"/reservations/x-1", nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/voucherd/voucherd/internal/httpapi"
 	"github.com/voucherd/voucherd/internal/jobs"
+	"github.com/voucherd/voucherd/internal/kafkalog"
 	"github.com/voucherd/voucherd/internal/live"
 	"github.com/voucherd/voucherd/internal/metrics"
 	"github.com/voucherd/voucherd/internal/pgstore"
@@ -35,9 +36,12 @@ type App struct {
 	expiry  *jobs.Expiry
 	recon   *jobs.Reconcile
 	live    *live.Hub // live sale view (issue 9)
-	server  *http.Server
-	ln      net.Listener
-	served  chan error
+	// notifier publishes threshold events to Kafka (issue 9); nil without
+	// Kafka brokers.
+	notifier *kafkalog.Notifier
+	server   *http.Server
+	ln       net.Listener
+	served   chan error
 }
 
 // NewApp opens the dependencies and wires the service. It does not listen.
@@ -83,7 +87,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	a.live, err = live.NewHub(live.Config{
 		// a.svc is set below, before the first watcher can arrive.
 		Voucher:  func(ctx context.Context, code string) (voucher.Voucher, error) { return a.svc.Voucher(ctx, code) },
-		Released: a.releasedCount,
+		Released: a.store.ReleasedCount,
 		Logger:   log,
 	})
 	if err != nil {
@@ -95,6 +99,13 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		ReservationTTL: cfg.ReservationTTL, FlashFallback: cfg.FlashFallback,
 		VoucherCacheTTL: cfg.VoucherCacheTTL, WriteTimeout: cfg.WriteTimeout,
 		Logger: log, Observer: liveObserver{Observer: a.metrics, hub: a.live},
+		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare,
+	}
+	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
+		if a.notifier, err = openNotifier(ctx, cfg, log); err != nil {
+			return nil, fmt.Errorf("open Kafka events: %w", err)
+		}
+		svcCfg.Notifier = a.notifier
 	}
 	if cfg.FlashWrites == "kafka" {
 		a.kafka, err = openKafka(ctx, cfg, a.store, a.metrics, log)
@@ -243,6 +254,9 @@ func (a *App) closeDeps() {
 	if a.kafka != nil {
 		a.kafka.close()
 	}
+	if a.notifier != nil {
+		a.notifier.Close()
+	}
 	if a.gate != nil {
 		a.gate.Close()
 	}
@@ -280,20 +294,6 @@ type liveObserver struct {
 func (o liveObserver) Reserved(voucherCode string, mode voucher.Mode, code voucher.ErrorCode, replay bool, d time.Duration) {
 	o.Observer.Reserved(voucherCode, mode, code, replay, d)
 	o.hub.Reserved(voucherCode, mode, code, replay, d)
-}
-
-// releasedCount counts a voucher's RELEASED redemptions for the live view.
-// TODO(lead): move into pgstore (queries/voucher_released.sql, a
-// (*Store).ReleasedCount method, interpretError); it is here only because
-// pgstore belongs to another helper.
-func (a *App) releasedCount(ctx context.Context, code string) (int64, error) {
-	var n int64
-	err := a.store.Pool().QueryRow(ctx,
-		`SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status = 'RELEASED'`, code).Scan(&n)
-	if err != nil {
-		return 0, voucher.Unavailable(err, "could not count released reservations")
-	}
-	return n, nil
 }
 
 // --- end live sale view ---

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/voucherd/voucherd/internal/kafkalog"
 )
 
 // Config is everything `serve` needs, read from flags whose defaults come
@@ -38,8 +40,15 @@ type Config struct {
 	MaxDBConns      int
 	VoucherCacheTTL time.Duration
 	ProduceTimeout  time.Duration
-	WriteTimeout    time.Duration
-	CombineWrites   bool
+	// KafkaSessionTimeout is how long the consumer group waits for a crashed
+	// consumer before another takes its partitions.
+	KafkaSessionTimeout time.Duration
+	WriteTimeout        time.Duration
+	CombineWrites       bool
+	// Issue 9: hold extension and threshold events.
+	MaxHold          time.Duration
+	LowStockShare    float64
+	KafkaEventsTopic string
 }
 
 // envOr returns the environment variable or def.
@@ -66,6 +75,16 @@ func envBool(name string, def bool) bool {
 			return b
 		}
 		fmt.Fprintf(os.Stderr, "voucherd: ignoring %s=%q: not a boolean\n", name, v)
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v := os.Getenv(name); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+		fmt.Fprintf(os.Stderr, "voucherd: ignoring %s=%q: not a number\n", name, v)
 	}
 	return def
 }
@@ -119,6 +138,8 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	cfg.APIToken = os.Getenv("VOUCHERD_API_TOKEN")
 	cfg.AdminToken = os.Getenv("VOUCHERD_ADMIN_TOKEN")
 	fs.DurationVar(&cfg.ReservationTTL, "reservation-ttl", envDuration("VOUCHERD_RESERVATION_TTL", 15*time.Minute), "how long a RESERVED hold lasts (VOUCHERD_RESERVATION_TTL)")
+	fs.DurationVar(&cfg.MaxHold, "max-hold", envDuration("VOUCHERD_MAX_HOLD", 0), "longest total time a reservation may stay RESERVED when extended, from its creation; at least the reservation TTL; 0 means 1h, or the reservation TTL if longer (VOUCHERD_MAX_HOLD)")
+	fs.Float64Var(&cfg.LowStockShare, "low-stock-share", envFloat("VOUCHERD_LOW_STOCK_SHARE", 0.1), "share of totalLimit below which free uses emit VoucherLowStock; negative disables threshold events (VOUCHERD_LOW_STOCK_SHARE)")
 	fs.DurationVar(&cfg.ExpiryInterval, "expiry-interval", envDuration("VOUCHERD_EXPIRY_INTERVAL", time.Second), "how often expired holds are released (VOUCHERD_EXPIRY_INTERVAL)")
 	fs.StringVar(&cfg.FlashWrites, "flash-writes", envOr("VOUCHERD_FLASH_WRITES", "sync"), "how flash reservations reach PostgreSQL: sync or kafka (VOUCHERD_FLASH_WRITES)")
 	fs.BoolVar(&cfg.FlashFallback, "flash-fallback", envBool("VOUCHERD_FLASH_FALLBACK", false), "when Redis is down, reserve flash vouchers through PostgreSQL directly (sync mode only) (VOUCHERD_FLASH_FALLBACK)")
@@ -127,9 +148,11 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.Var(listFlag{&cfg.KafkaBrokers}, "kafka-brokers", "Kafka bootstrap brokers, comma-separated (VOUCHERD_KAFKA_BROKERS)")
 	fs.StringVar(&cfg.KafkaTopic, "kafka-topic", envOr("VOUCHERD_KAFKA_TOPIC", "voucherd.reservations"), "reservation events topic (VOUCHERD_KAFKA_TOPIC)")
 	fs.StringVar(&cfg.KafkaDLQTopic, "kafka-dlq-topic", envOr("VOUCHERD_KAFKA_DLQ_TOPIC", "voucherd.reservations.dlq"), "dead-letter topic (VOUCHERD_KAFKA_DLQ_TOPIC)")
+	fs.StringVar(&cfg.KafkaEventsTopic, "kafka-events-topic", envOr("VOUCHERD_KAFKA_EVENTS_TOPIC", "voucherd.events"), "threshold events topic (VoucherLowStock, VoucherSoldOut), used whenever Kafka brokers are set (VOUCHERD_KAFKA_EVENTS_TOPIC)")
 	fs.StringVar(&cfg.KafkaGroup, "kafka-group", envOr("VOUCHERD_KAFKA_GROUP", "voucherd-writer"), "consumer group (VOUCHERD_KAFKA_GROUP)")
 	fs.IntVar(&cfg.KafkaPartitions, "kafka-partitions", envInt("VOUCHERD_KAFKA_PARTITIONS", 3), "partitions of the topics when voucherd creates them (VOUCHERD_KAFKA_PARTITIONS)")
 	fs.BoolVar(&cfg.RunConsumer, "consumer", envBool("VOUCHERD_CONSUMER", true), "run the Kafka consumer inside serve in kafka mode (VOUCHERD_CONSUMER)")
+	fs.DurationVar(&cfg.KafkaSessionTimeout, "kafka-session-timeout", envDuration("VOUCHERD_KAFKA_SESSION_TIMEOUT", kafkalog.DefaultSessionTimeout), "how long the consumer group waits for a crashed consumer before another takes over (VOUCHERD_KAFKA_SESSION_TIMEOUT)")
 	fs.DurationVar(&cfg.ProduceTimeout, "produce-timeout", envDuration("VOUCHERD_PRODUCE_TIMEOUT", 2*time.Second), "how long a reservation waits for Kafka's ack (VOUCHERD_PRODUCE_TIMEOUT)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", envDuration("VOUCHERD_WRITE_TIMEOUT", 5*time.Second), "bound on one durable write (VOUCHERD_WRITE_TIMEOUT)")
 	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
@@ -161,6 +184,12 @@ func (c *Config) validate() error {
 	}
 	if c.ReservationTTL <= 0 {
 		return fmt.Errorf("--reservation-ttl must be positive")
+	}
+	if c.MaxHold < 0 || (c.MaxHold > 0 && c.MaxHold < c.ReservationTTL) {
+		return fmt.Errorf("--max-hold (%s) must not be shorter than --reservation-ttl (%s)", c.MaxHold, c.ReservationTTL)
+	}
+	if c.LowStockShare > 1 {
+		return fmt.Errorf("--low-stock-share must be at most 1")
 	}
 	return nil
 }

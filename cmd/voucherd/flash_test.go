@@ -20,8 +20,8 @@ import (
 // error code.
 func (s *stack) flashSale(code string, n, width int, prefix string) (int64, map[string]int64) {
 	var created atomic.Int64
-	codes := make([]atomic.Int64, 8)
-	names := []string{"OUT_OF_STOCK", "UNAVAILABLE", "ALREADY_USED", "ORDER_CONFLICT", "ORDER_RELEASED", "INTERNAL", "OTHER", "TRANSPORT"}
+	codes := make([]atomic.Int64, 9)
+	names := []string{"OUT_OF_STOCK", "UNAVAILABLE", "ALREADY_USED", "ORDER_CONFLICT", "ORDER_RELEASED", "INTERNAL", "OTHER", "TRANSPORT", "HELD_OUT"}
 	parallel(n, width, func(i int) {
 		r := s.reserve(code, int64(1_000_000+i), fmt.Sprintf("%s-%d", prefix, i), 100)
 		if r.status == http.StatusCreated {
@@ -64,7 +64,7 @@ func TestFlashSaleExactlyTotalLimit(t *testing.T) {
 			code := s.createVoucher(voucherSpec{TotalLimit: 1000})
 			created, others := s.flashSale(code, 5000, 128, "fs")
 			require.EqualValues(t, 1000, created, "answers other than 201: %v", others)
-			require.Equal(t, map[string]int64{"OUT_OF_STOCK": 4000}, others)
+			require.Equal(t, map[string]int64{"HELD_OUT": 4000}, others, "every use is RESERVED")
 			s.settle(code, 1000)
 			st := s.state(code)
 			require.Equal(t, 1000, st.usedCount)
@@ -324,6 +324,42 @@ func TestKafkaConfirmAndReleaseBeforeConsumerApplied(t *testing.T) {
 	require.Equal(t, 1, st.released)
 	require.Equal(t, 1, st.usedCount)
 	s.assertConsistent(code)
+}
+
+func TestKafkaRedisLostBeforeConsumerAppliedAnswers503NotFound(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{kafka: true, tweak: func(c *Config) { c.RunConsumer = false }})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "lost-1", 100).status)
+	// Redis loses the voucher while its event still waits in Kafka.
+	require.NoError(t, s.app.gate.Forget(context.Background(), code))
+
+	// The reservation stands (its event is in Kafka): not a 404, and nothing
+	// is changed.
+	for _, req := range []struct{ method, path string }{
+		{http.MethodGet, "/vouchers/" + code + "/reservations/lost-1"},
+		{http.MethodPost, "/vouchers/" + code + "/reservations/lost-1/confirm"},
+		{http.MethodDelete, "/vouchers/" + code + "/reservations/lost-1"},
+	} {
+		r := s.do(req.method, req.path, nil)
+		require.Equal(t, http.StatusServiceUnavailable, r.status, "%s %s: %s", req.method, req.path, r.raw)
+		require.Equal(t, "UNAVAILABLE", r.str("error"))
+	}
+	require.Zero(t, s.state(code).reserved)
+
+	consumer, err := kafkalog.NewConsumer(kafkaConfig(s.cfg, s.app.log), s.app.store)
+	require.NoError(t, err)
+	consumer.Start(context.Background())
+	t.Cleanup(consumer.Stop)
+	require.Eventually(t, func() bool {
+		return s.do(http.MethodPost, "/vouchers/"+code+"/reservations/lost-1/confirm", nil).status == http.StatusOK
+	}, 30*time.Second, 200*time.Millisecond)
+	// Once caught up, an unknown orderId is a plain 404 again.
+	r := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/never/confirm", nil)
+	require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
+	st := s.state(code)
+	require.Equal(t, 1, st.confirmed)
+	require.Equal(t, 1, st.usedCount)
 }
 
 func TestKafkaWarmupRefusedWhileConsumerLags(t *testing.T) {

@@ -30,8 +30,8 @@ type kafkaParts struct {
 func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 	return kafkalog.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic, DeadLetterTopic: cfg.KafkaDLQTopic,
-		Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout,
-		Logger: log,
+		EventsTopic: cfg.KafkaEventsTopic, Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout,
+		SessionTimeout: cfg.KafkaSessionTimeout, Logger: log,
 	}
 }
 
@@ -60,6 +60,25 @@ func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics
 }
 
 func (k *kafkaParts) ping(ctx context.Context) error { return k.log.Ping(ctx) }
+
+// openNotifier prepares the producer of threshold events (issue 9), used
+// whenever Kafka brokers are configured, in any write mode. A Kafka that is
+// down at start does not stop serving: threshold events are best effort
+// (logged and counted in any case), so the topic is only created if it can
+// be now.
+func openNotifier(ctx context.Context, cfg Config, log *slog.Logger) (*kafkalog.Notifier, error) {
+	n, err := kafkalog.NewNotifier(kafkaConfig(cfg, log))
+	if err != nil {
+		return nil, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.EnsureTopic(ectx); err != nil {
+		log.Warn("could not create the threshold events topic; events are dropped until it exists",
+			"topic", cfg.KafkaEventsTopic, "err", err)
+	}
+	return n, nil
+}
 
 // startConsumer runs the consumer and samples its lag and counters into the
 // metrics every second.

@@ -30,7 +30,7 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 			require.Equal(t, http.StatusCreated, s.reserve(code, 1, "m-1", 100).status)
 			require.Equal(t, http.StatusCreated, s.reserve(code, 2, "m-2", 100).status)
 			require.Equal(t, http.StatusCreated, s.reserve(code, 2, "m-2", 100).status) // replay
-			require.Equal(t, "OUT_OF_STOCK", s.reserve(code, 3, "m-3", 100).str("error"))
+			require.Equal(t, "HELD_OUT", s.reserve(code, 3, "m-3", 100).str("error"))
 			require.Equal(t, "INVALID_REQUEST", s.reserve(code, 0, "m-4", 100).str("error"))
 			require.Equal(t, http.StatusOK, s.do(http.MethodDelete, "/vouchers/"+code+"/reservations/m-1", nil).status)
 
@@ -38,7 +38,7 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 			mode := m.name
 			require.Equal(t, 2.0, testutil.ToFloat64(mt.Reservations.WithLabelValues(mode, "ok")))
 			require.Equal(t, 1.0, testutil.ToFloat64(mt.Reservations.WithLabelValues(mode, "replay")))
-			require.Equal(t, 1.0, testutil.ToFloat64(mt.Reservations.WithLabelValues(mode, "OUT_OF_STOCK")))
+			require.Equal(t, 1.0, testutil.ToFloat64(mt.Reservations.WithLabelValues(mode, "HELD_OUT")))
 			route := "POST /vouchers/{code}/reservations"
 			// Bad input is rejected by the HTTP layer before any path is chosen.
 			require.EqualValues(t, 1, observations(t, mt.RequestDuration, route, "INVALID_REQUEST", "400"))

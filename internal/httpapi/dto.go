@@ -117,6 +117,23 @@ func (r reserveRequest) toDomain(code string) (voucher.ReserveRequest, error) {
 	return req, req.Validate()
 }
 
+// extendRequest is the body of POST
+// /vouchers/{code}/reservations/{orderId}/extend.
+type extendRequest struct {
+	Seconds *int64 `json:"seconds"`
+}
+
+func (r extendRequest) duration() (time.Duration, error) {
+	most := int64(voucher.MaxExtension / time.Second)
+	switch {
+	case r.Seconds == nil:
+		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "seconds is required")
+	case *r.Seconds < 1 || *r.Seconds > most:
+		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "seconds must be between 1 and %d", most)
+	}
+	return time.Duration(*r.Seconds) * time.Second, nil
+}
+
 // reservationJSON is the 201 body of a reservation (SPEC §3).
 type reservationJSON struct {
 	OrderID        string    `json:"orderId"`
@@ -147,10 +164,11 @@ func toRedemptionJSON(r voucher.Redemption) redemptionJSON {
 }
 
 // errorJSON is every error body: {"error": CODE, "message": text} plus
-// reason and retryAfter where they apply.
+// reason, retryAfter and outcomeUnknown where they apply.
 type errorJSON struct {
-	Error      string `json:"error"`
-	Message    string `json:"message"`
-	Reason     string `json:"reason,omitempty"`
-	RetryAfter *int64 `json:"retryAfter,omitempty"`
+	Error          string `json:"error"`
+	Message        string `json:"message"`
+	Reason         string `json:"reason,omitempty"`
+	RetryAfter     *int64 `json:"retryAfter,omitempty"`
+	OutcomeUnknown bool   `json:"outcomeUnknown,omitempty"`
 }

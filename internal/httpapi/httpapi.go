@@ -29,21 +29,23 @@ const MaxBodyBytes = 16 << 10
 
 // statusOf is the one table from error codes to HTTP statuses.
 var statusOf = map[voucher.ErrorCode]int{
-	voucher.CodeInvalidRequest:      http.StatusBadRequest,
-	voucher.CodeUnauthorized:        http.StatusUnauthorized,
-	voucher.CodeForbidden:           http.StatusForbidden,
-	voucher.CodeVoucherNotFound:     http.StatusNotFound,
-	voucher.CodeReservationNotFound: http.StatusNotFound,
-	voucher.CodeVoucherExists:       http.StatusConflict,
-	voucher.CodeLimitBelowHeld:      http.StatusConflict,
-	voucher.CodeReservationReleased: http.StatusConflict,
-	voucher.CodeOutOfStock:          http.StatusConflict,
-	voucher.CodeAlreadyUsed:         http.StatusConflict,
-	voucher.CodeOrderConflict:       http.StatusConflict,
-	voucher.CodeOrderReleased:       http.StatusConflict,
-	voucher.CodeNotEligible:         http.StatusUnprocessableEntity,
-	voucher.CodeUnavailable:         http.StatusServiceUnavailable,
-	voucher.CodeInternal:            http.StatusInternalServerError,
+	voucher.CodeInvalidRequest:       http.StatusBadRequest,
+	voucher.CodeUnauthorized:         http.StatusUnauthorized,
+	voucher.CodeForbidden:            http.StatusForbidden,
+	voucher.CodeVoucherNotFound:      http.StatusNotFound,
+	voucher.CodeReservationNotFound:  http.StatusNotFound,
+	voucher.CodeVoucherExists:        http.StatusConflict,
+	voucher.CodeLimitBelowHeld:       http.StatusConflict,
+	voucher.CodeReservationReleased:  http.StatusConflict,
+	voucher.CodeReservationConfirmed: http.StatusConflict,
+	voucher.CodeOutOfStock:           http.StatusConflict,
+	voucher.CodeHeldOut:              http.StatusConflict,
+	voucher.CodeAlreadyUsed:          http.StatusConflict,
+	voucher.CodeOrderConflict:        http.StatusConflict,
+	voucher.CodeOrderReleased:        http.StatusConflict,
+	voucher.CodeNotEligible:          http.StatusUnprocessableEntity,
+	voucher.CodeUnavailable:          http.StatusServiceUnavailable,
+	voucher.CodeInternal:             http.StatusInternalServerError,
 }
 
 // StatusOf returns the HTTP status for an error code.
@@ -132,6 +134,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /vouchers/{code}/reservations/{orderId}", s.wrap("GET /vouchers/{code}/reservations/{orderId}", false, s.getReservation))
 	s.mux.Handle("POST /vouchers/{code}/reservations/{orderId}/confirm", s.wrap("POST /vouchers/{code}/reservations/{orderId}/confirm", false, s.confirm))
 	s.mux.Handle("DELETE /vouchers/{code}/reservations/{orderId}", s.wrap("DELETE /vouchers/{code}/reservations/{orderId}", false, s.release))
+	s.mux.Handle("POST /vouchers/{code}/reservations/{orderId}/extend", s.wrap("POST /vouchers/{code}/reservations/{orderId}/extend", false, s.extend))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -263,7 +266,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			msg = "internal error"
 		}
 	}
-	body := errorJSON{Error: string(e.Code), Message: msg, Reason: string(e.Reason)}
+	body := errorJSON{Error: string(e.Code), Message: msg, Reason: string(e.Reason), OutcomeUnknown: e.OutcomeUnknown}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		body.RetryAfter = &secs

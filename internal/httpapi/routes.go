@@ -126,6 +126,25 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// extend pushes a RESERVED hold's expiry forward (issue 9); see
+// voucher.Service.Extend for the rules.
+func (s *Server) extend(w http.ResponseWriter, r *http.Request) error {
+	var body extendRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	d, err := body.duration()
+	if err != nil {
+		return err
+	}
+	red, err := s.svc.Extend(r.Context(), r.PathValue("code"), r.PathValue("orderId"), d)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toRedemptionJSON(red))
+	return nil
+}
+
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if s.draining.Load() {
 		return voucher.Errorf(voucher.CodeUnavailable, "draining")

@@ -84,6 +84,8 @@ func NewConsumer(cfg Config, applier Applier) (*Consumer, error) {
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.ConsumerGroup(cfg.Group),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(cfg.SessionTimeout/5),
 		kgo.ConsumeTopics(cfg.Topic),
 		// A new group must start from the oldest event, not the newest: a
 		// group created after events were published still applies them.

@@ -136,6 +136,8 @@ func TestConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultTopic, cfg.Topic)
 	require.Equal(t, DefaultDeadLetterTopic, cfg.DeadLetterTopic)
+	require.Equal(t, DefaultEventsTopic, cfg.EventsTopic)
+	require.Equal(t, DefaultEventsBuffer, cfg.EventsBuffer)
 	require.Equal(t, DefaultGroup, cfg.Group)
 	require.Equal(t, int32(3), cfg.Partitions)
 	require.Equal(t, int16(1), cfg.ReplicationFactor)
@@ -155,6 +157,8 @@ func TestConfigDefaults(t *testing.T) {
 		{"bad topic", Config{Brokers: []string{"b:1"}, Topic: "a topic"}},
 		{"bad dlq", Config{Brokers: []string{"b:1"}, DeadLetterTopic: "x/y"}},
 		{"same topics", Config{Brokers: []string{"b:1"}, Topic: "t", DeadLetterTopic: "t"}},
+		{"bad events topic", Config{Brokers: []string{"b:1"}, EventsTopic: "a b"}},
+		{"events topic is the topic", Config{Brokers: []string{"b:1"}, Topic: "t", EventsTopic: "t"}},
 		{"negative partitions", Config{Brokers: []string{"b:1"}, Partitions: -1}},
 		{"negative timeout", Config{Brokers: []string{"b:1"}, ProduceTimeout: -time.Second}},
 		{"backoff above max", Config{Brokers: []string{"b:1"}, RetryBackoff: time.Minute}},

@@ -12,6 +12,10 @@
 // has committed. A store failure is retried on the same records; nothing is
 // skipped, and replays are harmless because the store applies idempotently.
 //
+// Notifier publishes threshold events (VoucherLowStock, VoucherSoldOut) to
+// an events topic for shops to consume, asynchronously and at most once
+// (notify.go).
+//
 // Driver errors become voucher.Unavailable here, once.
 package kafkalog
 
@@ -27,11 +31,15 @@ import (
 const (
 	DefaultTopic             = "voucherd.reservations"
 	DefaultDeadLetterTopic   = "voucherd.reservations.dlq"
+	DefaultEventsTopic       = "voucherd.events"
+	DefaultEventsBuffer      = 1000
+	DefaultEventsDelivery    = 30 * time.Second
 	DefaultGroup             = "voucherd-writer"
 	DefaultClientID          = "voucherd"
 	DefaultPartitions        = 3
 	DefaultReplicationFactor = 1
 	DefaultProduceTimeout    = 2 * time.Second
+	DefaultSessionTimeout    = 10 * time.Second
 	DefaultLinger            = time.Millisecond
 	DefaultBatchSize         = 500
 	DefaultBatchTimeout      = 30 * time.Second
@@ -59,6 +67,14 @@ type Config struct {
 	// DeadLetterTopic receives events the store rejects and records that
 	// cannot be decoded, with the reason in HeaderDeadLetterReason.
 	DeadLetterTopic string
+	// EventsTopic carries threshold events (Notifier).
+	EventsTopic string
+	// EventsBuffer bounds the threshold events waiting to be sent; a full
+	// buffer drops new ones (Notifier).
+	EventsBuffer int
+	// EventsDelivery bounds how long the producer keeps trying to send a
+	// threshold event before it drops it (Notifier; at least 1s).
+	EventsDelivery time.Duration
 	// Group is the writer's consumer group; CaughtUp and Lag read its
 	// committed offsets.
 	Group string
@@ -78,6 +94,13 @@ type Config struct {
 	// previous one is in flight, so a small linger costs little batching.
 	// Negative means no linger.
 	Linger time.Duration
+
+	// SessionTimeout is how long the group waits for a consumer that stopped
+	// heartbeating (a crash) before it hands its partitions to another. It
+	// bounds how long events wait after a consumer crash, and so how long
+	// warm-up refuses after Redis lost a voucher. Brokers accept 6s-30min by
+	// default (group.min/max.session.timeout.ms).
+	SessionTimeout time.Duration
 
 	// BatchSize is the most records the consumer applies at once.
 	BatchSize int
@@ -106,6 +129,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = DefaultDeadLetterTopic
 	}
+	if c.EventsTopic == "" {
+		c.EventsTopic = DefaultEventsTopic
+	}
+	if c.EventsBuffer == 0 {
+		c.EventsBuffer = DefaultEventsBuffer
+	}
+	if c.EventsDelivery == 0 {
+		c.EventsDelivery = DefaultEventsDelivery
+	}
 	if c.Group == "" {
 		c.Group = DefaultGroup
 	}
@@ -126,6 +158,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.Linger = DefaultLinger
 	case c.Linger < 0:
 		c.Linger = 0
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
@@ -150,10 +185,21 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("kafkalog: invalid dead-letter topic name %q", c.DeadLetterTopic)
 	case c.Topic == c.DeadLetterTopic:
 		return c, errors.New("kafkalog: the dead-letter topic must differ from the topic")
+	case !topicPattern.MatchString(c.EventsTopic):
+		return c, fmt.Errorf("kafkalog: invalid events topic name %q", c.EventsTopic)
+	case c.EventsTopic == c.Topic || c.EventsTopic == c.DeadLetterTopic:
+		return c, errors.New("kafkalog: the events topic must differ from the reservation and dead-letter topics")
+	case c.EventsBuffer < 0:
+		return c, errors.New("kafkalog: EventsBuffer must be > 0")
+	case c.EventsDelivery < time.Second:
+		// franz-go's floor for a record's delivery timeout.
+		return c, errors.New("kafkalog: EventsDelivery must be at least 1s")
 	case c.Partitions < 0:
 		return c, fmt.Errorf("kafkalog: Partitions must be > 0, got %d", c.Partitions)
 	case c.ReplicationFactor < 0:
 		return c, fmt.Errorf("kafkalog: ReplicationFactor must be > 0, got %d", c.ReplicationFactor)
+	case c.SessionTimeout < 0:
+		return c, errors.New("kafkalog: SessionTimeout must be > 0")
 	case c.ProduceTimeout < 0 || c.BatchTimeout < 0:
 		return c, errors.New("kafkalog: timeouts must be > 0")
 	case c.BatchSize < 0:

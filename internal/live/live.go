@@ -94,7 +94,7 @@ type Update struct {
 // counted under otherCode. A fixed table keeps Reserved free of allocation.
 var trackedCodes = [...]voucher.ErrorCode{
 	voucher.CodeInvalidRequest, voucher.CodeVoucherNotFound, voucher.CodeOutOfStock,
-	voucher.CodeAlreadyUsed, voucher.CodeNotEligible, voucher.CodeOrderConflict,
+	voucher.CodeHeldOut, voucher.CodeAlreadyUsed, voucher.CodeNotEligible, voucher.CodeOrderConflict,
 	voucher.CodeOrderReleased, voucher.CodeUnavailable, voucher.CodeInternal,
 }
 

@@ -71,6 +71,22 @@ func (s *Store) ApplyReserved(ctx context.Context, events []voucher.ReservedEven
 	return rs, err
 }
 
+// Extend implements voucher.Store.
+func (s *Store) Extend(ctx context.Context, code, orderID string, until, now time.Time, maxHold time.Duration) (voucher.Redemption, error) {
+	start := time.Now()
+	r, err := s.Store.Extend(ctx, code, orderID, until, now, maxHold)
+	s.observe("extend", start, err)
+	return r, err
+}
+
+// Holds implements voucher.Store.
+func (s *Store) Holds(ctx context.Context, code string) (voucher.HoldSummary, error) {
+	start := time.Now()
+	h, err := s.Store.Holds(ctx, code)
+	s.observe("holds", start, err)
+	return h, err
+}
+
 // Voucher implements voucher.Store.
 func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
 	start := time.Now()

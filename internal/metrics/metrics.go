@@ -143,6 +143,12 @@ func (m *Metrics) Expired(n int) { m.ExpiryReleases.Add(float64(n)) }
 // Compensated implements voucher.Observer.
 func (m *Metrics) Compensated(mode voucher.Mode) { m.Compensations.WithLabelValues(string(mode)).Inc() }
 
+// Threshold implements voucher.Observer: one count per crossing, by event
+// type (VoucherLowStock, VoucherSoldOut).
+func (m *Metrics) Threshold(e voucher.ThresholdEvent) {
+	m.ThresholdEvents.WithLabelValues(string(e.Type)).Inc()
+}
+
 // ObserveDependency records one call to a dependency.
 func (m *Metrics) ObserveDependency(dep, op string, d time.Duration, err error) {
 	m.DependencyTime.WithLabelValues(dep, op).Observe(d.Seconds())

@@ -98,27 +98,44 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
 	b.ReportMetric(float64(statements)/float64(b.N), "stmts/op")
 }
 
-// BenchmarkReserveSoldOut measures the rejection of a sold-out voucher: a
-// read and no write.
+// BenchmarkReserveSoldOut measures the rejection of a voucher with no free
+// use: a read and no write. Its one use is CONFIRMED (OUT_OF_STOCK) or
+// RESERVED (HELD_OUT, which also looks up the earliest hold).
 func BenchmarkReserveSoldOut(b *testing.B) {
-	ctx := context.Background()
-	s := newStore(b)
-	newVoucher(b, s, "GONE", 1, 1)
-	if _, err := s.Reserve(ctx, request("GONE", 1, "first"), now, ttl); err != nil {
-		b.Fatal(err)
-	}
-	var seq atomic.Int64
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			n := seq.Add(1) + 1
-			_, err := s.Reserve(ctx, request("GONE", n, fmt.Sprintf("bench-%d", n)), now, ttl)
-			if !voucher.IsCode(err, voucher.CodeOutOfStock) {
-				b.Errorf("want OUT_OF_STOCK, got %v", err)
-				return
+	for _, tc := range []struct {
+		name    string
+		confirm bool
+		want    voucher.ErrorCode
+	}{
+		{"confirmed", true, voucher.CodeOutOfStock},
+		{"reserved", false, voucher.CodeHeldOut},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := newStore(b)
+			newVoucher(b, s, "GONE", 1, 1)
+			if _, err := s.Reserve(ctx, request("GONE", 1, "first"), now, ttl); err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+			if tc.confirm {
+				if _, err := s.Confirm(ctx, "GONE", "first", now); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var seq atomic.Int64
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n := seq.Add(1) + 1
+					_, err := s.Reserve(ctx, request("GONE", n, fmt.Sprintf("bench-%d", n)), now, ttl)
+					if !voucher.IsCode(err, tc.want) {
+						b.Errorf("want %s, got %v", tc.want, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+		})
+	}
 }

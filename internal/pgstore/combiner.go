@@ -337,8 +337,11 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 			res                   voucher.Reservation
 			code, reason, message string
 			pos                   int32
+			retryMS               int64
+			used, total           int32
 		)
-		if err := scanRedemption(rows, &res.Redemption, &res.Replay, &code, &reason, &message, &pos); err != nil {
+		if err := scanRedemption(rows, &res.Redemption, &res.Replay, &code, &reason, &message, &pos,
+			&retryMS, &used, &total); err != nil {
 			rows.Close()
 			return err
 		}
@@ -348,9 +351,12 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 		}
 		a := &answers[pos-1]
 		a.set = true
-		if code == "" {
-			a.res = res
-		} else {
+		switch {
+		case code == "":
+			a.res = withTaken(res, used, total)
+		case voucher.ErrorCode(code) == voucher.CodeHeldOut:
+			a.err = heldOut(message, retryMS)
+		default:
 			a.err = &voucher.Error{Code: voucher.ErrorCode(code), Reason: voucher.Reason(reason), Message: message}
 		}
 	}
@@ -371,11 +377,21 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 // reserveOne takes one use in its own transaction (voucherd_reserve).
 func (s *Store) reserveOne(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
 	var res voucher.Reservation
+	var used, total int32
 	err := scanRedemption(s.pool.QueryRow(ctx, qReserve,
 		r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
-		pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay)
+		pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay, &used, &total)
 	if err != nil {
 		return voucher.Reservation{}, interpretError(err)
 	}
-	return res, nil
+	return withTaken(res, used, total), nil
+}
+
+// withTaken fills res.Taken from the counts a reserve function reports
+// for a use it took (total is 0 for a replay).
+func withTaken(res voucher.Reservation, used, total int32) voucher.Reservation {
+	if !res.Replay && total > 0 {
+		res.Taken = &voucher.Stock{Remaining: int64(total) - int64(used), TotalLimit: total}
+	}
+	return res
 }

@@ -37,8 +37,10 @@ type answer struct {
 	Code       voucher.ErrorCode // "" for a success
 	Reason     voucher.Reason
 	Message    string
+	RetryAfter time.Duration // HELD_OUT
 	Replay     bool
 	Redemption voucher.Redemption // zero for a rejection
+	Taken      *voucher.Stock     // a use taken: the stock right after it
 }
 
 func answerOf(res voucher.Reservation, err error) answer {
@@ -47,9 +49,9 @@ func answerOf(res voucher.Reservation, err error) answer {
 		if !errors.As(err, &ve) {
 			return answer{Code: voucher.CodeInternal, Message: err.Error()}
 		}
-		return answer{Code: ve.Code, Reason: ve.Reason, Message: ve.Message}
+		return answer{Code: ve.Code, Reason: ve.Reason, Message: ve.Message, RetryAfter: ve.RetryAfter}
 	}
-	return answer{Replay: res.Replay, Redemption: res.Redemption}
+	return answer{Replay: res.Replay, Redemption: res.Redemption, Taken: res.Taken}
 }
 
 // short is the answer in a word or two, for the tables.
@@ -83,7 +85,8 @@ func reserveBatchSQL(ctx context.Context, s *pgstore.Store, code string, at time
 	}
 	rows, err := s.Pool().Query(ctx, `
 		SELECT o_order_id, o_voucher_code, o_customer_id, o_order_amount, o_discount_amount, o_status,
-		       o_created_at, o_updated_at, o_expires_at, o_replay, o_error, o_reason, o_message, o_n
+		       o_created_at, o_updated_at, o_expires_at, o_replay, o_error, o_reason, o_message, o_n,
+		       o_retry_ms, o_used, o_total
 		FROM voucherd_reserve_batch($1, $2, $3, $4, $5, $6) ORDER BY o_n`,
 		code, customers, orders, amounts, nows, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true})
 	if err != nil {
@@ -96,19 +99,31 @@ func reserveBatchSQL(ctx context.Context, s *pgstore.Store, code string, at time
 		replay                 bool
 		code2, reason, message string
 		pos                    int32
+		retryMS                int64
+		used, total            int32
 	)
 	_, err = pgx.ForEachRow(rows, []any{&r.OrderID, &r.VoucherCode, &r.CustomerID, &r.OrderAmount, &r.DiscountAmount,
-		&status, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &replay, &code2, &reason, &message, &pos}, func() error {
+		&status, &r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &replay, &code2, &reason, &message, &pos,
+		&retryMS, &used, &total}, func() error {
 		if int(pos) != len(out)+1 {
 			return fmt.Errorf("row for element %d, want %d", pos, len(out)+1)
 		}
 		if code2 != "" {
-			out = append(out, answer{Code: voucher.ErrorCode(code2), Reason: voucher.Reason(reason), Message: message})
+			a := answer{Code: voucher.ErrorCode(code2), Reason: voucher.Reason(reason), Message: message}
+			if a.Code == voucher.CodeHeldOut {
+				// The adapter's rounding (pgstore.heldOut).
+				a.RetryAfter = max(time.Duration(retryMS)*time.Millisecond, time.Second)
+			}
+			out = append(out, a)
 			return nil
 		}
 		r.Status = voucher.Status(status)
 		r.CreatedAt, r.UpdatedAt, r.ExpiresAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC(), r.ExpiresAt.UTC()
-		out = append(out, answer{Replay: replay, Redemption: r})
+		a := answer{Replay: replay, Redemption: r}
+		if total > 0 {
+			a.Taken = &voucher.Stock{Remaining: int64(total - used), TotalLimit: total}
+		}
+		out = append(out, a)
 		return nil
 	})
 	if err == nil && len(out) != n {
@@ -275,6 +290,17 @@ func reserved(orders ...elem) func(t testing.TB, s *pgstore.Store, code string) 
 	}
 }
 
+// confirmed reserves and confirms the orders.
+func confirmed(orders ...elem) func(t testing.TB, s *pgstore.Store, code string) {
+	return func(t testing.TB, s *pgstore.Store, code string) {
+		reserved(orders...)(t, s, code)
+		for _, e := range orders {
+			_, err := s.Confirm(context.Background(), code, code+"-"+e.order, now)
+			require.NoError(t, err)
+		}
+	}
+}
+
 var batchCases = []batchCase{
 	{
 		name: "same customer twice", total: 10, perUser: 1,
@@ -305,18 +331,18 @@ var batchCases = []batchCase{
 	{
 		name: "larger than what remains", total: 3, perUser: 1,
 		elems: []elem{el(1, "a"), el(2, "b"), el(3, "c"), el(4, "d"), el(5, "e")},
-		want:  []string{"ok", "ok", "ok", "OUT_OF_STOCK", "OUT_OF_STOCK"},
+		want:  []string{"ok", "ok", "ok", "HELD_OUT", "HELD_OUT"},
 	},
 	{
 		name: "larger than what remains after earlier uses", total: 4, perUser: 1,
 		setup: reserved(el(8, "x"), el(9, "y")),
 		elems: []elem{el(1, "a"), el(1, "b"), el(2, "c"), el(3, "d"), el(9, "y")},
-		want:  []string{"ok", "ALREADY_USED", "ok", "OUT_OF_STOCK", "replay"},
+		want:  []string{"ok", "ALREADY_USED", "ok", "HELD_OUT", "replay"},
 	},
 	{
 		name: "sold out inside the batch, then replays and quota", total: 2, perUser: 1,
 		elems: []elem{el(1, "a"), el(2, "b"), el(1, "a"), el(3, "c"), el(1, "d"), el(2, "b")},
-		want:  []string{"ok", "ok", "replay", "OUT_OF_STOCK", "OUT_OF_STOCK", "replay"},
+		want:  []string{"ok", "ok", "replay", "HELD_OUT", "HELD_OUT", "replay"},
 	},
 	{
 		name: "ineligible inside the batch", total: 10, perUser: 1, minAmount: 100_000,
@@ -352,7 +378,31 @@ var batchCases = []batchCase{
 		name: "sold out before the batch", total: 1, perUser: 1,
 		setup: reserved(el(1, "first")),
 		elems: []elem{el(2, "a"), el(2, "a"), el(1, "first"), el(1, "b"), el(3, "first")},
-		want:  []string{"OUT_OF_STOCK", "OUT_OF_STOCK", "replay", "OUT_OF_STOCK", "ORDER_CONFLICT"},
+		want:  []string{"HELD_OUT", "HELD_OUT", "replay", "HELD_OUT", "ORDER_CONFLICT"},
+	},
+	{
+		name: "sold out before the batch, every use confirmed", total: 1, perUser: 1,
+		setup: confirmed(el(1, "first")),
+		elems: []elem{el(2, "a"), el(1, "first"), el(3, "b")},
+		want:  []string{"OUT_OF_STOCK", "replay", "OUT_OF_STOCK"},
+	},
+	{
+		name: "sold out inside the batch, the other uses confirmed", total: 3, perUser: 1,
+		setup: confirmed(el(8, "x"), el(9, "y")),
+		elems: []elem{el(1, "a"), el(2, "b"), el(3, "c")},
+		want:  []string{"ok", "HELD_OUT", "HELD_OUT"},
+	},
+	{
+		name: "released holds do not hold out", total: 2, perUser: 1,
+		setup: func(t testing.TB, s *pgstore.Store, code string) {
+			confirmed(el(8, "x"))(t, s, code)
+			reserved(el(9, "y"))(t, s, code)
+			_, _, err := s.Release(context.Background(), code, code+"-y", now)
+			require.NoError(t, err)
+			confirmed(el(7, "z"))(t, s, code)
+		},
+		elems: []elem{el(1, "a"), el(2, "b")},
+		want:  []string{"OUT_OF_STOCK", "OUT_OF_STOCK"},
 	},
 	{
 		name: "every element refused", total: 10, perUser: 1, minAmount: 100_000,
@@ -542,7 +592,7 @@ func TestReserveBatchStockShrinksUnderIt(t *testing.T) {
 
 	res := <-done
 	require.NoError(t, res.err)
-	require.Equal(t, []string{"ok", "ok", "ok", "OUT_OF_STOCK", "OUT_OF_STOCK", "OUT_OF_STOCK"}, shorts(res.answers))
+	require.Equal(t, []string{"ok", "ok", "ok", "HELD_OUT", "HELD_OUT", "HELD_OUT"}, shorts(res.answers))
 	st := readState(t, s, "SHRINK")
 	require.Equal(t, counts{UsedCount: 5, Held: 5, Rows: 5, UsageRows: 5, CustomerSum: 5}, st.Counts)
 	require.Equal(t, map[int64]int32{10: 1, 11: 1, 12: 1, 20: 1, 21: 1}, st.Counters, "no counter left for customer 13")
@@ -774,7 +824,7 @@ func TestReserveBatchInstancesStress(t *testing.T) {
 				_, err = s.ApplyReserved(ctx, events)
 			}
 			switch voucher.CodeOf(err) {
-			case "", voucher.CodeOutOfStock, voucher.CodeAlreadyUsed, voucher.CodeOrderConflict,
+			case "", voucher.CodeOutOfStock, voucher.CodeHeldOut, voucher.CodeAlreadyUsed, voucher.CodeOrderConflict,
 				voucher.CodeOrderReleased, voucher.CodeReservationNotFound, voucher.CodeLimitBelowHeld:
 			default:
 				return fmt.Errorf("worker %d op %d: %w", w, i, err)

@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"errors"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -21,6 +23,10 @@ const (
 	// by one because the voucher's rules changed under it
 	// (migrations/003_reserve_batch.sql).
 	sqlstateBatchRetry = "VD003"
+	// sqlstateHeldOut is a reservation of a voucher with no free use whose
+	// holds are not all confirmed (migrations/004_holds.sql): DETAIL is the
+	// message, HINT the milliseconds until the earliest hold expires.
+	sqlstateHeldOut = "VD004"
 	// sqlstateInconsistent means the counters disagree with the redemptions.
 	sqlstateInconsistent = "VD900"
 )
@@ -58,6 +64,9 @@ func interpretError(err error) error {
 				Reason:  voucher.Reason(pgErr.Hint),
 				Message: pgErr.Detail,
 			}
+		case pgErr.Code == sqlstateHeldOut:
+			ms, _ := strconv.ParseInt(pgErr.Hint, 10, 64)
+			return heldOut(pgErr.Detail, ms)
 		case transientSQLState(pgErr.Code):
 			return voucher.Unavailable(err, "the database is unavailable")
 		default:
@@ -67,6 +76,13 @@ func interpretError(err error) error {
 	// Everything else comes from the driver or the network: connect and I/O
 	// errors, a closed pool, context cancellation and deadlines.
 	return voucher.Unavailable(err, "the database is unavailable")
+}
+
+// heldOut is the HELD_OUT error with the store's message and the
+// milliseconds until the earliest hold expires; voucher.HeldOut's rounding.
+func heldOut(message string, ms int64) *voucher.Error {
+	return &voucher.Error{Code: voucher.CodeHeldOut, Message: message,
+		RetryAfter: max(time.Duration(ms)*time.Millisecond, time.Second)}
 }
 
 // transientSQLState reports whether a server error says nothing about the

@@ -76,6 +76,14 @@ func TestConfirmReleaseStateMachine(t *testing.T) {
 	require.True(t, released)
 	require.Equal(t, int32(0), readCounts(t, s, "STATES").UsedCount)
 	assertConsistent(t, s, "STATES")
+
+	// The live view's released count: o-1 and o-2, nothing of ELSE.
+	n, err := s.ReleasedCount(ctx, "STATES")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	n, err = s.ReleasedCount(ctx, "ELSE")
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
 
 // Confirming a reservation past its expiry releases it there and then.

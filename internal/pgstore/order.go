@@ -23,3 +23,14 @@ func (s *Store) Order(ctx context.Context, orderID string) (voucher.Redemption, 
 	}
 	return r, nil
 }
+
+var qVoucherReleasedCount = mustQuery("voucher_released_count")
+
+// ReleasedCount returns how many redemptions of code are RELEASED.
+func (s *Store) ReleasedCount(ctx context.Context, code string) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, qVoucherReleasedCount, code).Scan(&n); err != nil {
+		return 0, interpretError(err)
+	}
+	return n, nil
+}

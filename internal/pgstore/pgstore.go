@@ -183,4 +183,6 @@ var (
 	qRedemptionsOfVoucher = mustQuery("redemptions_of_voucher")
 	qApplyReserved        = mustQuery("apply_reserved")
 	qFlashVouchers        = mustQuery("flash_vouchers")
+	qExtend               = mustQuery("extend")
+	qVoucherHolds         = mustQuery("voucher_holds")
 )

@@ -57,20 +57,34 @@ func TestReserveConcurrentNeverOversells(t *testing.T) {
 			return reserveResult{res, err}
 		})
 		var ok, out int
+		remaining := map[int64]bool{}
 		for _, r := range results {
 			switch {
 			case r.err == nil:
 				ok++
 				require.False(t, r.res.Replay)
-			case voucher.IsCode(r.err, voucher.CodeOutOfStock):
+				require.NotNil(t, r.res.Taken)
+				require.Equal(t, int32(10), r.res.Taken.TotalLimit)
+				remaining[r.res.Taken.Remaining] = true
+			case voucher.IsCode(r.err, voucher.CodeHeldOut):
+				// Every use is RESERVED: held out, until the earliest
+				// hold expires.
 				out++
-				require.Equal(t, "OUT_OF_STOCK: voucher FLASH10 has no uses left", r.err.Error())
+				require.Equal(t, "HELD_OUT: voucher FLASH10 has no free uses; some are held by reservations that may still be released", r.err.Error())
+				var ve *voucher.Error
+				require.ErrorAs(t, r.err, &ve)
+				require.Equal(t, ttl, ve.RetryAfter)
 			default:
 				t.Fatalf("unexpected error: %v", r.err)
 			}
 		}
 		require.Equal(t, 10, ok)
 		require.Equal(t, 190, out)
+		// Each take saw its own count under the row lock: 9, 8, ..., 0 left.
+		require.Len(t, remaining, 10)
+		for i := int64(0); i < 10; i++ {
+			require.True(t, remaining[i], "no take left %d", i)
+		}
 		c := readCounts(t, s, "FLASH10")
 		require.Equal(t, int32(10), c.UsedCount)
 		require.Equal(t, int32(10), c.Rows, "rejected reservations leave no rows")
@@ -230,18 +244,38 @@ func TestReserveEligibility(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// A sold-out voucher answers OUT_OF_STOCK; raising the limit sells again.
+// A voucher with no free use answers HELD_OUT while some use is RESERVED,
+// with the time until the earliest hold expires, and OUT_OF_STOCK once
+// every use is confirmed; raising the limit sells again.
 func TestReserveSoldOutThenRaised(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
 	newVoucher(t, s, "TWO", 2, 1)
 	for i := 1; i <= 2; i++ {
-		_, err := s.Reserve(ctx, request("TWO", int64(i), fmt.Sprintf("o-%d", i)), now, ttl)
+		// o-1 expires first.
+		_, err := s.Reserve(ctx, request("TWO", int64(i), fmt.Sprintf("o-%d", i)), now.Add(time.Duration(i)*time.Minute), ttl)
 		require.NoError(t, err)
 	}
-	_, err := s.Reserve(ctx, request("TWO", 3, "o-3"), now, ttl)
+	at := now.Add(5 * time.Minute)
+	_, err := s.Reserve(ctx, request("TWO", 3, "o-3"), at, ttl)
+	requireCode(t, err, voucher.CodeHeldOut)
+	var ve *voucher.Error
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, now.Add(time.Minute+ttl).Sub(at), ve.RetryAfter, "until o-1 expires")
+
+	_, err = s.Confirm(ctx, "TWO", "o-1", at)
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, request("TWO", 3, "o-3"), at, ttl)
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, voucher.CodeHeldOut, ve.Code)
+	require.Equal(t, now.Add(2*time.Minute+ttl).Sub(at), ve.RetryAfter, "until o-2 expires")
+
+	_, err = s.Confirm(ctx, "TWO", "o-2", at)
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, request("TWO", 3, "o-3"), at, ttl)
 	requireCode(t, err, voucher.CodeOutOfStock)
+	require.Equal(t, "OUT_OF_STOCK: voucher TWO has no uses left", err.Error())
 
 	limit := int32(3)
 	_, after, err := s.PatchVoucher(ctx, "TWO", voucher.Patch{TotalLimit: &limit})

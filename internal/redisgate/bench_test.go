@@ -59,3 +59,42 @@ func BenchmarkGateReserveHot(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSoldOutCopy measures one copy of a sold-out voucher's orders
+// (soldout.lua and decoding into the map), which the gate makes at most once
+// per voucher per SoldOutTTL and process.
+func BenchmarkSoldOutCopy(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			ctx := context.Background()
+			g := newGate(b, Config{SoldOutTTL: time.Hour, SoldOutMaxOrders: n})
+			v := testVoucher("COPY", int32(n), 1)
+			snap := voucher.Snapshot{Voucher: v, Customers: map[int64]int32{}}
+			for i := range n {
+				h := testHold(orderID(i), int64(i+1))
+				snap.Orders = append(snap.Orders, voucher.Redemption{
+					OrderID: h.OrderID, CustomerID: h.CustomerID, OrderAmount: h.OrderAmount,
+					DiscountAmount: h.DiscountAmount, Status: voucher.StatusReserved,
+					CreatedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt,
+				})
+				snap.Customers[h.CustomerID] = 1
+				snap.Held++
+			}
+			if _, err := g.Load(ctx, snap); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				g.soldOut.clear(v.Code)
+				epoch := g.soldOut.begin(v.Code)
+				g.fetchSoldOut(v.Code, epoch)
+				if e := g.soldOut.get(v.Code); e == nil || len(e.orders) != n {
+					b.Fatal("no copy")
+				}
+			}
+			b.StopTimer()
+			_ = g.Forget(ctx, v.Code)
+		})
+	}
+}

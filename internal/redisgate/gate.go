@@ -3,7 +3,7 @@
 // hash tag per voucher, so a voucher lives in one Cluster slot), the Lua
 // scripts in scripts/ that decide each reservation in one step, the warm-up
 // lock, and an in-process sold-out cache that answers the rush after the last
-// use without calling Redis.
+// use without calling Redis (see soldOutCache for what it may miss).
 //
 // PostgreSQL stays the source of truth: a voucher is loaded into Redis from a
 // voucher.Snapshot (remaining = totalLimit - held), only when it is absent,
@@ -13,6 +13,10 @@
 // *voucher.Error with voucher.CodeUnavailable. A timeout of a writing call
 // does not prove that nothing was written: Redis may have run the script and
 // lost the reply. Such holds are found by reconciliation (Inspect).
+//
+// A Gate starts without Redis: New returns one whose calls fail with
+// CodeUnavailable until a background loop manages to connect, so that the
+// service can start, serve standard vouchers and answer flash ones with 503.
 package redisgate
 
 import (
@@ -24,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -64,6 +69,14 @@ type Config struct {
 	// SoldOutTTL is how long a sold-out answer is remembered in this process
 	// (default 1s; negative disables the cache).
 	SoldOutTTL time.Duration
+	// SoldOutMaxOrders bounds the orders (held, pending and released) the
+	// sold-out cache copies from Redis for a voucher (default 10,000). A
+	// voucher with more is not cached: every request goes to Redis. A copy
+	// is one HGETALL, during which Redis serves nothing else, and it is read
+	// again by every instance after every change of the orders: measured on
+	// a development machine, 10,000 orders took about 4ms of Redis time and
+	// kept 1.3MB in this process, 100,000 orders 55-100ms and 13MB.
+	SoldOutMaxOrders int
 	// KeyGrace is how long after a voucher's end its keys stay in Redis
 	// (default 24h), so late confirms and releases still find them.
 	KeyGrace time.Duration
@@ -74,7 +87,8 @@ type Config struct {
 	// time.Now).
 	Clock func() time.Time
 	// OnSoldOutHit, when set, is called for every reservation answered from
-	// the sold-out cache, for metrics. It must be fast and must not block.
+	// the sold-out cache (sold out, or a known orderId answered from the
+	// cached copy), for metrics. It must be fast and must not block.
 	OnSoldOutHit func(code string)
 }
 
@@ -82,15 +96,27 @@ type Config struct {
 // rueidis, whose auto-pipelining batches concurrent calls on one connection
 // per node. It is safe for concurrent use.
 type Gate struct {
-	client  rueidis.Client
 	cfg     Config
 	soldOut *soldOutCache
+
+	client  atomic.Pointer[clientBox]   // nil until connected; see conn
+	dialErr atomic.Pointer[dialFailure] // why the client does not exist yet
+
+	bg     context.Context // done when Close begins: ends background work
+	stopBg context.CancelFunc
+	mu     sync.Mutex // guards closed against starting background work
+	closed bool
+	wg     sync.WaitGroup // the dial loop and sold-out copy fetches
 }
 
 var _ voucher.Gate = (*Gate)(nil)
 
-// New connects to Redis and returns a Gate. It fails when no address
-// answers.
+// New validates cfg, tries once to connect to Redis, and returns a Gate. It
+// fails on an invalid configuration (including credentials Redis refuses),
+// not when Redis is unreachable: then every call returns CodeUnavailable,
+// Ping included, until a background loop connects (it tries every second
+// until Close; credentials refused by a Redis that was down at New only show
+// in the errors of Ping and the other calls).
 func New(cfg Config) (*Gate, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("redisgate: Config.Addrs is required")
@@ -113,29 +139,50 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("redisgate: Config.Timeout %s is negative", cfg.Timeout)
 	}
+	if cfg.SoldOutMaxOrders == 0 {
+		cfg.SoldOutMaxOrders = DefaultSoldOutMaxOrders
+	}
+	if cfg.SoldOutMaxOrders < 0 {
+		return nil, fmt.Errorf("redisgate: Config.SoldOutMaxOrders %d is negative", cfg.SoldOutMaxOrders)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: append([]string(nil), cfg.Addrs...),
-		Username:    cfg.Username,
-		Password:    cfg.Password,
-		// The gate never reads through the client-side cache, and leaving
-		// it off keeps the handshake working on servers without RESP3.
-		DisableCache: true,
-	})
-	if err != nil {
-		return nil, voucher.Unavailable(err, "redis %s", strings.Join(cfg.Addrs, ","))
-	}
-	return &Gate{
-		client:  client,
+	g := &Gate{
 		cfg:     cfg,
-		soldOut: &soldOutCache{ttl: cfg.SoldOutTTL, now: cfg.Clock},
-	}, nil
+		soldOut: &soldOutCache{ttl: cfg.SoldOutTTL, maxOrders: cfg.SoldOutMaxOrders, now: cfg.Clock},
+	}
+	g.bg, g.stopBg = context.WithCancel(context.Background())
+	client, err := g.dial()
+	switch {
+	case err == nil:
+		g.client.Store(&clientBox{client})
+	case isConfigError(err):
+		g.stopBg()
+		return nil, fmt.Errorf("redisgate: redis %s: %w", strings.Join(cfg.Addrs, ","), err)
+	default:
+		g.dialErr.Store(&dialFailure{err: err})
+		g.goBackground(g.dialLoop)
+	}
+	return g, nil
 }
 
-// Close closes the connections.
-func (g *Gate) Close() { g.client.Close() }
+// Close stops the background work (connecting, sold-out copies), waits for
+// it, and closes the connections. It is safe to call more than once.
+func (g *Gate) Close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	g.mu.Unlock()
+	g.stopBg()
+	g.wg.Wait()
+	if b := g.client.Load(); b != nil {
+		b.Close()
+	}
+}
 
 // SoldOutHits is the number of reservations answered from the sold-out cache
 // since New.
@@ -144,11 +191,15 @@ func (g *Gate) SoldOutHits() uint64 { return g.soldOut.hits.Load() }
 // Reserve checks and takes a use for hold.OrderID in one script. hold.Pending
 // stores the hold as pending (Kafka mode) until Commit.
 //
-// A sold-out answer, or a take that leaves no use, puts code in the sold-out
-// cache for SoldOutTTL. While it is there the answer is GateSoldOut without a
-// Redis call, even for a retry of an orderId that holds a use (which Redis
-// would answer GateReplay): the client retries after the TTL or looks the
-// reservation up, and nothing is oversold.
+// A sold-out answer, or a take that leaves no use, puts the code in the
+// sold-out cache for SoldOutTTL, once a copy of the voucher's orders is in
+// this process (read in the background, or kept from before when the
+// voucher's version has not changed). While it is there, reservations are
+// answered from the copy without a Redis call, as reserve.lua would answer
+// them: GateSoldOut for an unknown orderId; GateReplay, GateReleased or
+// GateConflict (with the stored hold) for a known one; a pending hold, and a
+// replay of a pending (Kafka mode) request, still ask Redis. soldOutCache describes what the copy may miss; it never
+// oversells.
 func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hold voucher.Hold) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
@@ -159,13 +210,20 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	if perUserLimit <= 0 {
 		return voucher.GateDecision{}, voucher.Errorf(voucher.CodeInvalidRequest, "perUserLimit must be > 0")
 	}
-	if g.soldOut.hit(code) {
-		if g.cfg.OnSoldOutHit != nil {
-			g.cfg.OnSoldOutHit(code)
+	if e := g.soldOut.get(code); e != nil {
+		if d, ok := e.decide(hold.OrderID, hold.CustomerID, hold.Pending); ok {
+			g.soldOut.hits.Add(1)
+			if g.cfg.OnSoldOutHit != nil {
+				g.cfg.OnSoldOutHit(code)
+			}
+			return d, nil
 		}
-		return voucher.GateDecision{Outcome: voucher.GateSoldOut}, nil
 	}
-	epoch := g.soldOut.begin()
+	epoch := g.soldOut.begin(code)
+	client, err := g.conn()
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "reserve", code)
+	}
 
 	state := byte(stateHeld)
 	if hold.Pending {
@@ -174,8 +232,8 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := reserveScript.Exec(ctx, g.client,
-		[]string{k.remaining, k.users, k.orders},
+	res, err := reserveScript.Exec(ctx, client,
+		[]string{k.remaining, k.users, k.orders, k.version},
 		[]string{
 			hold.OrderID,
 			strconv.FormatInt(hold.CustomerID, 10),
@@ -185,7 +243,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "reserve", code)
 	}
-	status, remaining, stored, err := reserveReply(res)
+	status, remaining, third, err := reserveReply(res)
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "reserve", code)
 	}
@@ -195,11 +253,11 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		d.Outcome = voucher.GateTaken
 		if remaining <= 0 {
 			// The last use is gone: the next callers need not ask Redis.
-			g.soldOut.mark(code, epoch)
+			g.markSoldOut(code, epoch, third)
 		}
 	case reserveReplay, reserveConflict, reserveReleased:
 		d.Outcome = knownOrderOutcome(status)
-		if d.Hold, err = decodeHold(hold.OrderID, stored); err != nil {
+		if d.Hold, err = decodeHold(hold.OrderID, third); err != nil {
 			return voucher.GateDecision{}, interpretError(err, "reserve", code)
 		}
 	case reserveNotLoaded:
@@ -208,7 +266,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		d.Outcome = voucher.GateQuotaHeld
 	case reserveSoldOut:
 		d.Outcome = voucher.GateSoldOut
-		g.soldOut.mark(code, epoch)
+		g.markSoldOut(code, epoch, third)
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown reserve status %d", status), "reserve", code)
 	}
@@ -226,8 +284,9 @@ func knownOrderOutcome(status int64) voucher.GateOutcome {
 	return voucher.GateReleased
 }
 
-// reserveReply splits the reply of reserve.lua.
-func reserveReply(res []rueidis.RedisMessage) (status, remaining int64, stored string, err error) {
+// reserveReply splits the reply of reserve.lua. third is the stored hold of a
+// known orderId, or the version after a take or a sold-out answer.
+func reserveReply(res []rueidis.RedisMessage) (status, remaining int64, third string, err error) {
 	if len(res) < 2 {
 		return 0, 0, "", fmt.Errorf("%w: reserve has %d elements", errBadReply, len(res))
 	}
@@ -238,11 +297,11 @@ func reserveReply(res []rueidis.RedisMessage) (status, remaining int64, stored s
 		return 0, 0, "", err
 	}
 	if len(res) > 2 {
-		if stored, err = res[2].ToString(); err != nil {
+		if third, err = res[2].ToString(); err != nil {
 			return 0, 0, "", err
 		}
 	}
-	return status, remaining, stored, nil
+	return status, remaining, third, nil
 }
 
 // Lookup returns what the gate knows of orderID: a held, pending or released
@@ -255,10 +314,14 @@ func (g *Gate) Lookup(ctx context.Context, code, orderID string) (voucher.Hold, 
 	if err := checkOrderID(orderID); err != nil {
 		return voucher.Hold{}, false, err
 	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.Hold{}, false, interpretError(err, "lookup", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	s, err := lookupScript.Exec(ctx, g.client, []string{k.remaining, k.orders}, []string{orderID}).ToString()
+	s, err := lookupScript.Exec(ctx, client, []string{k.remaining, k.orders}, []string{orderID}).ToString()
 	if rueidis.IsRedisNil(err) {
 		return voucher.Hold{}, false, nil
 	}
@@ -281,10 +344,14 @@ func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) error
 	if err := checkOrderID(hold.OrderID); err != nil {
 		return err
 	}
+	client, err := g.conn()
+	if err != nil {
+		return interpretError(err, "commit", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	if err := commitScript.Exec(ctx, g.client, []string{k.orders}, []string{hold.OrderID}).Error(); err != nil {
+	if err := commitScript.Exec(ctx, client, []string{k.orders, k.version}, []string{hold.OrderID}).Error(); err != nil {
 		return interpretError(err, "commit", code)
 	}
 	return nil
@@ -310,10 +377,14 @@ func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.R
 	default:
 		return false, voucher.Errorf(voucher.CodeInvalidRequest, "unknown release mode %d", mode)
 	}
+	client, err := g.conn()
+	if err != nil {
+		return false, interpretError(err, "release", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := releaseScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, []string{orderID, m}).AsInt64()
+	n, err := releaseScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version}, []string{orderID, m}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "release", code)
 	}
@@ -333,6 +404,10 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 	}
 	if s.Voucher.EndsAt.IsZero() {
 		return false, voucher.Errorf(voucher.CodeInvalidRequest, "snapshot of %s has no endsAt", code)
+	}
+	client, err := g.conn()
+	if err != nil {
+		return false, interpretError(err, "load", code)
 	}
 	args := make([]string, 0, 3+2*len(s.Customers)+2*len(s.Orders))
 	args = append(args,
@@ -365,7 +440,7 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withBulkTimeout(ctx)
 	defer cancel()
-	wrote, err := loadScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, args).AsInt64()
+	wrote, err := loadScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version}, args).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "load", code)
 	}
@@ -380,10 +455,14 @@ func (g *Gate) Loaded(ctx context.Context, code string) (bool, error) {
 	if err := checkCode(code); err != nil {
 		return false, err
 	}
+	client, err := g.conn()
+	if err != nil {
+		return false, interpretError(err, "exists", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := g.client.Do(ctx, g.client.B().Exists().Key(k.remaining).Build()).AsInt64()
+	n, err := client.Do(ctx, client.B().Exists().Key(k.remaining).Build()).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "exists", code)
 	}
@@ -403,10 +482,14 @@ func (g *Gate) AdjustLimit(ctx context.Context, v voucher.Voucher, delta int64) 
 	if !v.EndsAt.IsZero() {
 		expireAt = g.expireAt(v.EndsAt)
 	}
+	client, err := g.conn()
+	if err != nil {
+		return interpretError(err, "adjust", v.Code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, v.Code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err := adjustScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders},
+	err = adjustScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version},
 		[]string{strconv.FormatInt(delta, 10), strconv.FormatInt(expireAt, 10)}).Error()
 	// Clear even on error: the script may have run, and a cleared cache
 	// costs one Redis call at most.
@@ -428,6 +511,10 @@ func (g *Gate) Lock(ctx context.Context, code string, ttl time.Duration) (func()
 	if ttl < time.Millisecond {
 		return nil, false, voucher.Errorf(voucher.CodeInvalidRequest, "lock ttl %s is below 1ms", ttl)
 	}
+	client, err := g.conn()
+	if err != nil {
+		return nil, false, interpretError(err, "lock", code)
+	}
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, false, voucher.Unavailable(err, "lock token")
@@ -436,7 +523,7 @@ func (g *Gate) Lock(ctx context.Context, code string, ttl time.Duration) (func()
 	k := keysFor(g.cfg.KeyPrefix, code)
 	cctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err := g.client.Do(cctx, g.client.B().Set().Key(k.lock).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+	err = client.Do(cctx, client.B().Set().Key(k.lock).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
 	if rueidis.IsRedisNil(err) {
 		return nil, false, nil
 	}
@@ -450,7 +537,7 @@ func (g *Gate) Lock(ctx context.Context, code string, ttl time.Duration) (func()
 			// worth a try, and the lock expires anyway if it fails.
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Timeout)
 			defer cancel()
-			_ = unlockScript.Exec(uctx, g.client, []string{k.lock}, []string{token}).Error()
+			_ = unlockScript.Exec(uctx, client, []string{k.lock}, []string{token}).Error()
 		})
 	}
 	return unlock, true, nil
@@ -458,9 +545,13 @@ func (g *Gate) Lock(ctx context.Context, code string, ttl time.Duration) (func()
 
 // Ping checks that Redis answers.
 func (g *Gate) Ping(ctx context.Context) error {
+	client, err := g.conn()
+	if err != nil {
+		return interpretError(err, "ping", "")
+	}
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	if err := g.client.Do(ctx, g.client.B().Ping().Build()).Error(); err != nil {
+	if err := client.Do(ctx, client.B().Ping().Build()).Error(); err != nil {
 		return interpretError(err, "ping", "")
 	}
 	return nil

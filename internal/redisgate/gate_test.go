@@ -26,6 +26,9 @@ func TestNewConfig(t *testing.T) {
 	require.Equal(t, DefaultSoldOutTTL, g.cfg.SoldOutTTL)
 	require.Equal(t, DefaultKeyGrace, g.cfg.KeyGrace)
 	require.Equal(t, DefaultTimeout, g.cfg.Timeout)
+	require.Equal(t, DefaultSoldOutMaxOrders, g.cfg.SoldOutMaxOrders)
+	_, err = New(Config{Addrs: []string{"127.0.0.1:1"}, SoldOutMaxOrders: -1})
+	require.Error(t, err)
 	require.NoError(t, g.Ping(context.Background()))
 }
 
@@ -534,7 +537,8 @@ func TestAdoptAndClamp(t *testing.T) {
 	// A counter above totalLimit - holds (say, an INCR that lost its
 	// release) is lowered, and keeps its expiry.
 	k := keysFor(g.cfg.KeyPrefix, v.Code)
-	require.NoError(t, g.client.Do(ctx, g.client.B().Incrby().Key(k.remaining).Increment(10).Build()).Error())
+	c := rawClient(t, g)
+	require.NoError(t, c.Do(ctx, c.B().Incrby().Key(k.remaining).Increment(10).Build()).Error())
 	released, err := g.Release(ctx, v.Code, orderID(0), voucher.ReleaseMark)
 	require.NoError(t, err)
 	require.True(t, released)
@@ -619,9 +623,16 @@ func TestForget(t *testing.T) {
 	require.Equal(t, voucher.GateNotLoaded, d.Outcome)
 }
 
+// waitSoldOutCached waits until the sold-out cache holds its copy of code.
+func waitSoldOutCached(tb testing.TB, g *Gate, code string) {
+	tb.Helper()
+	require.Eventually(tb, func() bool { return g.soldOut.get(code) != nil },
+		5*time.Second, 5*time.Millisecond, "the copy of %s's orders never arrived", code)
+}
+
 // TestSoldOutCacheAnswersWithoutRedis proves the cache: with Redis stopped,
-// a sold-out code is still answered within the TTL, and only after it do
-// callers see that Redis is gone.
+// a sold-out code is still answered within the TTL, known orderIds as Redis
+// answered them, and only after it do callers see that Redis is gone.
 func TestSoldOutCacheAnswersWithoutRedis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -630,34 +641,66 @@ func TestSoldOutCacheAnswersWithoutRedis(t *testing.T) {
 	var hooked atomic.Int32
 	g := newGate(t, Config{Clock: clock.Now, SoldOutTTL: time.Second, Timeout: 300 * time.Millisecond,
 		OnSoldOutHit: func(code string) { hooked.Add(1) }}, srv.Addr)
-	v := testVoucher("CACHED", 1, 1)
+	v := testVoucher("CACHED", 3, 1)
 	loadEmpty(t, g, v)
 
-	// The sold-out answer from Redis is remembered...
-	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
-	require.NoError(t, err)
-	g.soldOut.clear(v.Code) // forget the mark from taking the last use
-	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
-	require.NoError(t, err)
-	require.Equal(t, voucher.GateSoldOut, d.Outcome)
-	require.Zero(t, g.SoldOutHits(), "that answer came from Redis")
-
-	// ...and answers without Redis for the TTL, even a known orderId.
-	srv.Stop(t)
-	for _, h := range []voucher.Hold{testHold("o-3", 3), testHold("o-1", 1)} {
-		d, err = g.Reserve(ctx, v.Code, 1, h)
+	// What Redis answers for a winner's retry, a released orderId and a
+	// foreign customer, before the voucher sells out.
+	h1, h2, h4 := testHold("o-1", 1), testHold("o-2", 2), testHold("o-4", 4)
+	h4.Pending = true
+	for _, h := range []voucher.Hold{h1, h2} {
+		d, err := g.Reserve(ctx, v.Code, 1, h)
 		require.NoError(t, err)
-		require.Equal(t, voucher.GateSoldOut, d.Outcome)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
 	}
-	require.EqualValues(t, 2, g.SoldOutHits())
-	require.EqualValues(t, 2, hooked.Load())
+	released, err := g.Release(ctx, v.Code, h2.OrderID, voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	redisSaid := map[string]voucher.GateDecision{}
+	for name, h := range map[string]voucher.Hold{"replay": h1, "released": h2, "conflict": testHold(h1.OrderID, 9)} {
+		d, err := g.Reserve(ctx, v.Code, 1, h)
+		require.NoError(t, err)
+		d.Remaining = 0 // the only field that differs once sold out
+		redisSaid[name] = d
+	}
+	require.Equal(t, voucher.GateReplay, redisSaid["replay"].Outcome)
+	require.Equal(t, voucher.GateReleased, redisSaid["released"].Outcome)
+	require.Equal(t, voucher.GateConflict, redisSaid["conflict"].Outcome)
+
+	// The last two uses; taking the last one starts the copy.
+	for _, h := range []voucher.Hold{testHold("o-3", 3), h4} {
+		d, err := g.Reserve(ctx, v.Code, 1, h)
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
+	}
+	waitSoldOutCached(t, g, v.Code)
+	require.Zero(t, g.SoldOutHits(), "every answer so far came from Redis")
+
+	// With Redis gone, the copy answers as Redis did, for the TTL.
+	srv.Stop(t)
+	for name, h := range map[string]voucher.Hold{"replay": h1, "released": h2, "conflict": testHold(h1.OrderID, 9)} {
+		d, err := g.Reserve(ctx, v.Code, 1, h)
+		require.NoError(t, err, name)
+		require.Equal(t, redisSaid[name], d, name)
+	}
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-9", 9))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateDecision{Outcome: voucher.GateSoldOut}, d)
+	require.EqualValues(t, 4, g.SoldOutHits())
+	require.EqualValues(t, 4, hooked.Load())
+
+	// A pending hold asks Redis (its commit would not be seen in the copy).
+	_, err = g.Reserve(ctx, v.Code, 1, h4)
+	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
 	require.Error(t, g.Ping(ctx), "Redis is really down")
 
 	// After the TTL the call goes to Redis, which is down.
 	clock.Add(time.Second)
-	_, err = g.Reserve(ctx, v.Code, 1, testHold("o-4", 4))
+	_, err = g.Reserve(ctx, v.Code, 1, testHold("o-5", 5))
 	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
-	require.EqualValues(t, 2, g.SoldOutHits())
+	_, err = g.Reserve(ctx, v.Code, 1, h1)
+	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
+	require.EqualValues(t, 4, g.SoldOutHits())
 }
 
 func TestSoldOutCacheMarksTheLastUseAndClearsOnRelease(t *testing.T) {
@@ -670,6 +713,7 @@ func TestSoldOutCacheMarksTheLastUseAndClearsOnRelease(t *testing.T) {
 
 	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
 	require.NoError(t, err)
+	waitSoldOutCached(t, g, v.Code)
 	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateSoldOut, d.Outcome)
@@ -691,20 +735,218 @@ func TestSoldOutCacheMarksTheLastUseAndClearsOnRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)
 	require.EqualValues(t, 2, g.SoldOutHits())
+
+	// Sold out again: the new copy knows the release and the new holder.
+	waitSoldOutCached(t, g, v.Code)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReleased, d.Outcome)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-2", 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.EqualValues(t, 4, g.SoldOutHits())
+
+	// An adopted hold is missing from the copy: adopting clears it.
+	adopted, err := g.Adopt(ctx, v.Code, testHold("o-3", 3))
+	require.NoError(t, err)
+	require.True(t, adopted)
+	require.Nil(t, g.soldOut.get(v.Code))
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-3", 3))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.EqualValues(t, 4, g.SoldOutHits(), "Redis answered")
 }
 
-// TestRedisDownIsUnavailable checks that every call fails with
-// CodeUnavailable while Redis is down, and works again once it is back.
-func TestRedisDownIsUnavailable(t *testing.T) {
+// TestSoldOutCacheAcrossInstances: a second gate on the same keys stands for
+// another instance. Its changes are seen here once the entry expires; an
+// unchanged voucher renews its copy without reading it again.
+func TestSoldOutCacheAcrossInstances(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := testenv.NewRedis(t)
-	g := newGate(t, Config{Timeout: 300 * time.Millisecond}, srv.Addr)
-	v := testVoucher("DOWN", 5, 1)
+	clock := newFakeClock()
+	g := newGate(t, Config{Clock: clock.Now, SoldOutTTL: time.Second})
+	other, err := New(Config{Addrs: g.cfg.Addrs, KeyPrefix: g.cfg.KeyPrefix, SoldOutTTL: -1})
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	v := testVoucher("SHARED", 2, 1)
 	loadEmpty(t, g, v)
+	for i := range 2 {
+		_, err := g.Reserve(ctx, v.Code, 1, testHold(orderID(i), int64(i+1)))
+		require.NoError(t, err)
+	}
+	waitSoldOutCached(t, g, v.Code)
+	require.EqualValues(t, 1, g.soldOut.copies.Load())
 
-	srv.Kill(t)
-	calls := map[string]func() error{
+	// Nothing changed: after the TTL, Redis's sold-out answer renews the
+	// copy without reading it again.
+	for range 3 {
+		clock.Add(time.Second)
+		d, err := g.Reserve(ctx, v.Code, 1, testHold("late", 99))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateSoldOut, d.Outcome)
+		require.NotNil(t, g.soldOut.get(v.Code), "renewed at once")
+	}
+	require.EqualValues(t, 1, g.soldOut.copies.Load())
+
+	// The other instance releases order-0 and a new order takes its use.
+	released, err := other.Release(ctx, v.Code, orderID(0), voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	d, err := other.Reserve(ctx, v.Code, 1, testHold("new", 50))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+
+	// Within the TTL this instance does not know (the documented window).
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("new", 50))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold(orderID(0), 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+
+	// After it, the new version makes it read a new copy.
+	clock.Add(time.Second)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("new", 50))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome, "from Redis")
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("late", 99))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	waitSoldOutCached(t, g, v.Code)
+	require.EqualValues(t, 2, g.soldOut.copies.Load())
+	hits := g.SoldOutHits()
+	d, err = g.Reserve(ctx, v.Code, 1, testHold("new", 50))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	d, err = g.Reserve(ctx, v.Code, 1, testHold(orderID(0), 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReleased, d.Outcome)
+	require.Equal(t, hits+2, g.SoldOutHits(), "both from the new copy")
+}
+
+// TestSoldOutCacheWithoutVersion: a voucher loaded by a gate without the
+// version key is still cached, its copy read again at every expiry.
+func TestSoldOutCacheWithoutVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newFakeClock()
+	g := newGate(t, Config{Clock: clock.Now, SoldOutTTL: time.Second})
+	v := testVoucher("OLDLOAD", 1, 1)
+	loadEmpty(t, g, v)
+	c := rawClient(t, g)
+	noVersion := func() {
+		require.NoError(t, c.Do(ctx, c.B().Del().Key(keysFor(g.cfg.KeyPrefix, v.Code).version).Build()).Error())
+	}
+	noVersion()
+
+	_, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	waitSoldOutCached(t, g, v.Code)
+	require.Positive(t, rawTTL(t, g, keysFor(g.cfg.KeyPrefix, v.Code).version), "the version the take created expires")
+	noVersion() // as if an older gate had taken the use
+	for i := range 2 {
+		clock.Add(time.Second)
+		d, err := g.Reserve(ctx, v.Code, 1, testHold("late", 99))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateSoldOut, d.Outcome)
+		waitSoldOutCached(t, g, v.Code)
+		require.EqualValues(t, 2+i, g.soldOut.copies.Load())
+	}
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+}
+
+// TestVersionChangesWithTheOrders checks that every script that changes the
+// orders hash bumps the version, and nothing else does, so that a renewed
+// copy is exact.
+func TestVersionChangesWithTheOrders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	v := testVoucher("VERSIONS", 3, 2)
+	k := keysFor(g.cfg.KeyPrefix, v.Code)
+	c := rawClient(t, g)
+	version := func() int64 {
+		n, err := c.Do(ctx, c.B().Get().Key(k.version).Build()).AsInt64()
+		require.NoError(t, err)
+		return n
+	}
+	pending := testHold("o-2", 1)
+	pending.Pending = true
+	steps := []struct {
+		name    string
+		do      func() error
+		changes bool
+	}{
+		{"load", func() error { _, err := g.Load(ctx, voucher.Snapshot{Voucher: v}); return err }, true},
+		{"take", func() error { _, err := g.Reserve(ctx, v.Code, 2, testHold("o-1", 1)); return err }, true},
+		{"replay", func() error { _, err := g.Reserve(ctx, v.Code, 2, testHold("o-1", 1)); return err }, false},
+		{"take pending", func() error { _, err := g.Reserve(ctx, v.Code, 2, pending); return err }, true},
+		{"quota held", func() error { _, err := g.Reserve(ctx, v.Code, 2, testHold("o-3", 1)); return err }, false},
+		{"commit", func() error { return g.Commit(ctx, v.Code, pending) }, true},
+		{"commit again", func() error { return g.Commit(ctx, v.Code, pending) }, false},
+		{"release", func() error { _, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark); return err }, true},
+		{"release again", func() error { _, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark); return err }, false},
+		{"release forget", func() error { _, err := g.Release(ctx, v.Code, "o-2", voucher.ReleaseForget); return err }, true},
+		{"adopt", func() error { _, err := g.Adopt(ctx, v.Code, testHold("o-9", 9)); return err }, true},
+		{"adopt again", func() error { _, err := g.Adopt(ctx, v.Code, testHold("o-9", 9)); return err }, false},
+		{"adjust", func() error { return g.AdjustLimit(ctx, v, -10) }, false},
+		{"sold out", func() error { _, err := g.Reserve(ctx, v.Code, 2, testHold("o-4", 4)); return err }, false},
+		{"clamp", func() error { _, _, err := g.Clamp(ctx, v.Code, 3); return err }, false},
+		{"forget", func() error { return g.Forget(ctx, v.Code) }, false},
+		{"load again", func() error { _, err := g.Load(ctx, voucher.Snapshot{Voucher: v}); return err }, true},
+	}
+	var last int64
+	for _, st := range steps {
+		require.NoError(t, st.do(), st.name)
+		now := version()
+		if st.changes {
+			require.Equal(t, last+1, now, st.name)
+		} else {
+			require.Equal(t, last, now, st.name)
+		}
+		last = now
+		require.Greater(t, rawTTL(t, g, k.version), time.Hour, st.name)
+	}
+}
+
+// TestSoldOutCacheSkipsBigVouchers: a voucher with more orders than
+// SoldOutMaxOrders is not cached; every request goes to Redis.
+func TestSoldOutCacheSkipsBigVouchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: time.Hour, SoldOutMaxOrders: 2})
+	small, big := testVoucher("SMALL", 2, 1), testVoucher("BIG", 3, 1)
+	for _, v := range []voucher.Voucher{small, big} {
+		loadEmpty(t, g, v)
+		for i := range int(v.TotalLimit) {
+			d, err := g.Reserve(ctx, v.Code, 1, testHold(orderID(i), int64(i+1)))
+			require.NoError(t, err)
+			require.Equal(t, voucher.GateTaken, d.Outcome)
+		}
+	}
+	waitSoldOutCached(t, g, small.Code)
+	require.Eventually(t, func() bool {
+		e, ok := g.soldOut.m.Load(big.Code)
+		return ok && e.(*soldOutEntry).skip
+	}, 5*time.Second, 5*time.Millisecond)
+	for range 3 {
+		d, err := g.Reserve(ctx, big.Code, 1, testHold("late", 99))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	}
+	require.Zero(t, g.SoldOutHits(), "the big voucher is answered by Redis")
+	d, err := g.Reserve(ctx, small.Code, 1, testHold("late", 99))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateSoldOut, d.Outcome)
+	require.EqualValues(t, 1, g.SoldOutHits())
+}
+
+// gateCalls lists every call of the Gate, for the tests of Redis outages.
+func gateCalls(g *Gate, v voucher.Voucher) map[string]func() error {
+	ctx := context.Background()
+	return map[string]func() error{
 		"reserve": func() error { _, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1)); return err },
 		"lookup":  func() error { _, _, err := g.Lookup(ctx, v.Code, "o-1"); return err },
 		"commit":  func() error { return g.Commit(ctx, v.Code, testHold("o-1", 1)) },
@@ -719,16 +961,32 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 		"adopt":   func() error { _, err := g.Adopt(ctx, v.Code, testHold("o-1", 1)); return err },
 		"clamp":   func() error { _, _, err := g.Clamp(ctx, v.Code, 5); return err },
 	}
-	for name, call := range calls {
+}
+
+// requireAllUnavailable checks that every call fails fast with
+// CodeUnavailable.
+func requireAllUnavailable(t *testing.T, g *Gate, v voucher.Voucher) {
+	t.Helper()
+	for name, call := range gateCalls(g, v) {
 		start := time.Now()
 		err := call()
 		require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), "%s: %v", name, err)
 		require.Less(t, time.Since(start), 5*time.Second, name)
 	}
+}
 
-	// A new gate cannot connect either.
-	_, err := New(Config{Addrs: []string{srv.Addr}})
-	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
+// TestRedisDownIsUnavailable checks that every call fails with
+// CodeUnavailable while Redis is down, and works again once it is back.
+func TestRedisDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t)
+	g := newGate(t, Config{Timeout: 300 * time.Millisecond}, srv.Addr)
+	v := testVoucher("DOWN", 5, 1)
+	loadEmpty(t, g, v)
+
+	srv.Kill(t)
+	requireAllUnavailable(t, g, v)
 
 	// Back again (empty: persistence is off), the same gate reconnects.
 	srv.Start(t)
@@ -736,6 +994,72 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateNotLoaded, d.Outcome)
+}
+
+// TestNewWithoutRedis: a gate starts while Redis is down, answers
+// CodeUnavailable, and connects by itself once Redis is up.
+func TestNewWithoutRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t)
+	srv.Stop(t)
+	g := newGate(t, Config{Timeout: 300 * time.Millisecond}, srv.Addr)
+	v := testVoucher("NOREDIS", 5, 1)
+
+	requireAllUnavailable(t, g, v)
+	err := g.Ping(ctx)
+	require.ErrorIs(t, err, errNotConnected)
+	require.ErrorContains(t, err, srv.Addr, "the dial error says where")
+
+	srv.Start(t)
+	start := time.Now()
+	require.Eventually(t, func() bool { return g.Ping(ctx) == nil }, 5*time.Second, 20*time.Millisecond)
+	t.Logf("connected %s after Redis started", time.Since(start).Round(time.Millisecond))
+	loadEmpty(t, g, v)
+	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+}
+
+// TestCloseWithoutRedis: Close stops the connecting loop promptly, and a
+// closed gate stays unusable even when Redis comes up.
+func TestCloseWithoutRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t)
+	srv.Stop(t)
+	g, err := New(Config{Addrs: []string{srv.Addr}})
+	require.NoError(t, err)
+	start := time.Now()
+	g.Close()
+	g.Close()
+	require.Less(t, time.Since(start), 2*time.Second)
+	srv.Start(t)
+	time.Sleep(2 * dialRetry)
+	require.ErrorIs(t, g.Ping(ctx), errNotConnected)
+}
+
+// TestNewRefusesWrongCredentials: credentials Redis refuses are a
+// configuration error, not an outage.
+func TestNewRefusesWrongCredentials(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t)
+	g := newGate(t, Config{}, srv.Addr)
+	c := rawClient(t, g)
+	require.NoError(t, c.Do(ctx, c.B().ConfigSet().ParameterValue().ParameterValue("requirepass", "secret").Build()).Error())
+
+	_, err := New(Config{Addrs: []string{srv.Addr}, Password: "wrong"})
+	require.Error(t, err)
+	require.False(t, voucher.IsCode(err, voucher.CodeUnavailable), err)
+	t.Logf("wrong password: %v", err)
+	_, err = New(Config{Addrs: []string{srv.Addr}})
+	require.Error(t, err, "no password")
+	t.Logf("no password: %v", err)
+	ok, err := New(Config{Addrs: []string{srv.Addr}, Password: "secret"})
+	require.NoError(t, err)
+	require.NoError(t, ok.Ping(ctx))
+	ok.Close()
 }
 
 func TestCallerDeadlineIsUnavailable(t *testing.T) {
@@ -757,13 +1081,43 @@ func TestConcurrentReserveCluster(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.NewRedisCluster(t)
 	g := newGate(t, Config{SoldOutTTL: -1}, cluster.Addrs...)
-	require.Len(t, g.client.Nodes(), 3, "a cluster client, not a single node")
+	require.Len(t, rawClient(t, g).Nodes(), 3, "a cluster client, not a single node")
 	testConcurrentReserve(t, g)
+
+	// The sold-out copy is read from the voucher's node too.
+	ctx := context.Background()
+	cached := newGate(t, Config{SoldOutTTL: time.Minute}, cluster.Addrs...)
+	v := testVoucher("CLUSTERCOPY", 2, 1)
+	loadEmpty(t, cached, v)
+	for i := range 2 {
+		_, err := cached.Reserve(ctx, v.Code, 1, testHold(orderID(i), int64(i+1)))
+		require.NoError(t, err)
+	}
+	waitSoldOutCached(t, cached, v.Code)
+	d, err := cached.Reserve(ctx, v.Code, 1, testHold(orderID(1), 2))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.EqualValues(t, 1, cached.SoldOutHits())
 }
 
 func TestConcurrentReserveWithSoldOutCache(t *testing.T) {
 	t.Parallel()
-	testConcurrentReserve(t, newGate(t, Config{SoldOutTTL: time.Minute}))
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: time.Minute})
+	testConcurrentReserve(t, g)
+
+	// Every winner's retry is a replay answered from the cache.
+	waitSoldOutCached(t, g, "RUSH")
+	st, err := g.Inspect(ctx, "RUSH")
+	require.NoError(t, err)
+	hits := g.SoldOutHits()
+	for id, h := range st.Orders {
+		d, err := g.Reserve(ctx, "RUSH", 1, testHold(id, h.CustomerID))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateReplay, d.Outcome, id)
+		require.Equal(t, h, d.Hold, id)
+	}
+	require.EqualValues(t, hits+uint64(len(st.Orders)), g.SoldOutHits())
 }
 
 // testConcurrentReserve sends 5,000 reservations from distinct customers,

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/testenv"
@@ -88,10 +89,19 @@ func testHold(orderID string, customer int64) voucher.Hold {
 
 func orderID(i int) string { return "order-" + strconv.Itoa(i) }
 
+// rawClient returns the gate's Redis client; the gate must be connected.
+func rawClient(tb testing.TB, g *Gate) rueidis.Client {
+	tb.Helper()
+	c, err := g.conn()
+	require.NoError(tb, err)
+	return c
+}
+
 // rawTTL returns the PTTL of a key as Redis reports it (-2 absent, -1 none).
 func rawTTL(tb testing.TB, g *Gate, key string) time.Duration {
 	tb.Helper()
-	ms, err := g.client.Do(context.Background(), g.client.B().Pttl().Key(key).Build()).AsInt64()
+	c := rawClient(tb, g)
+	ms, err := c.Do(context.Background(), c.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(tb, err)
 	if ms < 0 {
 		return time.Duration(ms)
@@ -102,7 +112,8 @@ func rawTTL(tb testing.TB, g *Gate, key string) time.Duration {
 // rawExists counts the keys of a voucher that exist.
 func rawExists(tb testing.TB, g *Gate, code string) int64 {
 	tb.Helper()
-	n, err := g.client.Do(context.Background(), g.client.B().Exists().Key(keysFor(g.cfg.KeyPrefix, code).all()...).Build()).AsInt64()
+	c := rawClient(tb, g)
+	n, err := c.Do(context.Background(), c.B().Exists().Key(keysFor(g.cfg.KeyPrefix, code).all()...).Build()).AsInt64()
 	require.NoError(tb, err)
 	return n
 }

@@ -19,10 +19,14 @@ func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, err
 	if err := checkCode(code); err != nil {
 		return voucher.GateState{}, err
 	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.GateState{}, interpretError(err, "inspect", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withBulkTimeout(ctx)
 	defer cancel()
-	res, err := inspectScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, nil).ToArray()
+	res, err := inspectScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders}, nil).ToArray()
 	if err != nil {
 		return voucher.GateState{}, interpretError(err, "inspect", code)
 	}
@@ -89,7 +93,9 @@ func decodeState(res []rueidis.RedisMessage) (voucher.GateState, error) {
 // Adopt records a hold the database has and the gate lost (reconciliation):
 // it takes a use for hold.OrderID, even below zero remaining, only if the
 // orderId is unknown to the gate and the voucher is loaded. It reports
-// whether it changed anything. The hold is stored as held (durable).
+// whether it changed anything. The hold is stored as held (durable). An
+// adoption clears the sold-out cache of code in this process, whose copy of
+// the orders lacks the hold.
 func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
 	if err := checkCode(code); err != nil {
 		return false, err
@@ -97,14 +103,21 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 	if err := checkOrderID(hold.OrderID); err != nil {
 		return false, err
 	}
+	client, err := g.conn()
+	if err != nil {
+		return false, interpretError(err, "adopt", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := adoptScript.Exec(ctx, g.client, []string{k.remaining, k.users, k.orders}, []string{
+	n, err := adoptScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version}, []string{
 		hold.OrderID, strconv.FormatInt(hold.CustomerID, 10), encodeHold(stateHeld, hold),
 	}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "adopt", code)
+	}
+	if n == 1 {
+		g.soldOut.clear(code)
 	}
 	return n == 1, nil
 }
@@ -116,10 +129,14 @@ func (g *Gate) Clamp(ctx context.Context, code string, totalLimit int32) (before
 	if err := checkCode(code); err != nil {
 		return 0, 0, err
 	}
+	client, err := g.conn()
+	if err != nil {
+		return 0, 0, interpretError(err, "clamp", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withBulkTimeout(ctx)
 	defer cancel()
-	res, err := clampScript.Exec(ctx, g.client, []string{k.remaining, k.orders},
+	res, err := clampScript.Exec(ctx, client, []string{k.remaining, k.orders},
 		[]string{strconv.FormatInt(int64(totalLimit), 10)}).AsIntSlice()
 	if err == nil && len(res) != 3 {
 		err = errBadReply
@@ -130,18 +147,22 @@ func (g *Gate) Clamp(ctx context.Context, code string, totalLimit int32) (before
 	return res[1], res[2], nil
 }
 
-// Forget deletes every key of a voucher (its state and its warm-up lock) and
-// its sold-out cache entry in this process: the next reservation finds it not
-// loaded. For operations and tests; holds in Redis that never reached the
-// database are lost with it.
+// Forget deletes the keys of a voucher (its state and its warm-up lock, not
+// its version counter, which expires on its own) and its sold-out cache entry
+// in this process: the next reservation finds it not loaded. For operations
+// and tests; holds in Redis that never reached the database are lost with it.
 func (g *Gate) Forget(ctx context.Context, code string) error {
 	if err := checkCode(code); err != nil {
 		return err
 	}
+	client, err := g.conn()
+	if err != nil {
+		return interpretError(err, "forget", code)
+	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err := g.client.Do(ctx, g.client.B().Del().Key(k.all()...).Build()).Error()
+	err = client.Do(ctx, client.B().Del().Key(k.all()...).Build()).Error()
 	g.soldOut.clear(code)
 	if err != nil {
 		return interpretError(err, "forget", code)

@@ -8,6 +8,12 @@ type keys struct {
 	users     string // hash customerId -> held count
 	orders    string // hash orderId -> encoded hold
 	lock      string // string: warm-up lock token
+	// version is a counter that every script changing the orders hash
+	// increments (load included), so a process can tell that its copy of
+	// the orders (see soldOutCache) is still exact without reading them. It
+	// only grows while it exists: Forget leaves it, and it expires with the
+	// voucher's other keys.
+	version string
 }
 
 // keysFor builds the keys of code under prefix. The prefix comes first and
@@ -20,8 +26,11 @@ func keysFor(prefix, code string) keys {
 		users:     base + "users",
 		orders:    base + "orders",
 		lock:      base + "lock",
+		version:   base + "version",
 	}
 }
 
-// all lists the keys a voucher may own, for Forget.
+// all lists the keys Forget deletes: all of a voucher's but the version,
+// which must keep growing so that a copy made before the Forget never
+// matches the state after the next load.
 func (k keys) all() []string { return []string{k.remaining, k.users, k.orders, k.lock} }

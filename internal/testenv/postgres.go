@@ -7,9 +7,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/voucherd/voucherd/internal/localproc"
 )
 
 // pgStartTimeout bounds initdb plus server start; generous because test
@@ -250,11 +250,11 @@ func externalPG(raw string) (*PGServer, error) {
 // between freePort and the server's bind. With durable, commits wait for
 // the WAL write; without, the last commits may be lost when it is killed.
 func startPG(tries int, durable bool) (*PGServer, error) {
-	initdb, postgres, err := findPostgres()
+	initdb, postgres, err := localproc.FindPostgres()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := serverCredential()
+	cred, err := localproc.ServerCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 	}
 	data := filepath.Join(dir, "data")
 	initCmd := exec.Command(initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C")
-	initCmd.SysProcAttr = sysProcAttr(cred)
+	initCmd.SysProcAttr = localproc.SysProcAttr(cred)
 	if out, err := initCmd.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s -D %s failed: %v\n%s\n%s", initdb, data, err, strings.TrimSpace(string(out)), installHint)
@@ -325,68 +325,4 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 		_ = os.RemoveAll(dir)
 		return nil, errors.New(msg)
 	}
-}
-
-// findPostgres locates initdb and postgres: the newest version installed by
-// Debian's or Homebrew's packages, else the ones on PATH.
-func findPostgres() (initdb, postgres string, err error) {
-	type candidate struct {
-		dir     string
-		version int
-	}
-	var dirs []candidate
-	for _, pattern := range []string{
-		"/usr/lib/postgresql/*/bin",
-		"/opt/homebrew/opt/postgresql@*/bin",
-		"/usr/local/opt/postgresql@*/bin",
-	} {
-		matches, _ := filepath.Glob(pattern)
-		for _, dir := range matches {
-			name := filepath.Base(filepath.Dir(dir))
-			name = name[strings.LastIndex(name, "@")+1:]
-			major, _ := strconv.Atoi(strings.SplitN(name, ".", 2)[0])
-			dirs = append(dirs, candidate{dir, major})
-		}
-	}
-	sort.SliceStable(dirs, func(i, j int) bool { return dirs[i].version > dirs[j].version })
-	for _, c := range dirs {
-		i, p := filepath.Join(c.dir, "initdb"), filepath.Join(c.dir, "postgres")
-		if isExecutable(i) && isExecutable(p) {
-			return i, p, nil
-		}
-	}
-	i, errI := exec.LookPath("initdb")
-	p, errP := exec.LookPath("postgres")
-	if errI == nil && errP == nil {
-		return i, p, nil
-	}
-	return "", "", fmt.Errorf("PostgreSQL binaries initdb and postgres not found on PATH or in /usr/lib/postgresql/*/bin; %s", installHint)
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// serverCredential returns the unprivileged user to run PostgreSQL as when
-// the tests run as root (postgres refuses to run as root): the "postgres"
-// user that Debian's package creates, else "nobody". It returns nil when
-// not root.
-func serverCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-	}
-	return nil, errors.New("running as root, and neither a postgres nor a nobody user exists to run PostgreSQL as (postgres refuses to run as root)")
 }

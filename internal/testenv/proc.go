@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/voucherd/voucherd/internal/localproc"
 )
 
 // process is one server process: started in its own process group with its
@@ -49,7 +51,7 @@ func (p *process) start() error {
 	cmd.Env = p.env
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr(p.cred)
+	cmd.SysProcAttr = localproc.SysProcAttr(p.cred)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("testenv: start %s (%s): %w", p.name, p.path, err)
 	}
@@ -121,7 +123,7 @@ func (p *process) kill() {
 	}
 	// The leader is not reaped yet, so its pid still names our group and
 	// its children are still its children.
-	kids := children(cmd.Process.Pid)
+	kids := localproc.Children(cmd.Process.Pid)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	for _, kid := range kids {
 		_ = syscall.Kill(kid, syscall.SIGKILL)

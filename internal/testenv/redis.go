@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/voucherd/voucherd/internal/localproc"
 )
 
 // redisStartTimeout bounds one redis-server start; it is normally instant.
@@ -301,7 +303,7 @@ func startRedisCluster() (c *RedisCluster, err error) {
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	cmd := exec.CommandContext(ctx, cli, args...)
-	cmd.SysProcAttr = sysProcAttr(nil)
+	cmd.SysProcAttr = localproc.SysProcAttr(nil)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("redis-cli --cluster create %s: %v\n%s", strings.Join(c.Addrs, " "), err, strings.TrimSpace(string(out)))
 	}

@@ -37,11 +37,13 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/voucherd/voucherd/internal/localproc"
 )
 
 // installHint is appended to every "binary not found" or "did not start"
 // message, so that a developer knows the one command that fixes it.
-const installHint = "run `make deps` (or `apt-get install postgresql redis-server redis-tools`)"
+const installHint = localproc.InstallHint
 
 var (
 	cleanupMu sync.Mutex

@@ -22,13 +22,21 @@ const (
 	CodeLimitBelowHeld      ErrorCode = "LIMIT_BELOW_HELD"
 	CodeReservationNotFound ErrorCode = "RESERVATION_NOT_FOUND"
 	CodeReservationReleased ErrorCode = "RESERVATION_RELEASED"
-	CodeOutOfStock          ErrorCode = "OUT_OF_STOCK"
-	CodeAlreadyUsed         ErrorCode = "ALREADY_USED"
-	CodeNotEligible         ErrorCode = "NOT_ELIGIBLE"
-	CodeOrderConflict       ErrorCode = "ORDER_CONFLICT"
-	CodeOrderReleased       ErrorCode = "ORDER_RELEASED"
-	CodeUnavailable         ErrorCode = "UNAVAILABLE"
-	CodeInternal            ErrorCode = "INTERNAL"
+	// CodeReservationConfirmed refuses to extend a CONFIRMED hold: it no
+	// longer expires.
+	CodeReservationConfirmed ErrorCode = "RESERVATION_CONFIRMED"
+	// CodeOutOfStock: no use is free and every held use is CONFIRMED.
+	CodeOutOfStock ErrorCode = "OUT_OF_STOCK"
+	// CodeHeldOut: no use is free, but some are held by RESERVED
+	// reservations that may still expire or be released; Error.RetryAfter
+	// is the time until the earliest of them expires.
+	CodeHeldOut       ErrorCode = "HELD_OUT"
+	CodeAlreadyUsed   ErrorCode = "ALREADY_USED"
+	CodeNotEligible   ErrorCode = "NOT_ELIGIBLE"
+	CodeOrderConflict ErrorCode = "ORDER_CONFLICT"
+	CodeOrderReleased ErrorCode = "ORDER_RELEASED"
+	CodeUnavailable   ErrorCode = "UNAVAILABLE"
+	CodeInternal      ErrorCode = "INTERNAL"
 )
 
 // Reason refines CodeNotEligible.
@@ -49,6 +57,11 @@ type Error struct {
 	Message string
 	// RetryAfter, when positive, tells the client when trying again may help.
 	RetryAfter time.Duration
+	// OutcomeUnknown marks an Unavailable error after which the request may
+	// still take effect (Kafka did not acknowledge in time): unlike every
+	// other 503, a use may have been taken. Retrying with the same orderId
+	// tells which.
+	OutcomeUnknown bool
 	// Err is the cause, kept for logs and errors.Is; it is never shown to clients.
 	Err error
 }
@@ -86,6 +99,19 @@ func NotEligible(reason Reason, format string, args ...any) *Error {
 func Unavailable(cause error, format string, args ...any) *Error {
 	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf(format, args...), Err: cause}
 }
+
+// HeldOut returns a HELD_OUT error for voucher code whose earliest RESERVED
+// hold expires after retryAfter (at least a second: a hold already past its
+// expiry waits for the expiry job). The message is the one the store's
+// functions use (migrations/004_holds.sql), so every path answers alike.
+func HeldOut(code string, retryAfter time.Duration) *Error {
+	return &Error{Code: CodeHeldOut, RetryAfter: max(retryAfter, time.Second),
+		Message: fmt.Sprintf(heldOutMessage, code)}
+}
+
+// heldOutMessage is the HELD_OUT message; keep it equal to
+// voucherd_held_out_message in pgstore's migrations.
+const heldOutMessage = "voucher %s has no free uses; some are held by reservations that may still be released"
 
 // CodeOf returns the code of err, CodeInternal for errors outside the
 // vocabulary, and "" for nil.

@@ -39,6 +39,16 @@ type Store interface {
 	// or before now, returning those it released. Concurrent callers release
 	// each row once.
 	ExpireDue(ctx context.Context, now time.Time, limit int) ([]Redemption, error)
+	// Extend moves the expiry of a RESERVED redemption to until, never
+	// earlier than it is and never later than its creation plus maxHold,
+	// under the row lock that the expiry sweep also takes. A RESERVED one
+	// past its expiry is released right here, as Confirm does, and answered
+	// CodeReservationReleased; a released one is CodeReservationReleased, a
+	// confirmed one CodeReservationConfirmed.
+	Extend(ctx context.Context, code, orderID string, until, now time.Time, maxHold time.Duration) (Redemption, error)
+	// Holds reads what holds a voucher's uses, for the HELD_OUT answer of
+	// the flash paths (the standard path decides it inside Reserve).
+	Holds(ctx context.Context, code string) (HoldSummary, error)
 
 	// ApplyReserved writes reservations decided by the gate (Kafka mode)
 	// idempotently: a known orderId changes nothing. It returns one result per
@@ -53,6 +63,16 @@ type Store interface {
 
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
+}
+
+// HoldSummary says what holds a voucher's uses, as the store sees them.
+type HoldSummary struct {
+	TotalLimit int32
+	// UsedCount is the voucher row's count of held uses.
+	UsedCount int32
+	// EarliestExpiry is the expiry of the voucher's RESERVED redemption
+	// that expires first; zero when none is RESERVED.
+	EarliestExpiry time.Time
 }
 
 // Snapshot is a voucher's state as the gate loads it: remaining is
@@ -159,6 +179,10 @@ type Gate interface {
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
 	// Commit marks a pending hold durable (Kafka mode, after the ack).
 	Commit(ctx context.Context, code string, hold Hold) error
+	// Extend sets the expiry the gate records for orderID's hold (the one a
+	// replay answers with), if it holds a use; it reports whether it
+	// changed it. A released orderId is left as it is.
+	Extend(ctx context.Context, code, orderID string, expiresAt time.Time) (bool, error)
 	// Release gives the use of orderID back if it holds one; safe to repeat.
 	// It reports whether a use was given back.
 	Release(ctx context.Context, code, orderID string, mode ReleaseMode) (bool, error)

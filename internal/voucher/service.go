@@ -44,6 +44,8 @@ type Observer interface {
 	// Compensated is called when a use taken in the gate is given back
 	// because the durable write failed.
 	Compensated(mode Mode)
+	// Threshold is called once per threshold crossing (thresholds.go).
+	Threshold(e ThresholdEvent)
 }
 
 type nopObserver struct{}
@@ -52,6 +54,7 @@ func (nopObserver) Reserved(string, Mode, ErrorCode, bool, time.Duration) {}
 func (nopObserver) GateDecided(GateOutcome)                               {}
 func (nopObserver) Expired(int)                                           {}
 func (nopObserver) Compensated(Mode)                                      {}
+func (nopObserver) Threshold(ThresholdEvent)                              {}
 
 // ServiceConfig configures a Service. Zero values mean defaults.
 type ServiceConfig struct {
@@ -81,6 +84,21 @@ type ServiceConfig struct {
 	// detached from the client's cancellation so that a client hanging up
 	// does not leave the write's outcome unknown (default 5s).
 	WriteTimeout time.Duration
+	// MaxHold bounds how long a hold may be RESERVED in total, counted from
+	// the reservation, when it is extended (default DefaultMaxHold, or
+	// ReservationTTL if that is longer; it may not be shorter).
+	MaxHold time.Duration
+	// LowStockShare is the share of totalLimit below which free uses make
+	// a voucher low on stock (threshold events; default
+	// DefaultLowStockShare; negative disables threshold events).
+	LowStockShare float64
+	// Notifier receives threshold events besides the log and the Observer
+	// (optional; the Kafka events topic).
+	Notifier Notifier
+	// HeldOutCacheTTL is how long the flash paths reuse one read of a
+	// sold-out voucher's holds to tell HELD_OUT from OUT_OF_STOCK (default
+	// DefaultHeldOutCacheTTL; negative reads every time).
+	HeldOutCacheTTL time.Duration
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives warnings about compensations and repairs.
@@ -101,6 +119,8 @@ type Service struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedVoucher
+
+	heldOut heldOutCache
 }
 
 type cachedVoucher struct {
@@ -124,6 +144,21 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	if cfg.ReservationTTL <= 0 {
 		cfg.ReservationTTL = 15 * time.Minute
+	}
+	switch {
+	case cfg.MaxHold == 0:
+		cfg.MaxHold = max(DefaultMaxHold, cfg.ReservationTTL)
+	case cfg.MaxHold < cfg.ReservationTTL:
+		return nil, errors.New("voucher: MaxHold must not be shorter than ReservationTTL")
+	}
+	switch {
+	case cfg.LowStockShare == 0:
+		cfg.LowStockShare = DefaultLowStockShare
+	case cfg.LowStockShare > 1:
+		return nil, errors.New("voucher: LowStockShare must be at most 1")
+	}
+	if cfg.HeldOutCacheTTL == 0 {
+		cfg.HeldOutCacheTTL = DefaultHeldOutCacheTTL
 	}
 	if cfg.VoucherCacheTTL == 0 {
 		cfg.VoucherCacheTTL = time.Second
@@ -218,6 +253,12 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	if err != nil {
 		return Reservation{}, err
 	}
+	// Threshold events once the answer is decided (thresholds.go).
+	defer func() {
+		if err == nil {
+			s.noteTake(res, mode)
+		}
+	}()
 	if !v.FlashSale {
 		return s.reserveStandard(ctx, req)
 	}
@@ -287,6 +328,11 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateTaken:
 			if kafka {
 				res, err := s.publish(ctx, req.Code, hold)
+				if err == nil && !res.Replay {
+					// The gate's count is the atomic step in this mode;
+					// the store learns of the take later.
+					res.Taken = &Stock{Remaining: dec.Remaining, TotalLimit: v.TotalLimit}
+				}
 				return res, false, err
 			}
 			res, err := s.writeTaken(ctx, req)
@@ -330,7 +376,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateQuotaHeld:
 			return Reservation{}, false, Errorf(CodeAlreadyUsed, "customer %d already holds the uses of voucher %s allowed per customer", req.CustomerID, req.Code)
 		case GateSoldOut:
-			return Reservation{}, false, Errorf(CodeOutOfStock, "voucher %s has no uses left", req.Code)
+			return Reservation{}, false, s.soldOutInGate(ctx, req.Code)
 		case GateNotLoaded:
 			if attempt >= 2 {
 				if !kafka {
@@ -381,7 +427,7 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 			// same orderId gets its answer once the store has it, and
 			// reconciliation gives the use back if it never arrives.
 			s.log.Warn("reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", err)
-			return Reservation{}, &Error{Code: CodeUnavailable, Err: err,
+			return Reservation{}, &Error{Code: CodeUnavailable, Err: err, OutcomeUnknown: true,
 				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
 		}
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
@@ -516,8 +562,11 @@ func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redempt
 	if err == nil || !IsCode(err, CodeReservationNotFound) || !s.kafkaFlash(ctx, code) {
 		return r, err
 	}
-	h, found, gerr := s.gate.Lookup(ctx, code, orderID)
-	if gerr != nil || !found || h.Pending {
+	h, found, gerr := s.gateHold(ctx, code, orderID)
+	if gerr != nil {
+		return Redemption{}, gerr
+	}
+	if !found || h.Pending {
 		return Redemption{}, err
 	}
 	st := StatusReserved
@@ -596,7 +645,7 @@ func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool
 	if !s.kafkaFlash(ctx, code) {
 		return false, nil
 	}
-	h, found, err := s.gate.Lookup(ctx, code, orderID)
+	h, found, err := s.gateHold(ctx, code, orderID)
 	if err != nil {
 		return false, err
 	}
@@ -614,6 +663,31 @@ func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool
 		return false, Errorf(CodeInternal, "the database rejected reservation %s: %s", orderID, results[0].Reason)
 	}
 	return true, nil
+}
+
+// gateHold looks orderID up in the gate for a Kafka-mode voucher whose store
+// row is missing. An orderId the gate does not know is only known to be
+// absent when the gate has the voucher loaded (every reservation since the
+// load went through it) or when the consumer has caught up (the store has
+// every event): a voucher gone from Redis while events wait in Kafka answers
+// Unavailable rather than a 404 for a reservation that stands.
+func (s *Service) gateHold(ctx context.Context, code, orderID string) (Hold, bool, error) {
+	h, found, err := s.gate.Lookup(ctx, code, orderID)
+	if err != nil || found {
+		return h, found, err
+	}
+	loaded, err := s.gate.Loaded(ctx, code)
+	if err != nil {
+		return Hold{}, false, err
+	}
+	if loaded {
+		return Hold{}, false, nil
+	}
+	if err := s.cfg.Events.CaughtUp(ctx); err != nil {
+		return Hold{}, false, &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: err,
+			Message: "voucher " + code + " is not loaded in Redis and the consumer has not caught up: reservation " + orderID + " may still be on its way to the database; retry"}
+	}
+	return Hold{}, false, nil
 }
 
 func (s *Service) kafkaFlash(ctx context.Context, code string) bool {

@@ -1,7 +1,9 @@
 // Package voucher is the domain of voucherd: vouchers, redemptions, the rules
 // that decide whether a reservation may take a use, the one error vocabulary,
-// the ports the adapters implement (Store, Gate, EventLog) and the Service that
-// routes each reservation through standard, flash-sync or flash-kafka mode.
+// the ports the adapters implement (Store, Gate, EventLog, Notifier) and the
+// Service that routes each reservation through standard, flash-sync or
+// flash-kafka mode, tells held-out from sold-out, extends holds and emits
+// threshold events.
 //
 // It imports only the standard library; every clock is passed in.
 package voucher
@@ -193,4 +195,15 @@ func (r ReserveRequest) Validate() error {
 type Reservation struct {
 	Redemption
 	Replay bool
+	// Taken is set when this call took a use: the voucher's stock right
+	// after the take, as the atomic step that took it saw it (the voucher
+	// row in PostgreSQL, the gate's counter in Kafka mode). Threshold events
+	// are derived from it. Nil for a replay.
+	Taken *Stock
+}
+
+// Stock is a voucher's free uses and total limit at one instant.
+type Stock struct {
+	Remaining  int64
+	TotalLimit int32
 }

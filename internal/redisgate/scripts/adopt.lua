@@ -5,6 +5,7 @@
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+-- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId, decimal (a string: an int64 does not fit a Lua number)
@@ -23,15 +24,15 @@ end
 redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+redis.call('INCR', KEYS[4])
 
--- As in reserve.lua: hashes created here get the voucher's expiry.
+-- As in reserve.lua: keys created here get the voucher's expiry.
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
-  if redis.call('PTTL', KEYS[2]) == -1 then
-    redis.call('PEXPIRE', KEYS[2], ttl)
-  end
-  if redis.call('PTTL', KEYS[3]) == -1 then
-    redis.call('PEXPIRE', KEYS[3], ttl)
+  for i = 2, 4 do
+    if redis.call('PTTL', KEYS[i]) == -1 then
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
   end
 end
 return 1

@@ -4,6 +4,10 @@
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+-- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the
+--                                      orders; incremented, never reset, so that
+--                                      no state after this load has the version
+--                                      of one before it
 --
 -- ARGV[1] -> expireAt, unix milliseconds: PEXPIREAT of every key
 -- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
@@ -24,6 +28,8 @@ redis.call('DEL', KEYS[2], KEYS[3])
 local expireAt = ARGV[1]
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('PEXPIREAT', KEYS[1], expireAt)
+redis.call('INCR', KEYS[4])
+redis.call('PEXPIREAT', KEYS[4], expireAt)
 
 -- HSET in chunks: one call per field is slow for big sales, one call for all
 -- of them would overflow the Lua stack in unpack.

@@ -4,6 +4,7 @@
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+-- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> mode: "mark" keeps the orderId as released ("R|..."), so a late
@@ -35,5 +36,12 @@ if ARGV[2] == 'forget' then
   redis.call('HDEL', KEYS[3], ARGV[1])
 else
   redis.call('HSET', KEYS[3], ARGV[1], 'R' .. string.sub(stored, 2))
+end
+if redis.call('INCR', KEYS[4]) == 1 then
+  -- Created here (loaded before versions existed): the voucher's expiry.
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[4], ttl)
+  end
 end
 return 1

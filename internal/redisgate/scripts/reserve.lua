@@ -4,6 +4,7 @@
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+-- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId, decimal; compared as a string because an int64 does
@@ -12,15 +13,18 @@
 -- ARGV[4] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs"
 --            ("P|..." for a pending hold in Kafka mode)
 --
--- Returns {status, remaining} or {status, remaining, stored hold}:
---   {1, remaining}        taken: a use was taken; remaining is after the take
+-- Returns {status, remaining} or {status, remaining, stored hold or version}:
+--   {1, remaining, ver}   taken: a use was taken; remaining is after the take,
+--                         ver the version after it
 --   {2, remaining, hold}  replay: orderId holds a use (H or P) for this customer
 --   {3, remaining, hold}  conflict: orderId is known with another customer
 --   {4, remaining, hold}  released: orderId was released (R marker)
 --   {5, 0}                not loaded: the remaining key is absent
 --   {6, remaining}        quota held: the customer holds perUserLimit uses
---   {7, remaining}        sold out: no use left
+--   {7, remaining, ver}   sold out: no use left; ver is the version, '' if absent
 -- remaining is -1 where it is unknown (a known orderId of an unloaded voucher).
+-- The version lets the caller's sold-out cache keep its copy of the orders
+-- when nothing changed.
 local stored = redis.call('HGET', KEYS[3], ARGV[1])
 local rem = redis.call('GET', KEYS[1])
 if stored then
@@ -45,23 +49,24 @@ if held >= tonumber(ARGV[3]) then
   return {6, r}
 end
 if r <= 0 then
-  return {7, r}
+  return {7, r, redis.call('GET', KEYS[4]) or ''}
 end
 
 r = redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+local ver = redis.call('INCR', KEYS[4])
 
 -- The hashes may have just been created (a voucher loaded with no holds, or
--- whose last customer gave everything back): give them the expiry of the
--- remaining key so that an old sale leaves Redis as a whole.
+-- whose last customer gave everything back), and the version too (a voucher
+-- loaded before versions existed): give them the expiry of the remaining key
+-- so that an old sale leaves Redis as a whole.
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
-  if redis.call('PTTL', KEYS[2]) == -1 then
-    redis.call('PEXPIRE', KEYS[2], ttl)
-  end
-  if redis.call('PTTL', KEYS[3]) == -1 then
-    redis.call('PEXPIRE', KEYS[3], ttl)
+  for i = 2, 4 do
+    if redis.call('PTTL', KEYS[i]) == -1 then
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
   end
 end
-return {1, r}
+return {1, r, tostring(ver)}

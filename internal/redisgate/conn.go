@@ -1,0 +1,107 @@
+package redisgate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// dialRetry is how often a Gate that found no Redis in New tries again to
+// create its client. Once created, rueidis reconnects by itself.
+const dialRetry = time.Second
+
+// errNotConnected is the cause of every call made before the client exists.
+var errNotConnected = errors.New("redisgate: not connected to Redis yet")
+
+// clientBox holds the client for an atomic.Pointer (an interface cannot be
+// stored in one directly).
+type clientBox struct{ rueidis.Client }
+
+// dialFailure is the last error of creating the client.
+type dialFailure struct{ err error }
+
+// conn returns the client, or errNotConnected (with the last dial error)
+// while New's background loop is still trying to create it.
+func (g *Gate) conn() (rueidis.Client, error) {
+	if b := g.client.Load(); b != nil {
+		return b.Client, nil
+	}
+	if f := g.dialErr.Load(); f != nil {
+		return nil, fmt.Errorf("%w: %w", errNotConnected, f.err)
+	}
+	return nil, errNotConnected
+}
+
+// dial creates the client. rueidis connects (and, on a cluster, reads the
+// slots) before it returns, so this fails while no address answers.
+func (g *Gate) dial() (rueidis.Client, error) {
+	return rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: append([]string(nil), g.cfg.Addrs...),
+		Username:    g.cfg.Username,
+		Password:    g.cfg.Password,
+		// The gate never reads through the client-side cache, and leaving
+		// it off keeps the handshake working on servers without RESP3.
+		DisableCache: true,
+	})
+}
+
+// isConfigError reports whether a dial error is one that retrying cannot
+// fix: Redis answered and refused the credentials.
+func isConfigError(err error) bool {
+	if errors.Is(err, rueidis.ErrNoAddr) {
+		return false // no address answered: Redis is down, not misconfigured
+	}
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH")
+}
+
+// dialLoop retries dial every dialRetry until it succeeds or Close is
+// called. A client created after Close is closed at once.
+func (g *Gate) dialLoop() {
+	t := time.NewTicker(dialRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.bg.Done():
+			return
+		case <-t.C:
+		}
+		c, err := g.dial()
+		if err != nil {
+			g.dialErr.Store(&dialFailure{err: err})
+			continue
+		}
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			c.Close()
+			return
+		}
+		g.client.Store(&clientBox{c})
+		g.mu.Unlock()
+		return
+	}
+}
+
+// goBackground runs f in a goroutine that Close waits for, unless Close has
+// begun; it reports whether f was started.
+func (g *Gate) goBackground(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+	return true
+}

@@ -1,0 +1,129 @@
+package voucher
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Held out or sold out (issue 9).
+//
+// When no use is free, a voucher whose held uses are all CONFIRMED is sold
+// out (OUT_OF_STOCK) for good, unless an order is refunded; one with RESERVED
+// holds is only held out (HELD_OUT): the holds that are not paid in time
+// expire and give their uses back. HELD_OUT carries the time until the
+// earliest hold expires, as Retry-After.
+//
+// The standard path decides it inside the store's reserve function, in the
+// same round trip. The flash paths learn that no use is free from the gate,
+// usually from its in-process sold-out cache, without any call: asking the
+// store per rejected request would put the whole flash sale's rejections on
+// PostgreSQL. So each instance reads Store.Holds at most once per voucher
+// per HeldOutCacheTTL (concurrent misses share the read) and answers from
+// that: an answer is at most that old.
+
+// DefaultHeldOutCacheTTL is the default of ServiceConfig.HeldOutCacheTTL.
+const DefaultHeldOutCacheTTL = time.Second
+
+// heldOutCache remembers Store.Holds per voucher.
+type heldOutCache struct {
+	mu sync.Mutex
+	m  map[string]*heldOutEntry
+}
+
+type heldOutEntry struct {
+	// done is closed once sum and err are set; until then the entry is a
+	// read in flight that others wait for.
+	done    chan struct{}
+	sum     HoldSummary
+	err     error
+	fetched time.Time
+}
+
+// stockError is the answer for a voucher with no free use, given what holds
+// its uses.
+func stockError(code string, sum HoldSummary, now time.Time, ttl time.Duration) *Error {
+	switch {
+	case !sum.EarliestExpiry.IsZero():
+		return HeldOut(code, sum.EarliestExpiry.Sub(now))
+	case sum.UsedCount < sum.TotalLimit:
+		// The gate holds uses the store does not record yet: reservations on
+		// their way to it (Kafka mode, or a write in flight). They are
+		// RESERVED and fresh, so they expire about a TTL from now.
+		return HeldOut(code, ttl)
+	}
+	return Errorf(CodeOutOfStock, "voucher %s has no uses left", code)
+}
+
+// soldOutInGate answers a reservation the gate found no free use for:
+// HELD_OUT or OUT_OF_STOCK.
+func (s *Service) soldOutInGate(ctx context.Context, code string) error {
+	sum, err := s.holds(ctx, code)
+	if err != nil {
+		// The gate's answer stands; only its nuance is missing. Say what the
+		// service said before it could tell held from sold.
+		return Errorf(CodeOutOfStock, "voucher %s has no uses left", code)
+	}
+	return stockError(code, sum, s.cfg.Clock(), s.cfg.ReservationTTL)
+}
+
+// holds returns Store.Holds of code, cached for HeldOutCacheTTL.
+func (s *Service) holds(ctx context.Context, code string) (HoldSummary, error) {
+	if s.cfg.HeldOutCacheTTL < 0 {
+		return s.readHolds(ctx, code)
+	}
+	c := &s.heldOut
+	for {
+		now := s.cfg.Clock()
+		c.mu.Lock()
+		e := c.m[code]
+		switch {
+		case e == nil:
+		case !isClosed(e.done):
+			c.mu.Unlock()
+			select {
+			case <-e.done:
+				continue
+			case <-ctx.Done():
+				return HoldSummary{}, Unavailable(ctx.Err(), "waiting for the holds of voucher %s", code)
+			}
+		case now.Sub(e.fetched) < s.cfg.HeldOutCacheTTL:
+			c.mu.Unlock()
+			return e.sum, e.err
+		}
+		if c.m == nil || len(c.m) > 100_000 {
+			c.m = map[string]*heldOutEntry{}
+		}
+		e = &heldOutEntry{done: make(chan struct{})}
+		c.m[code] = e
+		c.mu.Unlock()
+
+		e.sum, e.err = s.readHolds(ctx, code)
+		if e.err != nil {
+			// Remembered for the TTL too: a database that is down is not
+			// asked once per rejected request.
+			s.log.Warn("could not read the holds of a sold-out flash voucher; answering OUT_OF_STOCK",
+				"code", code, "err", e.err)
+		}
+		e.fetched = s.cfg.Clock()
+		close(e.done)
+		return e.sum, e.err
+	}
+}
+
+// readHolds reads Store.Holds detached from the caller's cancellation,
+// since other requests may be waiting for the same read.
+func (s *Service) readHolds(ctx context.Context, code string) (HoldSummary, error) {
+	rctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	return s.store.Holds(rctx, code)
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,115 @@
+package voucher
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// soldOutGate answers every reservation GateSoldOut, as the sold-out cache
+// does during a flash sale.
+type soldOutGate struct{ Gate }
+
+func (soldOutGate) Reserve(context.Context, string, int32, Hold) (GateDecision, error) {
+	return GateDecision{Outcome: GateSoldOut}, nil
+}
+
+// heldStore serves one flash voucher whose uses are all held; sum is what
+// Holds answers, after delay.
+type heldStore struct {
+	Store
+	v     Voucher
+	delay time.Duration
+	mu    sync.Mutex
+	sum   HoldSummary
+	reads atomic.Int64
+}
+
+func (s *heldStore) Voucher(context.Context, string) (Voucher, error) { return s.v, nil }
+func (s *heldStore) Holds(context.Context, string) (HoldSummary, error) {
+	s.reads.Add(1)
+	time.Sleep(s.delay)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sum, nil
+}
+
+func (s *heldStore) set(sum HoldSummary) {
+	s.mu.Lock()
+	s.sum = sum
+	s.mu.Unlock()
+}
+
+func flashVoucher() Voucher {
+	now := time.Now()
+	return Voucher{Code: "SALE", DiscountAmount: 1, TotalLimit: 10, PerUserLimit: 1,
+		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), FlashSale: true}
+}
+
+// The flash paths read the holds of a sold-out voucher once per TTL and
+// instance, however many requests are refused meanwhile, and answer
+// HELD_OUT or OUT_OF_STOCK from that read.
+func TestHeldOutFromCachedHolds(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	st := &heldStore{v: flashVoucher(), delay: 20 * time.Millisecond}
+	st.set(HoldSummary{TotalLimit: 10, UsedCount: 10, EarliestExpiry: now.Add(90 * time.Second)})
+	svc, err := NewService(ServiceConfig{Store: st, Gate: soldOutGate{},
+		Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
+	require.NoError(t, err)
+	ctx := context.Background()
+	req := ReserveRequest{Code: "SALE", CustomerID: 1, OrderID: "o-1", OrderAmount: 1}
+
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := svc.Reserve(ctx, req)
+			var ve *Error
+			if !errors.As(err, &ve) || ve.Code != CodeHeldOut || ve.RetryAfter != 90*time.Second {
+				t.Errorf("got %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, st.reads.Load(), "concurrent misses share one read")
+
+	// Every hold confirmed: the answer changes once the read is a TTL old.
+	st.set(HoldSummary{TotalLimit: 10, UsedCount: 10})
+	clock.Add(int64(500 * time.Millisecond))
+	_, err = svc.Reserve(ctx, req)
+	require.True(t, IsCode(err, CodeHeldOut), "%v", err)
+	clock.Add(int64(600 * time.Millisecond))
+	_, err = svc.Reserve(ctx, req)
+	require.True(t, IsCode(err, CodeOutOfStock), "%v", err)
+	require.EqualValues(t, 2, st.reads.Load())
+}
+
+// BenchmarkReserveSoldOutFlash is the service's share of a rejected flash
+// reservation: the answer HELD_OUT from the cached holds.
+func BenchmarkReserveSoldOutFlash(b *testing.B) {
+	st := &heldStore{v: flashVoucher()}
+	st.set(HoldSummary{TotalLimit: 10, UsedCount: 10, EarliestExpiry: time.Now().Add(time.Hour)})
+	svc, err := NewService(ServiceConfig{Store: st, Gate: soldOutGate{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	req := ReserveRequest{Code: "SALE", CustomerID: 1, OrderID: "o-1", OrderAmount: 1}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := svc.Reserve(ctx, req); !IsCode(err, CodeHeldOut) {
+				b.Fatal(err)
+			}
+		}
+	})
+}
