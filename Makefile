@@ -8,7 +8,7 @@ PKGS    ?= ./...
 TIMEOUT ?= 40m
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build run test test-race bench lint
+.PHONY: help deps build run test test-race test-faults bench lint
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,6 +29,9 @@ test: deps ## go vet and the whole test suite against real services
 
 test-race: deps ## the internal packages' tests with the race detector
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) ./internal/...
+
+test-faults: deps ## fault-injection suite, long form: seeds x modes under kill/pause/restart (docs/faults.md)
+	VOUCHERD_FAULTS=long $(GO) test -count=1 -timeout $(TIMEOUT) -v -run 'TestFaults' ./internal/faults
 
 bench: deps build ## flash-sale load test with invariant checks (bin/voucherd bench; ARGS passed on)
 	bin/voucherd bench $(ARGS)

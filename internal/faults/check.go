@@ -1,0 +1,255 @@
+package faults
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Row is one redemption row of the voucher under test, as PostgreSQL has it.
+type Row struct {
+	OrderID  string
+	Customer int64
+	Status   string // RESERVED, CONFIRMED or RELEASED
+}
+
+// Held reports whether the row holds a use.
+func (r Row) Held() bool { return r.Status == "RESERVED" || r.Status == "CONFIRMED" }
+
+// DBState is PostgreSQL's final state for the voucher under test.
+type DBState struct {
+	TotalLimit   int
+	PerUserLimit int
+	UsedCount    int
+	Rows         map[string]Row
+	// Usage is voucher_customer_usage.held by customer.
+	Usage map[int64]int
+}
+
+// GateState is Redis's final state for the voucher under test (flash modes).
+type GateState struct {
+	Loaded    bool
+	Remaining int64
+	Users     map[int64]int
+	// Holds maps orderIds the gate counts as holding a use (held or
+	// pending) to their customer; released markers are left out.
+	Holds map[string]int64
+}
+
+// CheckDatabase checks the final PostgreSQL state against itself and
+// against the history: the counters match the rows, nothing is oversold,
+// every 201 has exactly one row of its customer, every row was asked for,
+// and every acknowledged release and confirm is there. It returns one line
+// per violation.
+func CheckDatabase(spec VoucherSpec, ops []Op, db DBState) []string {
+	var bad []string
+	failf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+
+	held := 0
+	heldBy := map[int64]int{}
+	for _, r := range db.Rows {
+		if r.Held() {
+			held++
+			heldBy[r.Customer]++
+		}
+	}
+	if held > db.TotalLimit {
+		failf("oversell: %d held rows, totalLimit %d", held, db.TotalLimit)
+	}
+	if db.UsedCount != held {
+		failf("used_count is %d but %d rows are held", db.UsedCount, held)
+	}
+	custs := map[int64]bool{}
+	for c := range heldBy {
+		custs[c] = true
+	}
+	for c := range db.Usage {
+		custs[c] = true
+	}
+	for _, c := range sortedKeys(custs) {
+		if heldBy[c] > db.PerUserLimit {
+			failf("quota: customer %d holds %d rows, perUserLimit %d", c, heldBy[c], db.PerUserLimit)
+		}
+		if db.Usage[c] != heldBy[c] {
+			failf("customer %d: usage counter %d, held rows %d", c, db.Usage[c], heldBy[c])
+		}
+	}
+
+	byOrder := map[string][]Op{}
+	for _, op := range ops {
+		if op.Voucher == spec.Code && op.Outcome != NotSent {
+			byOrder[op.OrderID] = append(byOrder[op.OrderID], op)
+		}
+	}
+	for _, r := range db.Rows {
+		if _, ok := byOrder[r.OrderID]; !ok {
+			failf("row %s (customer %d, %s) was never asked for", r.OrderID, r.Customer, r.Status)
+		}
+	}
+	for _, id := range sortedKeys(byOrder) {
+		attempts := byOrder[id]
+		sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].Call < attempts[j].Call })
+		row, hasRow := db.Rows[id]
+		var okCust []int64
+		mayHaveTaken, only503, released, confirmed, releaseTried, confirmTried := false, false, false, false, false, false
+		for _, op := range attempts {
+			switch op.Kind {
+			case Reserve:
+				if hasRow && op.Customer == row.Customer {
+					switch op.Outcome {
+					case OK, Unknown:
+						mayHaveTaken = true
+					case Unavailable:
+						only503 = true
+					}
+				}
+				if op.Outcome == OK {
+					okCust = append(okCust, op.Customer)
+				}
+			case Release:
+				releaseTried = true
+				released = released || op.Outcome == OK
+			case Confirm:
+				confirmTried = true
+				confirmed = confirmed || op.Outcome == OK
+			}
+		}
+		for _, c := range okCust {
+			switch {
+			case !hasRow:
+				failf("order %s: 201 for customer %d but no row\n%s", id, c, opsText(attempts))
+			case row.Customer != c:
+				failf("order %s: 201 for customer %d but the row is customer %d's\n%s", id, c, row.Customer, opsText(attempts))
+			}
+		}
+		if hasRow && !mayHaveTaken {
+			what := "no attempt of its customer that could have taken it"
+			if only503 {
+				what = "its customer's attempts were answered 503 (\"nothing was taken\") or refused"
+			}
+			failf("order %s: row %s for customer %d, but %s\n%s", id, row.Status, row.Customer, what, opsText(attempts))
+		}
+		if !hasRow {
+			if released || confirmed {
+				failf("order %s: release/confirm acknowledged but no row\n%s", id, opsText(attempts))
+			}
+			continue
+		}
+		switch {
+		case row.Status == "RELEASED" && !releaseTried:
+			failf("order %s: RELEASED without a release\n%s", id, opsText(attempts))
+		case row.Status == "CONFIRMED" && !confirmTried:
+			failf("order %s: CONFIRMED without a confirm\n%s", id, opsText(attempts))
+		case released && row.Status != "RELEASED":
+			failf("order %s: release acknowledged but the row is %s\n%s", id, row.Status, opsText(attempts))
+		case confirmed && !releaseTried && row.Status != "CONFIRMED":
+			failf("order %s: confirm acknowledged but the row is %s\n%s", id, row.Status, opsText(attempts))
+		}
+	}
+	return bad
+}
+
+// CheckReplays checks that a reservation answered as a replay
+// (Idempotent-Replayed) follows an attempt on the same orderId that may
+// have taken the use: a 201 or an unknown outcome. A replay after nothing
+// but 503s means a 503 took a use, which the contract rules out.
+func CheckReplays(ops []Op) []string {
+	var bad []string
+	byOrder := map[string][]Op{}
+	for _, op := range ops {
+		if op.Kind == Reserve && op.Outcome != NotSent {
+			byOrder[op.OrderID] = append(byOrder[op.OrderID], op)
+		}
+	}
+	for _, id := range sortedKeys(byOrder) {
+		attempts := byOrder[id]
+		sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].Call < attempts[j].Call })
+		for i, op := range attempts {
+			if op.Outcome != OK || !op.Replayed {
+				continue
+			}
+			ok := false
+			for _, prev := range attempts[:i] {
+				if prev.Outcome == OK || prev.Outcome == Unknown {
+					ok = true
+				}
+			}
+			if !ok {
+				bad = append(bad, fmt.Sprintf("order %s: replayed 201 but no earlier attempt could have taken the use (a 503 took it?)\n%s", id, opsText(attempts)))
+			}
+			break
+		}
+	}
+	return bad
+}
+
+// CheckGate checks that Redis agrees with PostgreSQL once reconciliation
+// has run: remaining = totalLimit - held, the same held orders for the
+// same customers, the same per-customer counts.
+func CheckGate(db DBState, g GateState) []string {
+	var bad []string
+	failf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	if !g.Loaded {
+		return []string{"the voucher is not loaded in Redis"}
+	}
+	held := map[string]int64{}
+	heldBy := map[int64]int{}
+	for _, r := range db.Rows {
+		if r.Held() {
+			held[r.OrderID] = r.Customer
+			heldBy[r.Customer]++
+		}
+	}
+	if want := int64(db.TotalLimit - len(held)); g.Remaining != want {
+		failf("Redis remaining %d, PostgreSQL totalLimit - held = %d", g.Remaining, want)
+	}
+	for _, id := range sortedKeys(held) {
+		c, ok := g.Holds[id]
+		switch {
+		case !ok:
+			failf("order %s is held in PostgreSQL (customer %d) but not in Redis", id, held[id])
+		case c != held[id]:
+			failf("order %s is customer %d's in PostgreSQL but %d's in Redis", id, held[id], c)
+		}
+	}
+	for _, id := range sortedKeys(g.Holds) {
+		if _, ok := held[id]; !ok {
+			failf("order %s holds a use in Redis (customer %d) but not in PostgreSQL", id, g.Holds[id])
+		}
+	}
+	custs := map[int64]bool{}
+	for c := range heldBy {
+		custs[c] = true
+	}
+	for c, n := range g.Users {
+		if n != 0 {
+			custs[c] = true
+		}
+	}
+	for _, c := range sortedKeys(custs) {
+		if g.Users[c] != heldBy[c] {
+			failf("customer %d holds %d in Redis, %d in PostgreSQL", c, g.Users[c], heldBy[c])
+		}
+	}
+	return bad
+}
+
+func opsText(ops []Op) string {
+	s := ""
+	for i, op := range ops {
+		if i == 12 {
+			s += fmt.Sprintf("    … %d more\n", len(ops)-i)
+			break
+		}
+		s += "    " + op.String() + "\n"
+	}
+	return s
+}
+
+func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}

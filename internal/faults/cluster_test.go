@@ -1,0 +1,455 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/redisgate"
+	"github.com/voucherd/voucherd/internal/testenv"
+)
+
+const (
+	apiToken   = "faults-api-token"
+	adminToken = "faults-admin-token"
+)
+
+// Write modes of a scenario.
+const (
+	modeStandard = "standard" // flashSale false: PostgreSQL only
+	modeSync     = "sync"     // flash, VOUCHERD_FLASH_WRITES=sync
+	modeKafka    = "kafka"    // flash, VOUCHERD_FLASH_WRITES=kafka, separate consumer
+)
+
+// cluster is one scenario's system: private PostgreSQL, Redis and (Kafka
+// mode) Kafka, two or more voucherd serve instances and, in Kafka mode, a
+// separate `voucherd consume` process.
+type cluster struct {
+	t         *testing.T
+	mode      string
+	dir       string
+	pg        *testenv.PGServer
+	dbURL     string
+	redis     *testenv.RedisServer
+	kafka     *testenv.KafkaBroker
+	instances []*proc
+	consumer  *proc
+
+	// down marks dependencies the nemesis has stopped, so that heal knows
+	// what to start again.
+	mu   sync.Mutex
+	down map[string]bool
+}
+
+// newCluster starts the dependencies and n instances for mode; extraEnv
+// is added to the voucherd processes' environment.
+func newCluster(t *testing.T, mode string, n int, extraEnv []string) *cluster {
+	t.Helper()
+	bin := voucherdBinary(t)
+	c := &cluster{t: t, mode: mode, dir: t.TempDir(), down: map[string]bool{}}
+	if os.Getenv("VOUCHERD_FAULTS_SAVE") != "" {
+		// Keep the voucherd logs beside the saved history.
+		dir, err := os.MkdirTemp("", "voucherd-faults-logs-")
+		require.NoError(t, err)
+		c.dir = dir
+		t.Logf("voucherd logs in %s", dir)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if mode == modeKafka {
+			// The JVM takes longest; start it while PostgreSQL starts.
+			c.kafka = testenv.NewKafka(t)
+		}
+	}()
+	c.pg = testenv.NewPostgres(t)
+	c.dbURL = c.pg.NewDatabase(t).URL
+	c.redis = testenv.NewRedis(t)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Kafka names allow [a-zA-Z0-9._-] only.
+	suffix := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, t.Name())
+	env := []string{
+		"VOUCHERD_DATABASE_URL=" + c.dbURL,
+		"VOUCHERD_REDIS_ADDR=" + c.redis.Addr,
+		"VOUCHERD_API_TOKEN=" + apiToken,
+		"VOUCHERD_ADMIN_TOKEN=" + adminToken,
+		// Long enough that nothing expires during a run: expiry would
+		// release holds the model does not know about.
+		"VOUCHERD_RESERVATION_TTL=30m",
+		"VOUCHERD_RECONCILE_INTERVAL=1s",
+		// Longer than the produce timeout (2s), so that a Kafka-mode hold
+		// whose event is still being produced is not taken for an orphan.
+		"VOUCHERD_RECONCILE_GRACE=3s",
+		"VOUCHERD_DB_MAX_CONNS=8",
+		"VOUCHERD_SHUTDOWN_TIMEOUT=2s",
+		"VOUCHERD_LOG_FORMAT=text",
+		"VOUCHERD_LOG_LEVEL=info",
+	}
+	switch mode {
+	case modeKafka:
+		env = append(env,
+			"VOUCHERD_FLASH_WRITES=kafka",
+			// Below the clients' patience, so that a reservation waiting on a
+			// dead broker is answered 503 rather than given up on.
+			"VOUCHERD_PRODUCE_TIMEOUT=500ms",
+			"VOUCHERD_KAFKA_BROKERS="+strings.Join(c.kafka.Brokers, ","),
+			"VOUCHERD_KAFKA_TOPIC=faults-"+suffix,
+			"VOUCHERD_KAFKA_DLQ_TOPIC=faults-"+suffix+"-dlq",
+			"VOUCHERD_KAFKA_GROUP=faults-"+suffix,
+			"VOUCHERD_CONSUMER=false",
+		)
+	default:
+		env = append(env, "VOUCHERD_FLASH_WRITES=sync")
+	}
+	base := os.Environ()[:0:0]
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "VOUCHERD_") {
+			base = append(base, kv)
+		}
+	}
+	env = append(append(base, env...), extraEnv...)
+
+	for i := 0; i < n; i++ {
+		p := &proc{
+			name: fmt.Sprintf("voucherd-%d", i), bin: bin, args: []string{"serve"},
+			logPath: filepath.Join(c.dir, fmt.Sprintf("voucherd-%d.log", i)),
+		}
+		c.instances = append(c.instances, p)
+		t.Cleanup(p.stop)
+		// One at a time, so that only the first one migrates. A port that
+		// another process took in the meantime is replaced.
+		var err error
+		for try := 0; try < 3; try++ {
+			addr := freeAddr(t)
+			p.addr = addr
+			p.env = append(append([]string(nil), env...), "VOUCHERD_ADDR="+addr)
+			if err = p.startUntilHealthy(60 * time.Second); err == nil || !strings.Contains(err.Error(), "address already in use") {
+				break
+			}
+			p.kill()
+		}
+		require.NoError(t, err)
+	}
+	if mode == modeKafka {
+		c.consumer = &proc{
+			name: "voucherd-consume", bin: bin, args: []string{"consume"},
+			env: env, logPath: filepath.Join(c.dir, "voucherd-consume.log"),
+		}
+		t.Cleanup(c.consumer.stop)
+		require.NoError(t, c.consumer.startUntilHealthy(30*time.Second))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range append(append([]*proc(nil), c.instances...), c.consumer) {
+				if p != nil {
+					t.Logf("%s log (%s), last lines:\n%s", p.name, p.logPath, tail(p.logPath))
+				}
+			}
+		}
+	})
+	return c
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// addrs returns the instances' addresses, for the clients' round robin.
+func (c *cluster) addrs() []string {
+	out := make([]string, len(c.instances))
+	for i, p := range c.instances {
+		out[i] = p.addr
+	}
+	return out
+}
+
+// admin sends an admin request to the first instance that answers.
+func (c *cluster) admin(ctx context.Context, method, path string, body any, out any) (int, error) {
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
+			return 0, err
+		}
+	}
+	var lastErr error
+	for _, addr := range c.addrs() {
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, bytes.NewReader(payload))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			lastErr = fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
+			continue
+		}
+		if out != nil && resp.StatusCode < 300 {
+			if err := json.Unmarshal(data, out); err != nil {
+				return resp.StatusCode, fmt.Errorf("%s %s: decode %s: %w", method, path, data, err)
+			}
+		}
+		if resp.StatusCode >= 300 {
+			return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
+		}
+		return resp.StatusCode, nil
+	}
+	return 0, lastErr
+}
+
+// createVoucher creates the scenario's voucher, valid from an hour ago for
+// a day.
+func (c *cluster) createVoucher(spec VoucherSpec, flash bool) {
+	c.t.Helper()
+	now := time.Now().UTC()
+	body := map[string]any{
+		"code": spec.Code, "discountAmount": 1000, "minOrderAmount": 0,
+		"totalLimit": spec.TotalLimit, "perUserLimit": spec.PerUserLimit,
+		"startsAt": now.Add(-time.Hour).Format(time.RFC3339), "endsAt": now.Add(24 * time.Hour).Format(time.RFC3339),
+		"flashSale": flash,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.admin(ctx, http.MethodPost, "/vouchers", body, nil)
+	require.NoError(c.t, err)
+	if flash {
+		_, err = c.admin(ctx, http.MethodPost, "/vouchers/"+spec.Code+"/warmup", nil, nil)
+		require.NoError(c.t, err)
+	}
+}
+
+// reconcileReport is the part of the admin reconciliation report the suite
+// reads.
+type reconcileReport struct {
+	Loaded            bool     `json:"loaded"`
+	Drift             int64    `json:"drift"`
+	RedisRemaining    int64    `json:"redisRemaining"`
+	ExpectedRemaining int64    `json:"expectedRemaining"`
+	InFlight          []string `json:"inFlight"`
+	Orphans           []string `json:"orphans"`
+	Stale             []string `json:"stale"`
+	Missing           []string `json:"missing"`
+	Uncommitted       []string `json:"uncommitted"`
+	Skipped           string   `json:"skipped"`
+}
+
+func (r reconcileReport) settled() bool {
+	return r.Loaded && r.Drift == 0 && len(r.InFlight) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 &&
+		len(r.Missing) == 0 && len(r.Uncommitted) == 0
+}
+
+// reconcile runs repairing reconciliations until a dry run finds Redis and
+// PostgreSQL in agreement, or timeout; it returns the rounds and the last
+// report.
+func (c *cluster) reconcile(code string, timeout time.Duration) (int, reconcileReport, error) {
+	deadline := time.Now().Add(timeout)
+	var last reconcileReport
+	var lastErr error
+	for round := 1; ; round++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.admin(ctx, http.MethodPost, "/vouchers/"+code+"/reconciliation", nil, nil)
+		if err == nil {
+			last = reconcileReport{}
+			_, err = c.admin(ctx, http.MethodGet, "/vouchers/"+code+"/reconciliation", nil, &last)
+		}
+		cancel()
+		lastErr = err
+		if err == nil && last.settled() {
+			return round, last, nil
+		}
+		if time.Now().After(deadline) {
+			if lastErr == nil {
+				lastErr = fmt.Errorf("not settled: %+v", last)
+			}
+			return round, last, lastErr
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// warmup loads the voucher into Redis again (after Redis lost it), retrying
+// while the instances answer 503 (a Kafka consumer still catching up).
+func (c *cluster) warmup(code string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.admin(ctx, http.MethodPost, "/vouchers/"+code+"/warmup", nil, nil)
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// dbState reads the voucher's final state from PostgreSQL.
+func (c *cluster) dbState(code string) DBState {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	require.NoError(c.t, err)
+	defer conn.Close(context.Background())
+	st := DBState{Rows: map[string]Row{}, Usage: map[int64]int{}}
+	err = conn.QueryRow(ctx, `SELECT total_limit, per_user_limit, used_count FROM voucher WHERE code = $1`, code).
+		Scan(&st.TotalLimit, &st.PerUserLimit, &st.UsedCount)
+	require.NoError(c.t, err)
+	rows, err := conn.Query(ctx, `SELECT order_id, customer_id, status FROM voucher_redemption WHERE voucher_code = $1`, code)
+	require.NoError(c.t, err)
+	for rows.Next() {
+		var r Row
+		require.NoError(c.t, rows.Scan(&r.OrderID, &r.Customer, &r.Status))
+		st.Rows[r.OrderID] = r
+	}
+	require.NoError(c.t, rows.Err())
+	rows, err = conn.Query(ctx, `SELECT customer_id, held FROM voucher_customer_usage WHERE voucher_code = $1`, code)
+	require.NoError(c.t, err)
+	for rows.Next() {
+		var cust int64
+		var held int
+		require.NoError(c.t, rows.Scan(&cust, &held))
+		st.Usage[cust] = held
+	}
+	require.NoError(c.t, rows.Err())
+	return st
+}
+
+// gateState reads the voucher's state from Redis with the gate's own
+// reader.
+func (c *cluster) gateState(code string) GateState {
+	c.t.Helper()
+	g, err := redisgate.New(redisgate.Config{Addrs: []string{c.redis.Addr}})
+	require.NoError(c.t, err)
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var gs GateState
+	for {
+		s, err := g.Inspect(ctx, code)
+		if err == nil {
+			gs = GateState{Loaded: s.Loaded, Remaining: s.Remaining, Users: map[int64]int{}, Holds: map[string]int64{}}
+			for cust, n := range s.Users {
+				gs.Users[cust] = int(n)
+			}
+			for id, h := range s.Orders {
+				if !h.Released {
+					gs.Holds[id] = h.CustomerID
+				}
+			}
+			return gs
+		}
+		// New connects in the background; give it a moment.
+		if ctx.Err() != nil {
+			require.NoError(c.t, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sample is one reading of the sampler.
+type sample struct {
+	at          time.Duration
+	held        int
+	usedCount   int
+	totalLimit  int
+	maxCustomer int
+	perUser     int
+}
+
+// sampler reads PostgreSQL every interval and records every reading where
+// more uses are held than totalLimit, or a customer holds more than
+// perUserLimit.
+type sampler struct {
+	mu         sync.Mutex
+	samples    int
+	errors     int
+	maxHeld    int
+	violations []sample
+}
+
+const sampleSQL = `
+WITH held AS (
+    SELECT customer_id FROM voucher_redemption
+    WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
+)
+SELECT (SELECT count(*) FROM held),
+       (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM held GROUP BY customer_id) x),
+       v.used_count, v.total_limit, v.per_user_limit
+FROM voucher v WHERE v.code = $1`
+
+func (s *sampler) run(ctx context.Context, dbURL, code string, every time.Duration) {
+	start := time.Now()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for waitCtx(ctx, every) {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		if conn == nil || conn.IsClosed() {
+			var err error
+			if conn, err = pgx.Connect(qctx, dbURL); err != nil {
+				conn = nil
+				cancel()
+				s.mu.Lock()
+				s.errors++
+				s.mu.Unlock()
+				continue
+			}
+		}
+		var r sample
+		err := conn.QueryRow(qctx, sampleSQL, code).Scan(&r.held, &r.maxCustomer, &r.usedCount, &r.totalLimit, &r.perUser)
+		cancel()
+		s.mu.Lock()
+		if err != nil {
+			s.errors++
+			if conn != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
+		} else {
+			s.samples++
+			s.maxHeld = max(s.maxHeld, r.held)
+			r.at = time.Since(start)
+			if r.held > r.totalLimit || r.usedCount > r.totalLimit || r.maxCustomer > r.perUser {
+				s.violations = append(s.violations, r)
+			}
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,465 @@
+package faults
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// VoucherSpec is what the model needs to know of the voucher under test.
+type VoucherSpec struct {
+	Code         string
+	TotalLimit   int
+	PerUserLimit int
+}
+
+// Order states in the model.
+const (
+	orderAbsent byte = iota
+	orderReserved
+	orderConfirmed
+	orderReleased
+)
+
+// modelState is one voucher's state: the uses left, each customer's held
+// count (one byte per customer index) and each order's state and owner (two
+// bytes per order index). Strings make it immutable and comparable with ==,
+// which porcupine's Step and cache need.
+type modelState struct {
+	remaining int32
+	cust      string
+	orders    string
+}
+
+func (s modelState) orderState(i int) (st byte, owner int) {
+	return s.orders[2*i], int(s.orders[2*i+1])
+}
+
+func (s modelState) withOrder(i int, st byte, owner int) string {
+	b := []byte(s.orders)
+	b[2*i], b[2*i+1] = st, byte(owner)
+	return string(b)
+}
+
+func (s modelState) withCust(i, delta int) string {
+	b := []byte(s.cust)
+	b[i] = byte(int(b[i]) + delta)
+	return string(b)
+}
+
+// modelInput is an operation as the model sees it, with dense indexes.
+type modelInput struct {
+	kind  Kind
+	cust  int // customer index (reserve) or -1
+	order int // order index
+	op    *Op // the recorded attempt, for messages
+}
+
+// modelOutput is an attempt's outcome.
+type modelOutput struct{ outcome Outcome }
+
+// Model is the sequential specification of one voucher (SPEC §2): reserve
+// takes a use when the orderId is new, the customer is under perUserLimit
+// and a use is left; a known orderId is replayed (ok), refused as
+// ORDER_CONFLICT (another customer) or ORDER_RELEASED; release gives the
+// use back once; confirm keeps it.
+//
+// Unknown outcomes are accepted and apply the operation (the history gives
+// them an open-ended return, so porcupine may also place them after
+// everything, which is "no effect"); Unavailable (503) is accepted and
+// changes nothing, as the contract promises.
+//
+// With strict false (the flash modes) OUT_OF_STOCK and ALREADY_USED are
+// accepted in any state, without effect: the Redis gate may refuse a use
+// that the model would grant (a hold whose write failed and is not yet
+// reconciled, the per-instance sold-out cache), which SPEC §2.5 allows as
+// temporary undersell. Everything that hands out a use or answers for an
+// orderId stays exact.
+type Model struct {
+	spec   VoucherSpec
+	strict bool
+	nCust  int
+	nOrder int
+	custID []int64  // index -> customerId
+	order  []string // index -> orderId
+}
+
+// Final tells what PostgreSQL holds for an order once the run is over and
+// every write has landed: its row, if any. It lets the checker drop
+// unknown attempts that provably had no lasting effect.
+type Final func(orderID string) (Row, bool)
+
+// NewModel builds the model of spec and the porcupine history of ops:
+// the attempts of one logical operation (Seq) become one operation when
+// they ended in success; otherwise each unknown attempt is an open-ended
+// operation, unless final proves it did nothing (see dropUnknown); 503s are
+// left out (they take nothing and tell nothing).
+func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []porcupine.Operation, error) {
+	m := &Model{spec: spec, strict: strict}
+	custIdx := map[int64]int{}
+	orderIdx := map[string]int{}
+	var hist []porcupine.Operation
+	for _, chain := range chains(spec.Code, ops) {
+		last := chain[len(chain)-1]
+		if last.Return < 0 {
+			return nil, nil, fmt.Errorf("op %v never finished", *last)
+		}
+		oi, ok := orderIdx[last.OrderID]
+		if !ok {
+			oi = len(m.order)
+			orderIdx[last.OrderID] = oi
+			m.order = append(m.order, last.OrderID)
+		}
+		ci := -1
+		if last.Kind == Reserve {
+			if ci, ok = custIdx[last.Customer]; !ok {
+				ci = len(m.custID)
+				custIdx[last.Customer] = ci
+				m.custID = append(m.custID, last.Customer)
+			}
+		}
+		add := func(op *Op, call, ret int64, out Outcome) {
+			hist = append(hist, porcupine.Operation{
+				ClientId: op.Client, Input: modelInput{kind: op.Kind, cust: ci, order: oi, op: op},
+				Output: modelOutput{out}, Call: call, Return: ret,
+			})
+		}
+		if last.Outcome == OK {
+			// A chain that ended in success took effect once, somewhere
+			// between its first attempt that may have acted and its end:
+			// earlier attempts' effects and the final one's are the same
+			// effect, and any of them coming later is a replay.
+			call := last.Call
+			for _, op := range chain {
+				if op.Outcome == Unknown && op.Call < call {
+					call = op.Call
+				}
+			}
+			add(last, call, last.Return, OK)
+			continue
+		}
+		for _, op := range chain {
+			switch op.Outcome {
+			case Unavailable:
+				// Takes nothing and answers nothing about the state.
+			case Unknown:
+				if !dropUnknown(op, final) {
+					add(op, op.Call, math.MaxInt64, Unknown)
+				}
+			default:
+				add(op, op.Call, op.Return, op.Outcome)
+			}
+		}
+	}
+	if len(m.custID) > 255 {
+		return nil, nil, fmt.Errorf("the model keeps owners in a byte: %d customers is too many", len(m.custID))
+	}
+	if spec.PerUserLimit > 255 {
+		return nil, nil, fmt.Errorf("the model keeps per-customer counts in a byte: perUserLimit %d is too large", spec.PerUserLimit)
+	}
+	m.nCust, m.nOrder = len(m.custID), len(m.order)
+	return m, hist, nil
+}
+
+// dropUnknown reports whether final proves that an unknown attempt left
+// no effect, so that the history need not carry an operation that may act
+// at any later moment (each of those multiplies porcupine's search).
+//
+// A use is only ever durable as a row: a reservation whose order has no
+// row of its customer at the end took nothing that lasted (in the flash
+// modes it may have held a Redis use for a while; that only refuses other
+// requests, which the flash model accepts anyway, and a replay of it would
+// have written the row). Likewise a release of an order whose row is not
+// RELEASED, and a confirm of one whose row is still RESERVED, did nothing.
+func dropUnknown(op *Op, final Final) bool {
+	if final == nil {
+		return false
+	}
+	row, ok := final(op.OrderID)
+	switch op.Kind {
+	case Reserve:
+		return !ok || row.Customer != op.Customer
+	case Release:
+		return !ok || row.Status != "RELEASED"
+	case Confirm:
+		return !ok || row.Status == "RESERVED"
+	}
+	return false
+}
+
+// chains groups the attempts on the voucher code by logical operation (Seq),
+// in invocation order, leaving out attempts that were never sent.
+func chains(code string, ops []Op) [][]*Op {
+	var out [][]*Op
+	bySeq := map[int]int{}
+	for i := range ops {
+		op := &ops[i]
+		if op.Voucher != code || op.Outcome == NotSent {
+			continue
+		}
+		if op.Seq == 0 {
+			out = append(out, []*Op{op})
+			continue
+		}
+		j, ok := bySeq[op.Seq]
+		if !ok {
+			j = len(out)
+			bySeq[op.Seq] = j
+			out = append(out, nil)
+		}
+		out[j] = append(out[j], op)
+	}
+	for _, c := range out {
+		sort.SliceStable(c, func(i, j int) bool { return c[i].Call < c[j].Call })
+	}
+	return out
+}
+
+func (m *Model) init() modelState {
+	return modelState{
+		remaining: int32(m.spec.TotalLimit),
+		cust:      strings.Repeat("\x00", m.nCust),
+		orders:    strings.Repeat("\x00", 2*m.nOrder),
+	}
+}
+
+// expectReserve returns what a reserve in state s must answer and the
+// state after it. alt is a second acceptable refusal when both limits
+// bind (PostgreSQL checks stock first, the Redis script the quota first).
+func (m *Model) expectReserve(s modelState, in modelInput) (want, alt Outcome, next modelState) {
+	st, owner := s.orderState(in.order)
+	if st != orderAbsent {
+		switch {
+		case owner != in.cust:
+			return OrderConflict, "", s
+		case st == orderReleased:
+			return OrderReleased, "", s
+		}
+		return OK, "", s
+	}
+	quotaFull := int(s.cust[in.cust]) >= m.spec.PerUserLimit
+	soldOut := s.remaining <= 0
+	switch {
+	case quotaFull && soldOut:
+		return OutOfStock, AlreadyUsed, s
+	case quotaFull:
+		return AlreadyUsed, "", s
+	case soldOut:
+		return OutOfStock, "", s
+	}
+	return OK, "", modelState{
+		remaining: s.remaining - 1,
+		cust:      s.withCust(in.cust, +1),
+		orders:    s.withOrder(in.order, orderReserved, in.cust),
+	}
+}
+
+func (m *Model) expectRelease(s modelState, in modelInput) (Outcome, modelState) {
+	st, owner := s.orderState(in.order)
+	switch st {
+	case orderAbsent:
+		return NotFound, s
+	case orderReleased:
+		return OK, s
+	}
+	return OK, modelState{
+		remaining: s.remaining + 1,
+		cust:      s.withCust(owner, -1),
+		orders:    s.withOrder(in.order, orderReleased, owner),
+	}
+}
+
+func (m *Model) expectConfirm(s modelState, in modelInput) (Outcome, modelState) {
+	st, owner := s.orderState(in.order)
+	switch st {
+	case orderAbsent:
+		return NotFound, s
+	case orderReleased:
+		return ReservationReleased, s
+	}
+	return OK, modelState{remaining: s.remaining, cust: s.cust, orders: s.withOrder(in.order, orderConfirmed, owner)}
+}
+
+func (m *Model) step(state, input, output any) (bool, any) {
+	s := state.(modelState)
+	in := input.(modelInput)
+	out := output.(modelOutput).outcome
+	var want, alt Outcome
+	var next modelState
+	switch in.kind {
+	case Reserve:
+		want, alt, next = m.expectReserve(s, in)
+	case Release:
+		want, next = m.expectRelease(s, in)
+	case Confirm:
+		want, next = m.expectConfirm(s, in)
+	default:
+		return false, s
+	}
+	switch {
+	case out == Unknown:
+		return true, next
+	case out == Unavailable:
+		return true, s
+	case out == want:
+		return true, next
+	case alt != "" && out == alt:
+		return true, s
+	case !m.strict && in.kind == Reserve && (out == OutOfStock || out == AlreadyUsed):
+		return true, s
+	}
+	return false, s
+}
+
+func hashState(state any) uint64 {
+	s := state.(modelState)
+	h := fnv.New64a()
+	var b [4]byte
+	b[0], b[1], b[2], b[3] = byte(s.remaining), byte(s.remaining>>8), byte(s.remaining>>16), byte(s.remaining>>24)
+	_, _ = h.Write(b[:])
+	_, _ = h.Write([]byte(s.cust))
+	_, _ = h.Write([]byte(s.orders))
+	return h.Sum64()
+}
+
+// describe renders a state compactly: remaining and the held orders.
+func (m *Model) describe(s modelState) string {
+	var held []string
+	for i := 0; i < m.nOrder; i++ {
+		st, owner := s.orderState(i)
+		switch st {
+		case orderReserved:
+			held = append(held, fmt.Sprintf("%s/c%d", m.order[i], m.custID[owner]))
+		case orderConfirmed:
+			held = append(held, fmt.Sprintf("%s/c%d(C)", m.order[i], m.custID[owner]))
+		}
+	}
+	sort.Strings(held)
+	return fmt.Sprintf("remaining=%d held(%d)=[%s]", s.remaining, len(held), strings.Join(held, " "))
+}
+
+// Porcupine returns the porcupine model.
+func (m *Model) Porcupine() porcupine.Model {
+	return porcupine.Model{
+		Init:  func() any { return m.init() },
+		Step:  m.step,
+		Hash:  hashState,
+		Equal: func(a, b any) bool { return a.(modelState) == b.(modelState) },
+		DescribeOperation: func(input, output any) string {
+			in := input.(modelInput)
+			return fmt.Sprintf("%s(c%d, %s) -> %s", in.kind, in.op.Customer, in.op.OrderID, output.(modelOutput).outcome)
+		},
+		DescribeState: func(state any) string { return m.describe(state.(modelState)) },
+	}
+}
+
+// LinResult is the outcome of a linearizability check.
+type LinResult struct {
+	Result   porcupine.CheckResult
+	Ops      int
+	Unknown  int
+	Took     time.Duration
+	Strict   bool
+	Info     porcupine.LinearizationInfo
+	Model    porcupine.Model
+	Explain  string // for Illegal: the longest legal prefix and the op that cannot follow it
+	Rendered string
+}
+
+// CheckLinearizable checks the voucher's operations in ops against the
+// model, within timeout (porcupine.Unknown when it runs out). final may be
+// nil.
+func CheckLinearizable(spec VoucherSpec, strict bool, ops []Op, final Final, timeout time.Duration) (LinResult, error) {
+	m, hist, err := NewModel(spec, strict, ops, final)
+	if err != nil {
+		return LinResult{}, err
+	}
+	res := LinResult{Ops: len(hist), Strict: strict, Model: m.Porcupine()}
+	for _, h := range hist {
+		if h.Return == math.MaxInt64 {
+			res.Unknown++
+		}
+	}
+	began := time.Now()
+	res.Result, res.Info = porcupine.CheckOperationsVerbose(res.Model, hist, timeout)
+	res.Took = time.Since(began)
+	if res.Result == porcupine.Illegal {
+		res.Explain = m.explain(hist, res.Info)
+	}
+	return res, nil
+}
+
+// explain replays the longest partial linearization porcupine found and
+// names the operations that could not be placed after it: the ones whose
+// return comes first among those left.
+func (m *Model) explain(hist []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	parts := info.PartialLinearizationsOperations()
+	if len(parts) == 0 {
+		return "porcupine returned no partial linearization"
+	}
+	var longest []porcupine.Operation
+	for _, p := range parts {
+		for _, lin := range p {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	s := m.init()
+	placed := map[*Op]bool{}
+	for _, op := range longest {
+		_, next := m.step(s, op.Input, op.Output)
+		s = next.(modelState)
+		placed[op.Input.(modelInput).op] = true
+	}
+	var left []porcupine.Operation
+	for _, op := range hist {
+		if !placed[op.Input.(modelInput).op] {
+			left = append(left, op)
+		}
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].Return < left[j].Return })
+	var b strings.Builder
+	fmt.Fprintf(&b, "longest linearizable prefix: %d of %d operations; state after it: remaining=%d\n", len(longest), len(hist), s.remaining)
+	if n := len(longest); n > 0 {
+		fmt.Fprintf(&b, "last operations of that prefix:\n")
+		for _, op := range longest[max(0, n-5):] {
+			fmt.Fprintf(&b, "    %v\n", *op.Input.(modelInput).op)
+		}
+	}
+	fmt.Fprintf(&b, "operations that cannot be placed next (earliest returns first):\n")
+	for i, op := range left {
+		if i == 5 {
+			break
+		}
+		in := op.Input.(modelInput)
+		var want Outcome
+		switch in.kind {
+		case Reserve:
+			want, _, _ = m.expectReserve(s, in)
+			fmt.Fprintf(&b, "    %v\n      model: order %s, customer %d holds %d of %d, remaining %d -> expected %s\n",
+				*in.op, m.orderDesc(s, in.order), in.op.Customer, s.cust[in.cust], m.spec.PerUserLimit, s.remaining, want)
+		case Release:
+			want, _ = m.expectRelease(s, in)
+			fmt.Fprintf(&b, "    %v\n      model: order %s -> expected %s\n", *in.op, m.orderDesc(s, in.order), want)
+		case Confirm:
+			want, _ = m.expectConfirm(s, in)
+			fmt.Fprintf(&b, "    %v\n      model: order %s -> expected %s\n", *in.op, m.orderDesc(s, in.order), want)
+		}
+	}
+	return b.String()
+}
+
+func (m *Model) orderDesc(s modelState, i int) string {
+	st, owner := s.orderState(i)
+	name := [...]string{"absent", "RESERVED", "CONFIRMED", "RELEASED"}[st]
+	if st == orderAbsent {
+		return name
+	}
+	return fmt.Sprintf("%s by customer %d", name, m.custID[owner])
+}

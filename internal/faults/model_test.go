@@ -1,0 +1,236 @@
+package faults
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+)
+
+// seq builds a sequential history: each op returns before the next starts.
+func seq(ops ...Op) []Op {
+	for i := range ops {
+		ops[i].ID = i
+		ops[i].Voucher = "V"
+		ops[i].Call = int64(10 * i)
+		ops[i].Return = int64(10*i + 5)
+	}
+	return ops
+}
+
+func res(cust int64, order string, out Outcome) Op {
+	return Op{Kind: Reserve, Customer: cust, OrderID: order, Outcome: out}
+}
+
+func rel(order string, out Outcome) Op { return Op{Kind: Release, OrderID: order, Outcome: out} }
+
+func conf(order string, out Outcome) Op { return Op{Kind: Confirm, OrderID: order, Outcome: out} }
+
+func TestModelRules(t *testing.T) {
+	t.Parallel()
+	spec := VoucherSpec{Code: "V", TotalLimit: 2, PerUserLimit: 1}
+	tests := []struct {
+		name   string
+		strict bool
+		ops    []Op
+		want   porcupine.CheckResult
+	}{
+		{"take until sold out", true, seq(res(1, "a", OK), res(2, "b", OK), res(3, "c", OutOfStock)), porcupine.Ok},
+		{"oversell", false, seq(res(1, "a", OK), res(2, "b", OK), res(3, "c", OK)), porcupine.Illegal},
+		{"quota", true, seq(res(1, "a", OK), res(1, "b", AlreadyUsed)), porcupine.Ok},
+		{"quota broken", false, seq(res(1, "a", OK), res(1, "b", OK)), porcupine.Illegal},
+		{"replay takes nothing", true, seq(res(1, "a", OK), res(1, "a", OK), res(2, "b", OK), res(3, "c", OutOfStock)), porcupine.Ok},
+		{"retry took a second use", false, seq(res(1, "a", OK), res(1, "a", OK), res(2, "b", OK), res(3, "c", OK)), porcupine.Illegal},
+		{"conflict", true, seq(res(1, "a", OK), res(2, "a", OrderConflict)), porcupine.Ok},
+		{"conflict missed", false, seq(res(1, "a", OK), res(2, "a", OK)), porcupine.Illegal},
+		{"release gives back", true, seq(res(1, "a", OK), res(2, "b", OK), rel("a", OK), res(3, "c", OK), res(4, "d", OutOfStock)), porcupine.Ok},
+		{"release twice gives back once", false, seq(res(1, "a", OK), res(2, "b", OK), rel("a", OK), rel("a", OK), res(3, "c", OK), res(4, "d", OK)), porcupine.Illegal},
+		{"released order stays released", true, seq(res(1, "a", OK), rel("a", OK), res(1, "a", OrderReleased)), porcupine.Ok},
+		{"released order taken again", false, seq(res(1, "a", OK), rel("a", OK), res(1, "a", OK)), porcupine.Illegal},
+		{"release of unknown order", true, seq(rel("a", NotFound)), porcupine.Ok},
+		{"release of held order not found", false, seq(res(1, "a", OK), rel("a", NotFound)), porcupine.Illegal},
+		{"confirm", true, seq(res(1, "a", OK), conf("a", OK), conf("a", OK), rel("a", OK), conf("a", ReservationReleased)), porcupine.Ok},
+		{"strict refuses undersell", true, seq(res(1, "a", OutOfStock)), porcupine.Illegal},
+		{"relaxed allows undersell", false, seq(res(1, "a", OutOfStock), res(2, "b", AlreadyUsed)), porcupine.Ok},
+		{"503 takes nothing", true, seq(res(1, "a", Unavailable), res(2, "b", OK), res(3, "c", OK)), porcupine.Ok},
+		{"both limits bind: either refusal", true, seq(res(1, "a", OK), res(2, "b", OK), res(1, "c", OutOfStock), res(1, "d", AlreadyUsed)), porcupine.Ok},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := CheckLinearizable(spec, tc.strict, tc.ops, nil, 10*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r.Result, r.Explain)
+			if tc.want == porcupine.Illegal {
+				require.Contains(t, r.Explain, "cannot be placed")
+			}
+		})
+	}
+}
+
+// TestUnknownIsOpenEnded: an attempt that timed out may have taken effect
+// at any moment after its call, or never.
+func TestUnknownIsOpenEnded(t *testing.T) {
+	t.Parallel()
+	spec := VoucherSpec{Code: "V", TotalLimit: 1, PerUserLimit: 1}
+
+	// It took the last use: a later reservation is refused.
+	ops := seq(res(1, "a", Unknown), res(2, "b", OutOfStock))
+	r, err := CheckLinearizable(spec, true, ops, nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Ok, r.Result)
+	require.Equal(t, 1, r.Unknown)
+
+	// It never took effect: a later reservation gets the use.
+	ops = seq(res(1, "a", Unknown), res(2, "b", OK))
+	r, err = CheckLinearizable(spec, true, ops, nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Ok, r.Result)
+
+	// It took effect late, after b was released: its retry is a replay.
+	ops = seq(res(1, "a", Unknown), res(2, "b", OK), rel("b", OK), res(1, "a", OK), res(3, "c", OutOfStock))
+	r, err = CheckLinearizable(spec, true, ops, nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Ok, r.Result)
+
+	// But it cannot explain two uses held at once.
+	ops = seq(res(1, "a", Unknown), res(2, "b", OK), res(1, "a", OK))
+	r, err = CheckLinearizable(spec, false, ops, nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Illegal, r.Result)
+}
+
+// TestCheckThenActIsCaught builds the history a reserve path that checks
+// the count and takes the use in two steps produces under concurrency: two
+// overlapping reservations both see one use left and both succeed.
+func TestCheckThenActIsCaught(t *testing.T) {
+	t.Parallel()
+	spec := VoucherSpec{Code: "V", TotalLimit: 1, PerUserLimit: 1}
+	ops := []Op{
+		{Kind: Reserve, Voucher: "V", Customer: 1, OrderID: "a", Call: 0, Return: 10, Outcome: OK},
+		{Kind: Reserve, Voucher: "V", Customer: 2, OrderID: "b", Call: 1, Return: 11, Outcome: OK},
+	}
+	r, err := CheckLinearizable(spec, false, ops, nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Illegal, r.Result)
+}
+
+// TestModelScales runs the checker on a random concurrent history of the
+// size and shape the suite produces (eight clients, one operation at a
+// time each, some attempts timing out and retried with the same orderId),
+// generated by a correct voucher whose every attempt acts at its call, so
+// that the check must find it linearizable, and fast.
+func TestModelScales(t *testing.T) {
+	t.Parallel()
+	for _, strict := range []bool{true, false} {
+		spec := VoucherSpec{Code: "V", TotalLimit: 40, PerUserLimit: 2}
+		ops := simulate(spec, rand.New(rand.NewPCG(1, 2)), 3000, 8)
+		began := time.Now()
+		r, err := CheckLinearizable(spec, strict, ops, nil, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, porcupine.Ok, r.Result, r.Explain)
+		t.Logf("strict=%v: checked %d attempts as %d operations (%d open-ended) in %s", strict, len(ops), r.Ops, r.Unknown, time.Since(began))
+	}
+}
+
+// simulate runs a correct sequential voucher with n attempts from clients
+// concurrent clients and returns the history they saw.
+func simulate(spec VoucherSpec, rnd *rand.Rand, n, clients int) []Op {
+	type order struct {
+		id     string
+		cust   int64
+		status byte
+	}
+	orders := map[string]*order{}
+	var live []*order // held orders, for releases
+	remaining := spec.TotalLimit
+	cust := map[int64]int{}
+	type pending struct {
+		kind  Kind
+		order *order
+		cust  int64
+		seq   int
+	}
+	free := make([]int64, clients)
+	cur := make([]*pending, clients)
+	seq := 0
+	var ops []Op
+	for len(ops) < n {
+		c := 0
+		for j := range free {
+			if free[j] < free[c] {
+				c = j
+			}
+		}
+		now := free[c]
+		p := cur[c]
+		if p == nil {
+			seq++
+			p = &pending{seq: seq}
+			if r := rnd.IntN(10); r < 6 || len(live) == 0 {
+				o := &order{id: "o" + strconv.Itoa(seq), cust: int64(1 + rnd.IntN(30))}
+				orders[o.id] = o
+				p.kind, p.order, p.cust = Reserve, o, o.cust
+			} else {
+				k := rnd.IntN(len(live))
+				p.kind, p.order = Release, live[k]
+				live = append(live[:k], live[k+1:]...)
+			}
+			cur[c] = p
+		}
+		// The attempt acts now, at its call.
+		o := p.order
+		var out Outcome
+		switch p.kind {
+		case Reserve:
+			switch {
+			case o.status == orderReserved:
+				out = OK
+			case cust[o.cust] >= spec.PerUserLimit:
+				out = AlreadyUsed
+			case remaining == 0:
+				out = OutOfStock
+			default:
+				out = OK
+				o.status = orderReserved
+				remaining--
+				cust[o.cust]++
+			}
+		case Release:
+			out = OK
+			if o.status == orderReserved {
+				o.status = orderReleased
+				remaining++
+				cust[o.cust]--
+			}
+		}
+		op := Op{ID: len(ops), Seq: p.seq, Client: c, Voucher: "V", Kind: p.kind, Customer: p.cust,
+			OrderID: o.id, Call: now, Return: now + 5 + int64(rnd.IntN(40)), Outcome: out}
+		if rnd.IntN(20) == 0 {
+			// The client gives up on this attempt (whatever it did) and
+			// retries the same operation.
+			op.Outcome = Unknown
+			op.Return = now + 60
+		} else {
+			cur[c] = nil
+			if p.kind == Reserve && out == OK && o.status == orderReserved && !contains(live, o) {
+				live = append(live, o)
+			}
+		}
+		free[c] = op.Return + int64(rnd.IntN(5))
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+func contains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
