@@ -6,6 +6,9 @@ GO      ?= go
 ARGS    ?=
 PKGS    ?= ./...
 TIMEOUT ?= 40m
+# Packages with shared state across goroutines; make test runs them again
+# under the race detector.
+RACE_PKGS ?= ./internal/pgstore ./internal/redisgate ./internal/voucher ./internal/kafkalog ./internal/live ./internal/bench ./client
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build run test test-race test-faults bench lint
@@ -23,9 +26,12 @@ build: ## build bin/voucherd
 run: deps build ## run voucherd dev (local PostgreSQL and Redis; ARGS=--kafka adds Kafka)
 	bin/voucherd dev $(ARGS)
 
-test: deps ## go vet and the whole test suite against real services
+test: deps ## gofmt, go vet, the whole test suite against real services, and -race on the concurrent packages
+	@out="$$(gofmt -l .)"; \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(RACE_PKGS)
 
 test-race: deps ## the internal packages' tests with the race detector
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) ./internal/...

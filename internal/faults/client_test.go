@@ -92,14 +92,15 @@ func (c *client) attempt(op Op, timeout time.Duration) Outcome {
 // classify turns a response into an outcome.
 func classify(kind Kind, status int, body []byte) (Outcome, string) {
 	var e struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
+		Error          string `json:"error"`
+		Message        string `json:"message"`
+		OutcomeUnknown bool   `json:"outcomeUnknown"`
 	}
 	_ = json.Unmarshal(body, &e)
 	switch {
 	case status == http.StatusCreated && kind == Reserve, status == http.StatusOK && kind != Reserve:
 		return OK, ""
-	case status == http.StatusServiceUnavailable && strings.Contains(e.Message, "may or may not"):
+	case status == http.StatusServiceUnavailable && e.OutcomeUnknown:
 		// Kafka mode after a produce timeout: the service itself says the
 		// event may still land, so this 503 is not "nothing was taken".
 		return Unknown, "ambiguous 503: " + e.Message
