@@ -26,12 +26,14 @@ build: ## build bin/voucherd
 run: deps build ## run voucherd dev (local PostgreSQL and Redis; ARGS=--kafka adds Kafka)
 	bin/voucherd dev $(ARGS)
 
-test: deps ## gofmt, go vet, the whole test suite against real services, and -race on the concurrent packages
+test: deps ## gofmt, go vet, the whole suite against real services, -race on the concurrent packages, combining off
 	@out="$$(gofmt -l .)"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(RACE_PKGS)
+	@echo "--- again with PostgreSQL write combining off (both write paths keep every invariant)"
+	VOUCHERD_TEST_COMBINING=off $(GO) test -count=1 -timeout $(TIMEOUT) ./internal/pgstore ./cmd/voucherd
 
 test-race: deps ## the internal packages' tests with the race detector
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) ./internal/...

@@ -67,6 +67,20 @@ var modes = []struct {
 	{"flash-kafka", stackOptions{flash: true, kafka: true}},
 }
 
+// combineWritesFromEnv is on (as in production) unless
+// VOUCHERD_TEST_COMBINING=off: make test runs the suite both ways.
+func combineWritesFromEnv(t testing.TB) bool {
+	switch v := os.Getenv("VOUCHERD_TEST_COMBINING"); v {
+	case "", "on":
+		return true
+	case "off":
+		return false
+	default:
+		t.Fatalf("VOUCHERD_TEST_COMBINING must be on or off, got %q", v)
+		return false
+	}
+}
+
 func newStack(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	if opts.kafka {
@@ -84,6 +98,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		LogFormat: "text", LogLevel: "warn", MaxDBConns: 40, VoucherCacheTTL: time.Second,
 		ProduceTimeout: 2 * time.Second, WriteTimeout: 5 * time.Second,
 		KafkaPartitions: 3, RunConsumer: true, ReconcileGrace: 30 * time.Second,
+		CombineWrites: combineWritesFromEnv(t),
 	}
 	if cfg.ReservationTTL == 0 {
 		cfg.ReservationTTL = 15 * time.Minute

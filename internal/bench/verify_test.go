@@ -268,3 +268,25 @@ func TestRunVerifiesWhenConfigured(t *testing.T) {
 	require.False(t, rep.OK())
 	requireViolation(t, rep.Verification, "voucher row missing")
 }
+
+// TestReportOK checks which reports pass: a reserve run only once verified
+// clean, a no-op run always (it has nothing to verify).
+func TestReportOK(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		rep  Report
+		want bool
+	}{
+		{"noop", Report{Target: RouteNoop}, true},
+		{"reserve, not verified", Report{Target: RouteReserve}, false},
+		{"reserve, verified clean", Report{Target: RouteReserve, Verification: &Verification{}}, true},
+		{"reserve, violations", Report{Target: RouteReserve, Verification: &Verification{Violations: []string{"oversold"}}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, tc.rep.OK())
+		})
+	}
+}
