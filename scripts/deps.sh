@@ -73,8 +73,8 @@ if ! have apt-get; then
 		echo "deps.sh: missing:"
 		printf '  - %s\n' "${missing[@]}"
 		echo "install them with your package manager; on macOS with Homebrew:"
-		echo "  brew install postgresql@16 redis openjdk@17 maven"
-		echo "then make sure initdb, postgres, redis-server, redis-cli, java and mvn are on PATH."
+		echo "  brew install postgresql@16 redis openjdk@17 maven && brew install --cask chromium"
+		echo "then make sure initdb, postgres, redis-server, redis-cli, java, mvn and chromium are on PATH."
 	} >&2
 	exit 1
 fi
