@@ -8,6 +8,8 @@ PKGS    ?= ./...
 TIMEOUT ?= 40m
 # Packages with shared state across goroutines; make test runs them again
 # under the race detector.
+# Tests write artifacts here (the live page's screenshot from headless Chromium).
+export VOUCHERD_TEST_ARTIFACTS ?= $(CURDIR)/test-artifacts
 RACE_PKGS ?= ./internal/pgstore ./internal/redisgate ./internal/voucher ./internal/kafkalog ./internal/live ./internal/bench ./client
 
 .DEFAULT_GOAL := help
