@@ -130,9 +130,19 @@ func newCluster(t *testing.T, mode string, n int, extraEnv []string) *cluster {
 			base = append(base, kv)
 		}
 	}
-	env = append(append(base, env...), extraEnv...)
+	common := append(base, env...)
+	env = append(append([]string(nil), common...), extraEnv...)
 
 	for i := 0; i < n; i++ {
+		// Both PostgreSQL write paths run side by side: the first instance
+		// combines concurrent reservations of a voucher into one
+		// transaction (the default), the others write each on its own,
+		// where several transactions race on the voucher row.
+		ienv := append([]string(nil), common...)
+		if i > 0 {
+			ienv = append(ienv, "VOUCHERD_COMBINE_WRITES=false")
+		}
+		ienv = append(ienv, extraEnv...)
 		p := &proc{
 			name: fmt.Sprintf("voucherd-%d", i), bin: bin, args: []string{"serve"},
 			logPath: filepath.Join(c.dir, fmt.Sprintf("voucherd-%d.log", i)),
@@ -145,7 +155,7 @@ func newCluster(t *testing.T, mode string, n int, extraEnv []string) *cluster {
 		for try := 0; try < 3; try++ {
 			addr := freeAddr(t)
 			p.addr = addr
-			p.env = append(append([]string(nil), env...), "VOUCHERD_ADDR="+addr)
+			p.env = append(append([]string(nil), ienv...), "VOUCHERD_ADDR="+addr)
 			if err = p.startUntilHealthy(60 * time.Second); err == nil || !strings.Contains(err.Error(), "address already in use") {
 				break
 			}

@@ -134,7 +134,7 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	hist := NewHistory()
 	w := &workload{
 		spec: spec, hist: hist, addrs: c.addrs, clients: 8, customers: customers,
-		attemptTimeout: 800 * time.Millisecond, shortTimeouts: 0.03, think: 15 * time.Millisecond, seed: sc.seed,
+		attemptTimeout: 800 * time.Millisecond, shortTimeouts: 0.03, think: 15 * time.Millisecond, rush: 1500 * time.Millisecond, seed: sc.seed,
 	}
 
 	// The schedule: in the short form three faults of the mode, one at a

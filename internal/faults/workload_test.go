@@ -29,7 +29,11 @@ type workload struct {
 	attemptTimeout time.Duration
 	shortTimeouts  float64
 	think          time.Duration
-	seed           uint64
+	// rush is how long the clients start without thinking, as a flash
+	// sale's opening does: reservations overlap on the voucher row, where
+	// a check-then-act write path loses updates.
+	rush time.Duration
+	seed uint64
 
 	seq        atomic.Int64
 	unresolved atomic.Int64
@@ -65,8 +69,11 @@ func (w *workload) run(soft context.Context, hardDeadline time.Time) {
 func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Rand) {
 	var held, mine []ownedOrder
 	n := 0
+	rushUntil := time.Now().Add(w.rush)
 	for soft.Err() == nil {
-		time.Sleep(time.Duration(rnd.Int64N(int64(w.think) + 1)))
+		if time.Now().After(rushUntil) {
+			time.Sleep(time.Duration(rnd.Int64N(int64(w.think) + 1)))
+		}
 		switch r := rnd.IntN(100); {
 		case r < 55 || len(held) == 0:
 			n++

@@ -560,6 +560,50 @@ func waitBatchBlocked(t testing.TB, s *pgstore.Store) {
 	})
 }
 
+// A use is given back after the batch read the voucher, by a customer of the
+// batch whose counter the batch waits for. The batch sees that customer's
+// counter after the release, so it must see the stock after it too: it
+// decides on the voucher as it is once the counters are locked, and grants
+// both elements. (Deciding stock on the earlier read refused the second
+// element while two uses were free: not linearizable, found by the fault
+// suite, docs/faults.md finding 6.)
+func TestReserveBatchStockGrowsUnderIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
+	newVoucher(t, s, "GROW", 2, 1)
+	_, err := s.Reserve(ctx, request("GROW", 10, "o-old"), now, ttl)
+	require.NoError(t, err)
+
+	other, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Rollback(ctx) })
+	_, err = other.Exec(ctx, `SELECT 1 FROM voucher_customer_usage WHERE voucher_code = 'GROW' AND customer_id = 10 FOR UPDATE`)
+	require.NoError(t, err)
+
+	type result struct {
+		answers []answer
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := reserveBatchSQL(ctx, s, "GROW", now, []elem{el(10, "o1"), el(11, "o2")})
+		done <- result{a, err}
+	}()
+	waitBatchBlocked(t, s)
+	// Customer 10 gives its use back while the batch waits for its counter.
+	_, err = other.Exec(ctx, `SELECT voucherd_release('GROW', 'o-old', $1)`, now)
+	require.NoError(t, err)
+	require.NoError(t, other.Commit(ctx))
+
+	res := <-done
+	require.NoError(t, res.err)
+	require.Equal(t, []string{"ok", "ok"}, shorts(res.answers))
+	st := readState(t, s, "GROW")
+	require.Equal(t, counts{UsedCount: 2, Held: 2, Rows: 3, UsageRows: 2, CustomerSum: 2}, st.Counts)
+	require.Equal(t, map[int64]int32{10: 1, 11: 1}, st.Counters)
+}
+
 // Other writers take uses after the batch read the voucher: the batch grants
 // only what the locked row still has, and decides again as if the elements
 // had run after those writers.
