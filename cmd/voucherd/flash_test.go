@@ -354,7 +354,12 @@ func TestKafkaRedisLostBeforeConsumerAppliedAnswers503NotFound(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return s.do(http.MethodPost, "/vouchers/"+code+"/reservations/lost-1/confirm", nil).status == http.StatusOK
 	}, 30*time.Second, 200*time.Millisecond)
-	// Once caught up, an unknown orderId is a plain 404 again.
+	// The row is committed before the consumer commits its offset; until
+	// the offset is committed the service still (rightly) counts the event
+	// as unapplied. Wait for that, then an unknown orderId is a plain 404.
+	require.Eventually(t, func() bool {
+		return s.app.kafka.log.CaughtUp(context.Background()) == nil
+	}, 30*time.Second, 100*time.Millisecond)
 	r := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/never/confirm", nil)
 	require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
 	st := s.state(code)
