@@ -75,11 +75,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		}
 		gate = a.gate
 	}
-	var soldOutHits func() uint64
+	counts := metrics.Counts{StatementReruns: a.store.StatementReruns}
 	if a.gate != nil {
-		soldOutHits = a.gate.SoldOutHits
+		counts.SoldOutHits = a.gate.SoldOutHits
 	}
-	a.metrics = metrics.New(soldOutHits)
+	a.metrics = metrics.New(counts)
 	if gate != nil {
 		gate = a.metrics.InstrumentGate(gate)
 	}

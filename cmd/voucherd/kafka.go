@@ -156,7 +156,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	cfg.RunConsumer = true
-	k, err := openKafka(ctx, cfg, store, metrics.New(nil), log)
+	k, err := openKafka(ctx, cfg, store, metrics.New(metrics.Counts{StatementReruns: store.StatementReruns}), log)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 			resp.Body.Close()
 			require.Contains(t, string(body), fmt.Sprintf(`voucherd_reservations_total{mode=%q,outcome="ok"} 2`, mode))
 			require.Contains(t, string(body), "voucherd_http_request_duration_seconds_bucket")
+			require.Contains(t, string(body), "voucherd_postgres_statement_reruns_total 0")
 		})
 	}
 }

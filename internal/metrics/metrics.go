@@ -27,6 +27,7 @@ type Metrics struct {
 	ReserveDuration  *prometheus.HistogramVec
 	GateDecisions    *prometheus.CounterVec
 	SoldOutCacheHits prometheus.CounterFunc
+	StatementReruns  prometheus.CounterFunc
 	Compensations    *prometheus.CounterVec
 	ExpiryReleases   prometheus.Counter
 	DependencyErrors *prometheus.CounterVec
@@ -39,9 +40,19 @@ type Metrics struct {
 	ThresholdEvents  *prometheus.CounterVec
 }
 
-// New registers the collectors on a fresh registry. soldOutHits reads the
-// gate's local sold-out cache hit count (nil when there is no gate).
-func New(soldOutHits func() uint64) *Metrics {
+// Counts are counters kept by other packages, read at each scrape; a nil
+// func reads as zero.
+type Counts struct {
+	// SoldOutHits reads the gate's local sold-out cache hit count (nil when
+	// there is no gate).
+	SoldOutHits func() uint64
+	// StatementReruns reads how many PostgreSQL write statements were run
+	// again after the server rolled them back (pgstore.Store.StatementReruns).
+	StatementReruns func() uint64
+}
+
+// New registers the collectors on a fresh registry.
+func New(counts Counts) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
@@ -61,13 +72,14 @@ func New(soldOutHits func() uint64) *Metrics {
 	m.GateDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "gate_decisions_total", Help: "Redis gate answers by outcome.",
 	}, []string{"outcome"})
-	if soldOutHits == nil {
-		soldOutHits = func() uint64 { return 0 }
-	}
 	m.SoldOutCacheHits = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "soldout_cache_hits_total",
 		Help: "Reservations answered OUT_OF_STOCK from the in-process sold-out cache without calling Redis.",
-	}, func() float64 { return float64(soldOutHits()) })
+	}, readCount(counts.SoldOutHits))
+	m.StatementReruns = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "postgres_statement_reruns_total",
+		Help: "PostgreSQL write statements run again because the server rolled them back for a reason of its own (deadlock, serialization failure, multixact check).",
+	}, readCount(counts.StatementReruns))
 	m.Compensations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "gate_compensations_total",
 		Help: "Uses given back to the gate because the durable write failed.",
@@ -102,11 +114,19 @@ func New(soldOutHits func() uint64) *Metrics {
 		Namespace: "voucherd", Name: "threshold_events_total", Help: "Low-stock and sold-out crossings, by type.",
 	}, []string{"type"})
 	for _, c := range []prometheus.Collector{m.RequestDuration, m.Reservations, m.ReserveDuration, m.GateDecisions,
-		m.SoldOutCacheHits, m.Compensations, m.ExpiryReleases, m.DependencyErrors, m.DependencyTime,
+		m.SoldOutCacheHits, m.StatementReruns, m.Compensations, m.ExpiryReleases, m.DependencyErrors, m.DependencyTime,
 		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.Drift, m.DriftRepairs, m.ThresholdEvents} {
 		f(c)
 	}
 	return m
+}
+
+// readCount adapts a count read to a CounterFunc's function; nil reads zero.
+func readCount(read func() uint64) func() float64 {
+	if read == nil {
+		return func() float64 { return 0 }
+	}
+	return func() float64 { return float64(read()) }
 }
 
 // Handler serves the registry in the Prometheus text format.

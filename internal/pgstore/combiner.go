@@ -293,7 +293,7 @@ func (s *Store) writeBatch(code string, batch []*pending) {
 		p.res, p.err = s.reserveOne(ctx, p.req, p.now, p.ttl)
 		return
 	}
-	err := s.reserveBatch(ctx, code, batch)
+	err := s.rerunRolledBack(ctx, func() error { return s.reserveBatch(ctx, code, batch) })
 	if state, _ := pgCode(err); state == sqlstateBatchRetry {
 		for _, p := range batch {
 			p.res, p.err = s.reserveOne(ctx, p.req, p.now, p.ttl)
@@ -378,9 +378,11 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 func (s *Store) reserveOne(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
 	var res voucher.Reservation
 	var used, total int32
-	err := scanRedemption(s.pool.QueryRow(ctx, qReserve,
-		r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
-		pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay, &used, &total)
+	err := s.rerunRolledBack(ctx, func() error {
+		return scanRedemption(s.pool.QueryRow(ctx, qReserve,
+			r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
+			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay, &used, &total)
+	})
 	if err != nil {
 		return voucher.Reservation{}, interpretError(err)
 	}

@@ -881,5 +881,6 @@ func TestReserveBatchInstancesStress(t *testing.T) {
 	}
 	assertConsistent(t, stores[0], "HOT")
 	assertConsistent(t, stores[0], "KAFKA")
-	t.Logf("HOT: %+v", readCounts(t, stores[0], "HOT"))
+	t.Logf("HOT: %+v; statements run again: %d", readCounts(t, stores[0], "HOT"),
+		stores[0].StatementReruns()+stores[1].StatementReruns())
 }

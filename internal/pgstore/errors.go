@@ -36,14 +36,20 @@ const (
 	sqlstateUniqueViolation     = "23505"
 	sqlstateForeignKeyViolation = "23503"
 	sqlstateCheckViolation      = "23514"
+
+	sqlstateSerializationFailure = "40001"
+	sqlstateDeadlockDetected     = "40P01"
+	sqlstateInternal             = "XX000"
 )
 
 // interpretError is the one translation of driver errors into the domain
 // vocabulary:
 //   - a rejection raised by a function becomes its *voucher.Error;
 //   - connection failures, timeouts, cancellations, deadlocks, serialization
-//     failures, shutdowns and resource exhaustion become CodeUnavailable: the
-//     transaction rolled back, nothing was taken, trying again may work;
+//     failures, PostgreSQL's multixact check, shutdowns and resource
+//     exhaustion become CodeUnavailable: the transaction rolled back, nothing
+//     was taken, trying again may work (writes already ran again by
+//     themselves where that is certain: rerunRolledBack);
 //   - any other server error is a bug and becomes CodeInternal.
 //
 // The cause is kept in Err in both of the last cases.
@@ -67,7 +73,7 @@ func interpretError(err error) error {
 		case pgErr.Code == sqlstateHeldOut:
 			ms, _ := strconv.ParseInt(pgErr.Hint, 10, 64)
 			return heldOut(pgErr.Detail, ms)
-		case transientSQLState(pgErr.Code):
+		case transientSQLState(pgErr.Code) || multixactCheck(pgErr):
 			return voucher.Unavailable(err, "the database is unavailable")
 		default:
 			return &voucher.Error{Code: voucher.CodeInternal, Message: "unexpected database error", Err: err}
@@ -99,6 +105,29 @@ func transientSQLState(code string) bool {
 		return true
 	}
 	return false
+}
+
+// multixactCheck reports whether e is PostgreSQL's sanity check on row-lock
+// bookkeeping ("new multixact has more than one updating member", XX000).
+// A transaction that took a KEY SHARE lock on a voucher row (the foreign key
+// check of a redemption insert) and then updates that row can, rarely, meet
+// it when another updater of the row aborts at the same moment: seen once
+// in ~10 runs of TestReserveBatchInstancesStress, whose Kafka batches abort
+// after their voucher update (VD002). The server refuses the update before
+// writing it and rolls the transaction back: the request changed nothing and
+// may simply run again.
+func multixactCheck(e *pgconn.PgError) bool {
+	return e.Code == sqlstateInternal && strings.HasPrefix(e.Message, "new multixact has more than one updating member")
+}
+
+// rolledBack reports whether err is the server rolling back a statement's
+// transaction for a reason of its own that running the statement again is
+// expected to avoid: a serialization failure, a deadlock, or the multixact
+// check. The statement changed nothing.
+func rolledBack(err error) bool {
+	code, pgErr := pgCode(err)
+	return code == sqlstateSerializationFailure || code == sqlstateDeadlockDetected ||
+		(pgErr != nil && multixactCheck(pgErr))
 }
 
 // pgCode returns the SQLSTATE of err, or "" when it is not a server error.

@@ -37,6 +37,9 @@ func TestInterpretError(t *testing.T) {
 		{"read-only replica", &pgconn.PgError{Code: "25006"}, voucher.CodeUnavailable, "", "the database is unavailable", true},
 		{"network", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, voucher.CodeUnavailable, "", "the database is unavailable", true},
 		{"context", context.DeadlineExceeded, voucher.CodeUnavailable, "", "the database is unavailable", true},
+		{"multixact check", &pgconn.PgError{Code: "XX000", Message: "new multixact has more than one updating member: 0 3[1049 (nokeyupd), 1050 (keysh), 1050 (nokeyupd)]"},
+			voucher.CodeUnavailable, "", "the database is unavailable", true},
+		{"other internal error", &pgconn.PgError{Code: "XX000", Message: "could not read block 0"}, voucher.CodeInternal, "", "unexpected database error", true},
 		{"bug", &pgconn.PgError{Code: "42883", Message: "function does not exist"}, voucher.CodeInternal, "", "unexpected database error", true},
 		{"inconsistent counters", &pgconn.PgError{Code: "VD900"}, voucher.CodeInternal, "", "unexpected database error", true},
 	}
@@ -54,4 +57,30 @@ func TestInterpretError(t *testing.T) {
 		})
 	}
 	require.NoError(t, interpretError(nil))
+}
+
+func TestRolledBack(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"deadlock", &pgconn.PgError{Code: "40P01"}, true},
+		{"serialization failure", fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40001"}), true},
+		{"multixact check", &pgconn.PgError{Code: "XX000", Message: "new multixact has more than one updating member: 0 2[7 (nokeyupd), 8 (nokeyupd)]"}, true},
+		{"other internal error", &pgconn.PgError{Code: "XX000", Message: "could not read block 0"}, false},
+		// The commit may have happened: not for the store to run again.
+		{"connection lost", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, false},
+		{"statement timeout", &pgconn.PgError{Code: "57014"}, false},
+		{"context", context.DeadlineExceeded, false},
+		{"rejection", &pgconn.PgError{Code: "VD001", Message: "OUT_OF_STOCK"}, false},
+		{"nil", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, rolledBack(tc.err))
+		})
+	}
 }

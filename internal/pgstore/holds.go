@@ -23,8 +23,10 @@ func (s *Store) Extend(ctx context.Context, code, orderID string, until, now tim
 	}
 	var r voucher.Redemption
 	var expired bool
-	err := scanRedemption(s.pool.QueryRow(ctx, qExtend, code, orderID, now, until,
-		pgtype.Interval{Microseconds: maxHold.Microseconds(), Valid: true}), &r, &expired)
+	err := s.rerunRolledBack(ctx, func() error {
+		return scanRedemption(s.pool.QueryRow(ctx, qExtend, code, orderID, now, until,
+			pgtype.Interval{Microseconds: maxHold.Microseconds(), Valid: true}), &r, &expired)
+	})
 	if err != nil {
 		return voucher.Redemption{}, interpretError(err)
 	}

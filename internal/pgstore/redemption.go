@@ -69,7 +69,9 @@ func (s *Store) Redemption(ctx context.Context, code, orderID string) (voucher.R
 func (s *Store) Confirm(ctx context.Context, code, orderID string, now time.Time) (voucher.Redemption, error) {
 	var r voucher.Redemption
 	var expired bool
-	if err := scanRedemption(s.pool.QueryRow(ctx, qConfirm, code, orderID, now), &r, &expired); err != nil {
+	if err := s.rerunRolledBack(ctx, func() error {
+		return scanRedemption(s.pool.QueryRow(ctx, qConfirm, code, orderID, now), &r, &expired)
+	}); err != nil {
 		return voucher.Redemption{}, interpretError(err)
 	}
 	switch {
@@ -89,7 +91,9 @@ func (s *Store) Confirm(ctx context.Context, code, orderID string, now time.Time
 func (s *Store) Release(ctx context.Context, code, orderID string, now time.Time) (voucher.Redemption, bool, error) {
 	var r voucher.Redemption
 	var released bool
-	if err := scanRedemption(s.pool.QueryRow(ctx, qRelease, code, orderID, now), &r, &released); err != nil {
+	if err := s.rerunRolledBack(ctx, func() error {
+		return scanRedemption(s.pool.QueryRow(ctx, qRelease, code, orderID, now), &r, &released)
+	}); err != nil {
 		return voucher.Redemption{}, false, interpretError(err)
 	}
 	return r, released, nil
@@ -102,13 +106,17 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]vouc
 	if limit <= 0 {
 		limit = DefaultExpireLimit
 	}
-	rows, err := s.pool.Query(ctx, qExpire, now, limit)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
-		var r voucher.Redemption
-		return r, scanRedemption(row, &r)
+	var out []voucher.Redemption
+	err := s.rerunRolledBack(ctx, func() error {
+		rows, err := s.pool.Query(ctx, qExpire, now, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
+			var r voucher.Redemption
+			return r, scanRedemption(row, &r)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, interpretError(err)
@@ -154,8 +162,18 @@ func (s *Store) ApplyReserved(ctx context.Context, events []voucher.ReservedEven
 	return results, nil
 }
 
-// applyBatch applies events in one statement and computes their results.
-func (s *Store) applyBatch(ctx context.Context, events []voucher.ReservedEvent) ([]voucher.ApplyResult, error) {
+// applyBatch applies events in one statement (run again when the server
+// rolled it back for a reason of its own) and computes their results.
+func (s *Store) applyBatch(ctx context.Context, events []voucher.ReservedEvent) (results []voucher.ApplyResult, err error) {
+	err = s.rerunRolledBack(ctx, func() error {
+		results, err = s.applyBatchOnce(ctx, events)
+		return err
+	})
+	return results, err
+}
+
+// applyBatchOnce applies events in one statement and computes their results.
+func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEvent) ([]voucher.ApplyResult, error) {
 	n := len(events)
 	var (
 		orderIDs   = make([]string, n)

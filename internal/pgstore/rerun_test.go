@@ -1,0 +1,80 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/pgstore"
+)
+
+// TestReserveRunsAgainAfterDeadlock makes PostgreSQL pick a reservation as
+// the victim of a real deadlock and checks that the store runs the statement
+// again by itself: the caller gets its 201, not a 503, and the use is taken
+// once.
+func TestReserveRunsAgainAfterDeadlock(t *testing.T) {
+	t.Parallel()
+	forEachCombining(t, func(t *testing.T, s *pgstore.Store) {
+		ctx := context.Background()
+		newVoucher(t, s, "DEADLOCK", 10, 2)
+		_, err := s.Reserve(ctx, request("DEADLOCK", 7, "first"), now, ttl)
+		require.NoError(t, err)
+
+		other, err := s.Pool().Acquire(ctx)
+		require.NoError(t, err)
+		t.Cleanup(other.Release)
+		watch, err := s.Pool().Acquire(ctx)
+		require.NoError(t, err)
+		t.Cleanup(watch.Release)
+
+		// Another transaction holds customer 7's counter...
+		tx, err := other.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		_, err = tx.Exec(ctx, `UPDATE voucher_customer_usage SET held = held WHERE voucher_code = 'DEADLOCK' AND customer_id = 7`)
+		require.NoError(t, err)
+
+		// ...so the reservation, having inserted order "second", waits for it.
+		type result struct{ err error }
+		done := make(chan result, 1)
+		go func() {
+			_, err := s.Reserve(ctx, request("DEADLOCK", 7, "second"), now, ttl)
+			done <- result{err}
+		}()
+		require.Eventually(t, func() bool {
+			var n int
+			err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'
+				  AND query LIKE '%voucherd_reserve%'`).Scan(&n)
+			return err == nil && n == 1
+		}, 10*time.Second, 10*time.Millisecond)
+		// Let the reservation wait longest, so that its deadlock check runs
+		// first and makes it the victim.
+		time.Sleep(300 * time.Millisecond)
+
+		// The other transaction now wants order "second": a deadlock.
+		// PostgreSQL rolls the reservation back, this insert goes through.
+		_, err = tx.Exec(ctx, `INSERT INTO voucher_redemption
+			(order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
+			VALUES ('second', 'DEADLOCK', 7, 250000, 100000, 'RESERVED', now(), now(), now() + interval '15 minutes')`)
+		require.NoError(t, err, "the reservation should have been the deadlock's victim")
+		require.Eventually(t, func() bool { return s.StatementReruns() == 1 }, 10*time.Second, time.Millisecond)
+
+		// Run again, the reservation waits for the other transaction's
+		// "second"; once that is rolled back, it takes its use.
+		require.NoError(t, tx.Rollback(ctx))
+		select {
+		case r := <-done:
+			require.NoError(t, r.err, "the reservation must not see the deadlock")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the reservation did not finish")
+		}
+		red, err := s.Redemption(ctx, "DEADLOCK", "second")
+		require.NoError(t, err)
+		require.EqualValues(t, 7, red.CustomerID)
+		assertConsistent(t, s, "DEADLOCK")
+		require.EqualValues(t, 2, readCounts(t, s, "DEADLOCK").UsedCount)
+	})
+}
