@@ -56,7 +56,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		}
 	}()
 	a.store, err = pgstore.Open(ctx, pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns),
-		Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites}})
+		MinConns: int32(cfg.MinDBConns), Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites}})
 	if err != nil {
 		return nil, fmt.Errorf("open PostgreSQL: %w", err)
 	}

@@ -38,6 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&cfg.Requests, "requests", 50000, "requests to send")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long instead of a count")
 	fs.DurationVar(&cfg.MaxDuration, "max-duration", 2*time.Minute, "hard bound on sending")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "leave the requests of the run's first this long out of the latency figures (they are still sent and verified)")
 	seed := fs.Uint64("seed", 0, "workload seed; 0 picks one")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress bar")
@@ -229,7 +230,7 @@ func startBenchStack(ctx context.Context, stderr io.Writer, withKafka, combine b
 		ReservationTTL: 15 * time.Minute, ExpiryInterval: time.Second, FlashWrites: "sync",
 		SoldOutTTL: time.Second, MigrateOnStart: true, ShutdownTimeout: 10 * time.Second,
 		ReconcileEvery: 0, ReconcileGrace: 30 * time.Second, LogFormat: "text", LogLevel: "error",
-		MaxDBConns: 32, VoucherCacheTTL: time.Second, ProduceTimeout: 2 * time.Second,
+		MaxDBConns: 32, MinDBConns: 32, VoucherCacheTTL: time.Second, ProduceTimeout: 2 * time.Second,
 		WriteTimeout: 5 * time.Second, KafkaPartitions: 3, RunConsumer: true, CombineWrites: combine,
 	}
 	syncCfg := base

@@ -25,6 +25,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("reconcile needs VOUCHERD_REDIS_ADDR: there is nothing to reconcile without Redis")
 	}
 	cfg.MigrateOnStart = false
+	cfg.MinDBConns = 0 // one pass: connections on demand
 	log, err := newLogger(stderr, "text", "warn")
 	if err != nil {
 		return err

@@ -100,6 +100,13 @@ type Config struct {
 	Duration time.Duration
 	// MaxDuration is a hard bound on sending, whatever else is set.
 	MaxDuration time.Duration
+	// Warmup leaves the requests of the run's first Warmup out of the
+	// latency figures: those scheduled then (open loop) or sent then
+	// (closed loop). They are sent, counted and verified like the others;
+	// Report.WarmupRequests says how many there were. It measures a warm
+	// service (connections open, caches filled) rather than its first
+	// second.
+	Warmup time.Duration
 	// RequestTimeout bounds each request.
 	RequestTimeout time.Duration
 	// Seed makes the workload reproducible; 0 picks one (reported).
@@ -188,7 +195,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: Rate must not be negative")
 	case c.Concurrency < 0:
 		return c, errors.New("bench: Concurrency must not be negative")
-	case c.Requests < 0 || c.Duration < 0 || c.MaxDuration < 0 || c.RequestTimeout < 0:
+	case c.Requests < 0 || c.Duration < 0 || c.MaxDuration < 0 || c.RequestTimeout < 0 || c.Warmup < 0:
 		return c, errors.New("bench: Requests and durations must not be negative")
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")

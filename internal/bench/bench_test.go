@@ -110,6 +110,41 @@ func TestOpenLoopSchedulesRequests(t *testing.T) {
 	})
 }
 
+func TestWarmupLeavesTheFirstRequestsOutOfLatency(t *testing.T) {
+	t.Parallel()
+	const slow = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		warmup time.Duration
+	}{{"without warm-up", 0}, {"with warm-up", 100 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, srv := newFakeServer(t)
+			f.slowFirst, f.slowFor = 20, slow // a cold server: its first answers are slow
+			cfg := baseConfig(srv.URL)
+			cfg.Rate = 1000
+			cfg.Requests = 400
+			cfg.Concurrency = 64 // enough workers that the slow answers delay no later request
+			cfg.Warmup = tc.warmup
+			rep, err := Run(context.Background(), cfg)
+			require.NoError(t, err)
+			require.Equal(t, int64(400), rep.Requests, "warm-up requests are sent and counted")
+			require.Equal(t, int64(400), rep.Histogram.TotalCount()+rep.WarmupRequests)
+			if tc.warmup == 0 {
+				require.Zero(t, rep.WarmupRequests)
+				require.GreaterOrEqual(t, rep.Latency.Max, float64(slow.Milliseconds()))
+				return
+			}
+			// Requests 0-99 are scheduled in the first 100ms.
+			require.Equal(t, int64(100), rep.WarmupRequests)
+			require.Less(t, rep.Latency.Max, float64(slow.Milliseconds()), "the cold answers are left out")
+			var table bytes.Buffer
+			require.NoError(t, rep.WriteTable(&table))
+			require.Contains(t, table.String(), "100 requests of the first 0.1s left out of the latency figures")
+		})
+	}
+}
+
 func TestNoopTarget(t *testing.T) {
 	t.Parallel()
 	f, srv := newFakeServer(t)

@@ -24,6 +24,10 @@ type fakeAPI struct {
 	// dropEvery, when > 0, makes every dropEvery-th reserve call take the use
 	// and then close the connection without answering (a lost answer).
 	dropEvery int64
+	// slowFirst, when > 0, makes the first slowFirst reserve calls wait
+	// slowFor before answering (a cold server).
+	slowFirst int64
+	slowFor   time.Duration
 }
 
 type fakeVoucher struct {
@@ -92,6 +96,9 @@ func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeAPI) reserve(w http.ResponseWriter, r *http.Request) {
 	n := f.reserves.Add(1)
+	if n <= f.slowFirst {
+		time.Sleep(f.slowFor)
+	}
 	if r.Header.Get("Authorization") != "Bearer "+fakeAPIToken {
 		fakeErr(w, http.StatusUnauthorized, "UNAUTHORIZED", "token required")
 		return

@@ -37,8 +37,12 @@ type Report struct {
 	Retries         int64   `json:"retries"`
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Rate is the achieved rate: Requests / DurationSeconds.
-	Rate    float64 `json:"rate"`
-	Latency Latency `json:"latencyMs"`
+	Rate float64 `json:"rate"`
+	// Latency is over the requests after the warm-up: the WarmupRequests
+	// of the first WarmupSeconds were left out (Config.Warmup).
+	Latency        Latency `json:"latencyMs"`
+	WarmupSeconds  float64 `json:"warmupSeconds,omitempty"`
+	WarmupRequests int64   `json:"warmupRequests,omitempty"`
 	// Status counts answers by HTTP status; 0 counts requests that got no
 	// answer (see Errors for why).
 	Status map[int]int64 `json:"status"`
@@ -96,20 +100,21 @@ func (r *Report) Violations() []string {
 func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 	cfg := r.cfg
 	rep := &Report{
-		Name:        cfg.Name,
-		Target:      cfg.Target,
-		BaseURL:     cfg.BaseURL,
-		FlashSale:   cfg.FlashSale && cfg.Target == RouteReserve,
-		Vouchers:    r.codes,
-		Loop:        "closed",
-		TargetRate:  cfg.Rate,
-		Concurrency: cfg.Concurrency,
-		Seed:        cfg.Seed,
-		Status:      map[int]int64{},
-		Errors:      map[string]int64{},
-		Failures:    r.failures.Load(),
-		Histogram:   hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
-		prefix:      r.prefix,
+		Name:          cfg.Name,
+		Target:        cfg.Target,
+		BaseURL:       cfg.BaseURL,
+		FlashSale:     cfg.FlashSale && cfg.Target == RouteReserve,
+		Vouchers:      r.codes,
+		Loop:          "closed",
+		TargetRate:    cfg.Rate,
+		Concurrency:   cfg.Concurrency,
+		Seed:          cfg.Seed,
+		Status:        map[int]int64{},
+		Errors:        map[string]int64{},
+		Failures:      r.failures.Load(),
+		WarmupSeconds: cfg.Warmup.Seconds(),
+		Histogram:     hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
+		prefix:        r.prefix,
 	}
 	if cfg.Rate > 0 {
 		rep.Loop = "open"
@@ -128,6 +133,7 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 		for k, v := range ws.errs {
 			rep.Errors[k] += v
 		}
+		rep.WarmupRequests += ws.warmup
 		rep.NewOrders += ws.kinds[kindNew]
 		rep.Repeats += ws.kinds[kindRepeat]
 		rep.Retries += ws.kinds[kindRetry]
@@ -146,7 +152,7 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 			delete(rep.unknown[i], seq)
 		}
 	}
-	rep.Requests = rep.Histogram.TotalCount()
+	rep.Requests = rep.Histogram.TotalCount() + rep.WarmupRequests
 	rep.DurationSeconds = elapsed.Seconds()
 	if rep.DurationSeconds > 0 {
 		rep.Rate = float64(rep.Requests) / rep.DurationSeconds
@@ -209,6 +215,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	p("load", "%s, seed %d", loop, r.Seed)
 	p("requests", "%d in %.2fs = %.1f req/s (new %d, repeat customer %d, retry %d)",
 		r.Requests, r.DurationSeconds, r.Rate, r.NewOrders, r.Repeats, r.Retries)
+	if r.WarmupRequests > 0 {
+		p("warm-up", "%d requests of the first %gs left out of the latency figures", r.WarmupRequests, r.WarmupSeconds)
+	}
 	l := r.Latency
 	p("latency", "p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s",
 		fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Max), fmtMs(l.Mean))

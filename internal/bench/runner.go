@@ -50,6 +50,9 @@ type runner struct {
 	sent     atomic.Int64
 	done     atomic.Int64
 	failures atomic.Int64
+	// measureFrom is when latencies start to count (Config.Warmup), in
+	// Unix nanoseconds.
+	measureFrom atomic.Int64
 }
 
 func newRunner(cfg Config) *runner {
@@ -120,6 +123,7 @@ type workerStats struct {
 	status  map[int]int64
 	errs    map[string]int64
 	kinds   [3]int64
+	warmup  int64   // answers left out of hist (Config.Warmup)
 	granted []order // answered 201
 	unknown []order // no definite answer: the server may or may not have taken a use
 }
@@ -155,6 +159,7 @@ func (r *runner) run(ctx context.Context) *Report {
 
 	stopProgress := r.startProgress()
 	start := time.Now()
+	r.measureFrom.Store(start.Add(cfg.Warmup).UnixNano())
 	truncated := r.dispatch(sendCtx, jobs, newGenerator(cfg), start)
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -221,7 +226,11 @@ func (r *runner) work(ctx context.Context, jobs <-chan job, ws *workerStats) {
 		lat := time.Since(start).Microseconds()
 		lat = max(histMinMicros, min(lat, histMaxMicros))
 		ws.mu.Lock()
-		_ = ws.hist.RecordValue(lat)
+		if r.cfg.Warmup > 0 && start.UnixNano() < r.measureFrom.Load() {
+			ws.warmup++
+		} else {
+			_ = ws.hist.RecordValue(lat)
+		}
 		ws.kinds[j.kind]++
 		ws.status[status]++
 		if code != "" {
