@@ -29,6 +29,12 @@ func TestReserveRunsAgainAfterDeadlock(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(watch.Release)
 
+		// The reservation must be the deadlock's victim: the transaction
+		// whose deadlock check runs first is, so this session checks late.
+		_, err = other.Exec(ctx, `SET deadlock_timeout = '10s'`)
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = other.Exec(context.Background(), `RESET deadlock_timeout`) })
+
 		// Another transaction holds customer 7's counter...
 		tx, err := other.Begin(ctx)
 		require.NoError(t, err)
@@ -50,10 +56,6 @@ func TestReserveRunsAgainAfterDeadlock(t *testing.T) {
 				  AND query LIKE '%voucherd_reserve%'`).Scan(&n)
 			return err == nil && n == 1
 		}, 10*time.Second, 10*time.Millisecond)
-		// Let the reservation wait longest, so that its deadlock check runs
-		// first and makes it the victim.
-		time.Sleep(300 * time.Millisecond)
-
 		// The other transaction now wants order "second": a deadlock.
 		// PostgreSQL rolls the reservation back, this insert goes through.
 		_, err = tx.Exec(ctx, `INSERT INTO voucher_redemption
