@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -323,4 +324,35 @@ func TestExpiryReturnsTheUse(t *testing.T) {
 			s.assertConsistent(code)
 		})
 	}
+}
+
+// A retry of a reservation answers with the order's state in the database,
+// in every mode: CONFIRMED once confirmed, ORDER_RELEASED once released, even
+// in the moment between the expiry job's database release and its release in
+// the gate (CI once saw a flash-kafka retry answer RESERVED there).
+func TestRetryAnswersTheStoredState(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		code := s.createVoucher(voucherSpec{TotalLimit: 3})
+		require.Equal(t, http.StatusCreated, s.reserve(code, 1, "st-1", 5000).status)
+		require.Equal(t, http.StatusCreated, s.reserve(code, 2, "st-2", 5000).status)
+		s.settle(code, 2)
+
+		s.confirm(code, "st-1")
+		r := s.reserve(code, 1, "st-1", 5000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		require.Equal(t, "CONFIRMED", r.str("status"))
+
+		// The expiry job's first step alone: the row is released in the
+		// database, the gate still holds the use.
+		expired, err := s.app.store.ExpireDue(context.Background(), time.Now().Add(time.Hour), 0)
+		require.NoError(t, err)
+		require.Len(t, expired, 1)
+		require.Equal(t, "st-2", expired[0].OrderID)
+		r = s.reserve(code, 2, "st-2", 5000)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "ORDER_RELEASED", r.str("error"))
+		r = s.do(http.MethodGet, "/vouchers/"+code+"/reservations/st-2", nil)
+		require.Equal(t, "RELEASED", r.str("status"))
+	})
 }

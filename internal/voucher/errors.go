@@ -128,3 +128,15 @@ func CodeOf(err error) ErrorCode {
 
 // IsCode reports whether err carries the code.
 func IsCode(err error, code ErrorCode) bool { return CodeOf(err) == code }
+
+// orderReleased is the answer to a retry of an orderId whose use was given
+// back: the client must start a new attempt.
+func orderReleased(orderID string) *Error {
+	return Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", orderID)
+}
+
+// orderConflict is the answer to an orderId already used with another
+// voucher or customer.
+func orderConflict(orderID string) *Error {
+	return Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", orderID)
+}

@@ -346,7 +346,8 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				return res, false, err
 			}
 			if !dec.Hold.Pending {
-				return Reservation{Redemption: holdRedemption(req.Code, dec.Hold, StatusReserved), Replay: true}, false, nil
+				res, err := s.replayDurable(ctx, req.Code, dec.Hold)
+				return res, false, err
 			}
 			// The first request is still waiting for Kafka's ack (or its
 			// outcome was unknown); answering 201 now could promise a
@@ -360,7 +361,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 					s.log.Warn("hold not marked durable in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
 				}
 				if row.Status == StatusReleased {
-					return Reservation{}, false, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", req.OrderID)
+					return Reservation{}, false, orderReleased(req.OrderID)
 				}
 				return Reservation{Redemption: row, Replay: true}, false, nil
 			}
@@ -370,9 +371,9 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			}
 			return Reservation{}, false, Unavailable(nil, "order %s is still being written; retry", req.OrderID)
 		case GateConflict:
-			return Reservation{}, false, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", req.OrderID)
+			return Reservation{}, false, orderConflict(req.OrderID)
 		case GateReleased:
-			return Reservation{}, false, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", req.OrderID)
+			return Reservation{}, false, orderReleased(req.OrderID)
 		case GateQuotaHeld:
 			return Reservation{}, false, Errorf(CodeAlreadyUsed, "customer %d already holds the uses of voucher %s allowed per customer", req.CustomerID, req.Code)
 		case GateSoldOut:
@@ -449,6 +450,24 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 	return Reservation{Redemption: holdRedemption(code, hold, StatusReserved)}, nil
 }
 
+// replayDurable answers a retry of a reservation whose event Kafka has
+// acknowledged. The store is asked first: the order may since have been
+// confirmed, or released by the expiry job a moment before the gate heard of
+// it. Only a row the consumer has not written yet is answered from the hold;
+// then nothing can have changed it.
+func (s *Service) replayDurable(ctx context.Context, code string, h Hold) (Reservation, error) {
+	row, err := s.store.Redemption(ctx, code, h.OrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return Reservation{Redemption: holdRedemption(code, h, StatusReserved), Replay: true}, nil
+	case err != nil:
+		return Reservation{}, err
+	case row.Status == StatusReleased:
+		return Reservation{}, orderReleased(h.OrderID)
+	}
+	return Reservation{Redemption: row, Replay: true}, nil
+}
+
 // orphanAge is how old a pending hold must be before a retry of its orderId
 // may treat it as never written: well past any produce attempt.
 func (s *Service) orphanAge() time.Duration { return max(3*s.cfg.WriteTimeout, 10*time.Second) }
@@ -483,7 +502,7 @@ func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hol
 	}
 	if owner != code {
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
-		return Reservation{}, true, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", hold.OrderID)
+		return Reservation{}, true, orderConflict(hold.OrderID)
 	}
 	row, err := s.store.Order(ctx, hold.OrderID)
 	switch {
@@ -496,12 +515,12 @@ func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hol
 	case row.VoucherCode != code || row.CustomerID != hold.CustomerID:
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
 		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
-		return Reservation{}, true, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", hold.OrderID)
+		return Reservation{}, true, orderConflict(hold.OrderID)
 	case row.Status == StatusReleased:
 		if _, err := s.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
 			s.log.Error("could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 		}
-		return Reservation{}, true, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", hold.OrderID)
+		return Reservation{}, true, orderReleased(hold.OrderID)
 	}
 	// The store holds this very reservation but the gate had lost it: the use
 	// the gate just took is the one the row holds, so keep it.
@@ -533,9 +552,9 @@ func (s *Service) knownOrder(ctx context.Context, req ReserveRequest) (*Reservat
 	}
 	switch {
 	case h.CustomerID != req.CustomerID:
-		return nil, Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", req.OrderID)
+		return nil, orderConflict(req.OrderID)
 	case h.Released:
-		return nil, Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", req.OrderID)
+		return nil, orderReleased(req.OrderID)
 	}
 	r, err := s.store.Redemption(ctx, req.Code, req.OrderID)
 	if err != nil {
