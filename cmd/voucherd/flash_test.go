@@ -13,6 +13,7 @@ import (
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
 	"github.com/voucherd/voucherd/internal/testenv"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 // flashSale sends n reservations from distinct customers at a voucher and
@@ -265,9 +266,18 @@ func TestKafkaStoppedDuringSale(t *testing.T) {
 	require.EqualValues(t, 60, gs.Remaining+int64(len(pendingOrders(gs.Orders))), "uses leaked in the gate")
 
 	broker.Start(t)
+	// A client keeps its orderId through 503s and starts a new attempt when
+	// told ORDER_RELEASED: an attempt whose outcome stayed unknown while the
+	// broker came back may be fenced by reconciliation (docs/faults.md,
+	// finding 8).
 	var last response
+	orderID, attempts := "k3-first", 0
 	require.Eventually(t, func() bool {
-		last = s.reserve(code, 8000, "k3-first", 100)
+		last = s.reserve(code, 8000, orderID, 100)
+		if last.str("error") == "ORDER_RELEASED" {
+			attempts++
+			orderID = fmt.Sprintf("k3-first-%d", attempts)
+		}
 		return last.status == http.StatusCreated
 	}, 60*time.Second, 250*time.Millisecond, "last answer: %s", &last.raw)
 	// Holds whose produce outcome was unknown stay pending until
@@ -280,17 +290,18 @@ func TestKafkaStoppedDuringSale(t *testing.T) {
 	st := s.state(code)
 	// Every held row was answered 201, except the unknown-outcome ones whose
 	// event did reach Kafka after all: those 503s stand, as their message
-	// says, and a retry with the same orderId returns them.
+	// says, and a retry with the same orderId returns them. (The others
+	// reconciliation fenced with a RELEASED row.)
 	var late int
 	require.NoError(t, s.db.QueryRow(context.Background(), `SELECT count(*) FROM voucher_redemption
-		WHERE voucher_code = $1 AND order_id LIKE 'k2-%'`, code).Scan(&late))
+		WHERE voucher_code = $1 AND order_id LIKE 'k2-%' AND status <> 'RELEASED'`, code).Scan(&late))
 	require.Equal(t, 100, st.reserved, "the sale did not continue to exactly totalLimit")
 	require.Equal(t, 100, int(first+rest+1)+late, "201 answers plus late unknown outcomes differ from held rows")
 	s.assertConsistentAfterReconcile(code)
 	if late > 0 {
 		var id string
 		require.NoError(t, s.db.QueryRow(context.Background(), `SELECT order_id FROM voucher_redemption
-			WHERE voucher_code = $1 AND order_id LIKE 'k2-%' LIMIT 1`, code).Scan(&id))
+			WHERE voucher_code = $1 AND order_id LIKE 'k2-%' AND status <> 'RELEASED' LIMIT 1`, code).Scan(&id))
 		var n int
 		fmt.Sscanf(id, "k2-%d", &n)
 		r := s.reserve(code, int64(7000+n), id, 100)
@@ -388,4 +399,55 @@ func TestKafkaWarmupRefusedWhileConsumerLags(t *testing.T) {
 		return r.status == http.StatusOK && r.body["loaded"] == true
 	}, 30*time.Second, 200*time.Millisecond)
 	require.Equal(t, http.StatusCreated, s.reserve(next, 2, "lag-2", 100).status)
+}
+
+// TestKafkaOrphanFencedBeforeItIsGivenBack is docs/faults.md finding 8: a
+// pending hold whose produce outcome was unknown, with no row and the
+// consumer caught up, is given back by reconciliation; its event, which the
+// producer was still retrying, arrives afterwards. The RELEASED row written
+// first makes the late event take nothing, and a retry of the order is
+// answered ORDER_RELEASED.
+func TestKafkaOrphanFencedBeforeItIsGivenBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{kafka: true, tweak: func(c *Config) { c.ReconcileGrace = time.Second }})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5, PerUserLimit: 1})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "ok-1", 100).status)
+	s.settle(code, 1)
+
+	// The hold of a reservation answered 503 outcomeUnknown an hour ago.
+	now := time.Now()
+	late := voucher.Hold{OrderID: "late-1", CustomerID: 2, OrderAmount: 100, DiscountAmount: 10,
+		ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), Pending: true}
+	d, err := s.app.gate.Reserve(ctx, code, 1, late)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+
+	// Reconciliation gives holds back only once the consumer has caught up.
+	require.Eventually(t, func() bool { return s.app.kafka.log.CaughtUp(ctx) == nil }, 30*time.Second, 50*time.Millisecond)
+	r := s.reconcile(code)
+	require.Equal(t, []any{"late-1"}, r.body["orphans"], string(r.raw))
+	row, err := s.app.store.Redemption(ctx, code, "late-1")
+	require.NoError(t, err, string(r.raw))
+	require.Equal(t, voucher.StatusReleased, row.Status, "the orphan is fenced in the database")
+	gs, err := s.app.gate.Inspect(ctx, code)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, gs.Remaining, "the orphan's use is back in the gate")
+	require.True(t, gs.Orders["late-1"].Released)
+
+	// The producer's retry lands now: it takes nothing.
+	require.NoError(t, s.app.kafka.log.PublishReserved(ctx, voucher.EventFromHold(code, late)))
+	require.Eventually(t, func() bool { return s.app.kafka.log.CaughtUp(ctx) == nil }, 30*time.Second, 50*time.Millisecond)
+	st := s.state(code)
+	require.Equal(t, 1, st.usedCount)
+	require.Equal(t, 1, st.reserved)
+	require.Equal(t, 1, st.released)
+
+	// A retry of the order has a definite answer; the customer's quota is free.
+	r = s.reserve(code, 2, "late-1", 100)
+	require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+	require.Equal(t, "ORDER_RELEASED", r.str("error"))
+	require.Equal(t, http.StatusCreated, s.reserve(code, 2, "new-2", 100).status)
+	s.settle(code, 2)
+	s.assertConsistentAfterReconcile(code)
 }

@@ -253,7 +253,7 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 
 	db := c.dbState(spec.Code)
 	var problems []string
-	problems = append(problems, CheckDatabase(spec, ops, db)...)
+	problems = append(problems, CheckDatabase(spec, ops, db, sc.mode == modeKafka)...)
 	problems = append(problems, CheckReplays(ops)...)
 	if sc.mode != modeStandard {
 		for _, p := range CheckGate(db, c.gateState(spec.Code)) {
@@ -422,7 +422,7 @@ func TestRecheck(t *testing.T) {
 		}
 		t.Logf("strict=%v: %s in %s (%d operations, %d open-ended)\n%s", strict, lin.Result, lin.Took, lin.Ops, lin.Unknown, lin.Explain)
 	}
-	for _, p := range append(CheckDatabase(r.Spec, r.Ops, r.DB), CheckReplays(r.Ops)...) {
+	for _, p := range append(CheckDatabase(r.Spec, r.Ops, r.DB, r.Mode == modeKafka), CheckReplays(r.Ops)...) {
 		t.Error(p)
 	}
 }

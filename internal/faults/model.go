@@ -156,6 +156,7 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 			}
 		}
 	}
+	hist = append(hist, serviceReleases(spec.Code, ops, final, orderIdx)...)
 	if len(m.custID) > 255 {
 		return nil, nil, fmt.Errorf("the model keeps owners in a byte: %d customers is too many", len(m.custID))
 	}
@@ -164,6 +165,52 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 	}
 	m.nCust, m.nOrder = len(m.custID), len(m.order)
 	return m, hist, nil
+}
+
+// serviceReleases adds the releases the service made on its own: in Kafka
+// mode an order whose reservation outcome stayed unknown and whose event
+// had not reached PostgreSQL long after is fenced with a RELEASED row
+// (docs/faults.md, finding 8), so its final row is RELEASED though no client
+// released it. Each becomes an open-ended release from the order's first
+// reservation attempt on. CheckDatabase decides whether such a row is
+// allowed at all.
+func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int) []porcupine.Operation {
+	if final == nil {
+		return nil
+	}
+	firstCall := map[string]int64{}
+	released := map[string]bool{}
+	for _, op := range ops {
+		if op.Voucher != code || op.Outcome == NotSent {
+			continue
+		}
+		switch op.Kind {
+		case Release:
+			// A release that failed (404 before the row existed, 503)
+			// does not explain the row.
+			if op.Outcome == OK || op.Outcome == Unknown {
+				released[op.OrderID] = true
+			}
+		case Reserve:
+			if c, ok := firstCall[op.OrderID]; !ok || op.Call < c {
+				firstCall[op.OrderID] = op.Call
+			}
+		}
+	}
+	var out []porcupine.Operation
+	for _, id := range sortedKeys(firstCall) {
+		row, ok := final(id)
+		if !ok || row.Status != "RELEASED" || released[id] {
+			continue
+		}
+		op := &Op{ID: -1, Client: -1, Kind: Release, Voucher: code, Customer: row.Customer, OrderID: id,
+			Call: firstCall[id], Return: -1, Outcome: Unknown, Err: "released by the service (fence)"}
+		out = append(out, porcupine.Operation{
+			ClientId: op.Client, Input: modelInput{kind: Release, cust: -1, order: orderIdx[id], op: op},
+			Output: modelOutput{Unknown}, Call: op.Call, Return: math.MaxInt64,
+		})
+	}
+	return out
 }
 
 // dropUnknown reports whether final proves that an unknown attempt left

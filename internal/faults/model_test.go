@@ -234,3 +234,30 @@ func contains[T comparable](s []T, v T) bool {
 	}
 	return false
 }
+
+// TestServiceFence: Kafka mode may release on its own an order whose
+// reservation outcome stayed unknown (docs/faults.md, finding 8). The model
+// explains a later ORDER_RELEASED by it only when the final row is
+// RELEASED, and the database check allows such a row only where fencing
+// is possible: no 201 for the order, Kafka mode.
+func TestServiceFence(t *testing.T) {
+	t.Parallel()
+	spec := VoucherSpec{Code: "V", TotalLimit: 1, PerUserLimit: 1}
+	ops := seq(res(1, "a", Unknown), res(1, "a", OrderReleased), res(2, "b", OK))
+	rows := map[string]Row{"a": {OrderID: "a", Customer: 1, Status: "RELEASED"}, "b": {OrderID: "b", Customer: 2, Status: "RESERVED"}}
+	final := func(id string) (Row, bool) { r, ok := rows[id]; return r, ok }
+
+	r, err := CheckLinearizable(spec, true, ops, final, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Ok, r.Result, r.Explain)
+	r, err = CheckLinearizable(spec, true, ops, nil, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Illegal, r.Result, "without the RELEASED row nothing released the order")
+
+	db := DBState{TotalLimit: 1, PerUserLimit: 1, UsedCount: 1, Rows: rows, Usage: map[int64]int{2: 1}}
+	require.Empty(t, CheckDatabase(spec, ops, db, true))
+	require.Len(t, CheckDatabase(spec, ops, db, false), 1)
+	require.Contains(t, CheckDatabase(spec, ops, db, false)[0], "RELEASED without a release")
+	answered := seq(res(1, "a", OK), res(2, "b", OK))
+	require.Len(t, CheckDatabase(spec, answered, db, true), 1, "an order answered 201 is never fenced")
+}

@@ -168,3 +168,47 @@ func TestApplyReservedConcurrentWithExpiry(t *testing.T) {
 		assertConsistent(t, s, code)
 	}
 }
+
+// AbandonOrder fences an orderId whose event has not arrived: a RELEASED row
+// that takes no use, so the late event changes nothing; an orderId with a
+// row keeps it.
+func TestAbandonOrderFencesALateEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	newVoucher(t, s, "FENCE", 10, 1)
+	_, err := s.ApplyReserved(ctx, []voucher.ReservedEvent{event("FENCE", 1, "f-1")})
+	require.NoError(t, err)
+	before := readCounts(t, s, "FENCE")
+
+	hold := func(customer int64, orderID string) voucher.Hold {
+		return voucher.Hold{OrderID: orderID, CustomerID: customer, OrderAmount: 250_000, DiscountAmount: 100_000,
+			ReservedAt: now, ExpiresAt: now.Add(ttl), Pending: true}
+	}
+	late := event("FENCE", 2, "f-2")
+	row, inserted, err := s.AbandonOrder(ctx, "FENCE", hold(2, "f-2"), now)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	require.Equal(t, voucher.StatusReleased, row.Status)
+	require.Equal(t, int64(2), row.CustomerID)
+	after := readCounts(t, s, "FENCE")
+	require.Equal(t, before.UsedCount, after.UsedCount, "a fence takes no use")
+	require.Equal(t, before.CustomerSum, after.CustomerSum)
+
+	results, err := s.ApplyReserved(ctx, []voucher.ReservedEvent{late})
+	require.NoError(t, err)
+	require.Equal(t, voucher.AlreadyApplied, results[0].Outcome)
+	got, err := s.Redemption(ctx, "FENCE", "f-2")
+	require.NoError(t, err)
+	require.Equal(t, voucher.StatusReleased, got.Status, "the late event changes nothing")
+	require.Equal(t, after.UsedCount, readCounts(t, s, "FENCE").UsedCount)
+
+	// Customer 2 may reserve again; an orderId with a row is not fenced.
+	_, err = s.ApplyReserved(ctx, []voucher.ReservedEvent{event("FENCE", 2, "f-3")})
+	require.NoError(t, err)
+	row, inserted, err = s.AbandonOrder(ctx, "FENCE", hold(1, "f-1"), now)
+	require.NoError(t, err)
+	require.False(t, inserted)
+	require.Equal(t, voucher.StatusReserved, row.Status)
+	assertConsistent(t, s, "FENCE")
+}

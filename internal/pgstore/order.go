@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,4 +34,29 @@ func (s *Store) ReleasedCount(ctx context.Context, code string) (int64, error) {
 		return 0, interpretError(err)
 	}
 	return n, nil
+}
+
+var qAbandonOrder = mustQuery("abandon_order")
+
+// AbandonOrder fences a gate hold of code whose reservation event has not
+// reached the database (Kafka mode): it inserts a RELEASED row for
+// h.OrderID, which takes no use, unless the orderId has a row already. It
+// returns the orderId's row and whether this call inserted it. An event of
+// the order that arrives later meets the row and changes nothing.
+// CodeUnavailable, with nothing decided, when a row committed concurrently
+// could not be read.
+func (s *Store) AbandonOrder(ctx context.Context, code string, h voucher.Hold, now time.Time) (voucher.Redemption, bool, error) {
+	var r voucher.Redemption
+	var inserted bool
+	err := s.rerunRolledBack(ctx, func() error {
+		return scanRedemption(s.pool.QueryRow(ctx, qAbandonOrder, h.OrderID, code, h.CustomerID, h.OrderAmount,
+			h.DiscountAmount, h.ReservedAt, h.ExpiresAt, now), &r, &inserted)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return voucher.Redemption{}, false, voucher.Unavailable(nil, "order %s: a row appeared while it was being fenced; try again", h.OrderID)
+	}
+	if err != nil {
+		return voucher.Redemption{}, false, interpretError(err)
+	}
+	return r, inserted, nil
 }

@@ -28,6 +28,12 @@ type Store interface {
 	// Order returns the redemption of an orderId whatever its voucher;
 	// CodeReservationNotFound when the orderId is unknown.
 	Order(ctx context.Context, orderID string) (Redemption, error)
+	// AbandonOrder fences a gate hold of code whose reservation event has
+	// not reached the store (Kafka mode): a RELEASED row for h.OrderID,
+	// which takes no use, unless the orderId has a row already. It returns
+	// the orderId's row and whether this call inserted it; an event of the
+	// order arriving later changes nothing.
+	AbandonOrder(ctx context.Context, code string, h Hold, now time.Time) (Redemption, bool, error)
 	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
 	// CodeReservationReleased when released or expired.
 	Confirm(ctx context.Context, code, orderID string, now time.Time) (Redemption, error)

@@ -150,10 +150,9 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 		if rep.Skipped == "" {
 			for _, id := range rep.Orphans {
-				if _, err := s.gate.Release(ctx, code, id, ReleaseForget); err != nil {
+				if err := s.giveBackOrphan(ctx, code, gs.Orders[id]); err != nil {
 					return rep, err
 				}
-				s.log.Warn("reconciliation gave back an orphan gate hold", "code", code, "orderId", id)
 			}
 		}
 	}
@@ -165,6 +164,40 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		rep.ClampedFrom = &before
 	}
 	return rep, nil
+}
+
+// giveBackOrphan gives back a gate hold that has no row past the grace
+// period. In sync mode the write failed: the orderId is forgotten, and a
+// retry may take a use again. In Kafka mode the event may still be on its
+// way - a producer that timed out keeps retrying for as long as the broker
+// has not answered, even after the consumer looked caught up - so the
+// orderId is first fenced in the store with a RELEASED row (the late event
+// then takes nothing) and the gate marks it released: a retry is answered
+// ORDER_RELEASED. A row of this order found instead means the event has
+// landed; the next round commits the hold.
+func (s *Service) giveBackOrphan(ctx context.Context, code string, h Hold) error {
+	mode := ReleaseForget
+	if s.cfg.FlashWrites == FlashKafka {
+		row, inserted, err := s.store.AbandonOrder(ctx, code, h, s.cfg.Clock())
+		if err != nil {
+			return err
+		}
+		switch {
+		case inserted:
+			mode = ReleaseMark
+		case row.VoucherCode == code && row.CustomerID == h.CustomerID:
+			s.log.Info("orphan gate hold has a row after all; kept", "code", code, "orderId", h.OrderID)
+			return nil
+		}
+		// Otherwise the orderId belongs to another voucher or customer: the
+		// consumer refuses this hold's event as a conflict, and a retry is
+		// answered ORDER_CONFLICT; forgetting is right.
+	}
+	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
+		return err
+	}
+	s.log.Warn("reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", mode == ReleaseMark)
+	return nil
 }
 
 // ReconcileAll reconciles every flash voucher that has not ended more than

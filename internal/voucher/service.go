@@ -357,17 +357,21 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				continue
 			}
 			if row, err := s.store.Redemption(ctx, req.Code, req.OrderID); err == nil && row.CustomerID == req.CustomerID {
+				if row.Status == StatusReleased {
+					// Released (or fenced) in the store: the hold is stale.
+					if _, err := s.gate.Release(ctx, req.Code, req.OrderID, ReleaseMark); err != nil {
+						s.log.Warn("stale hold not released in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
+					}
+					return Reservation{}, false, orderReleased(req.OrderID)
+				}
 				if err := s.gate.Commit(ctx, req.Code, dec.Hold); err != nil {
 					s.log.Warn("hold not marked durable in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
 				}
-				if row.Status == StatusReleased {
-					return Reservation{}, false, orderReleased(req.OrderID)
-				}
 				return Reservation{Redemption: row, Replay: true}, false, nil
 			}
-			if s.forgetOrphan(ctx, req.Code, dec.Hold) {
-				attempt = 0
-				continue
+			if s.fenceOrphan(ctx, req.Code, dec.Hold) {
+				return Reservation{}, false, Errorf(CodeOrderReleased,
+					"order %s never reached the database and was released; start a new attempt with a new orderId", req.OrderID)
 			}
 			return Reservation{}, false, Unavailable(nil, "order %s is still being written; retry", req.OrderID)
 		case GateConflict:
@@ -472,23 +476,30 @@ func (s *Service) replayDurable(ctx context.Context, code string, h Hold) (Reser
 // may treat it as never written: well past any produce attempt.
 func (s *Service) orphanAge() time.Duration { return max(3*s.cfg.WriteTimeout, 10*time.Second) }
 
-// forgetOrphan gives back a pending hold whose event never reached the store
-// (the produce outcome was unknown and it was in fact not written), so that
-// a retry of the same orderId can take the use again instead of waiting for
-// reconciliation. It is safe only once the consumer has caught up: then an
-// event written before now is applied, and no row means no event.
-func (s *Service) forgetOrphan(ctx context.Context, code string, h Hold) bool {
+// fenceOrphan releases a pending hold whose event has not reached the store
+// well after its produce gave up waiting (the outcome was unknown), so that
+// a retry of the orderId gets a definite answer instead of waiting for
+// reconciliation. The producer may still deliver the event - an idempotent
+// producer retries for as long as the broker has not answered - so the
+// orderId is fenced in the store first (a RELEASED row; the late event then
+// takes nothing) and marked released in the gate. It reports whether the
+// order is now released; false when the hold is too young, the consumer is
+// behind, or the orderId has a row after all.
+func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 	if s.cfg.Clock().Sub(h.ReservedAt) < s.orphanAge() || s.cfg.Events.CaughtUp(ctx) != nil {
 		return false
 	}
-	if _, err := s.store.Redemption(ctx, code, h.OrderID); !IsCode(err, CodeReservationNotFound) {
+	_, inserted, err := s.store.AbandonOrder(ctx, code, h, s.cfg.Clock())
+	if err != nil || !inserted {
 		return false
 	}
-	released, err := s.gate.Release(ctx, code, h.OrderID, ReleaseForget)
-	if err == nil && released {
-		s.log.Warn("pending hold never reached the store; given back for the retry", "code", code, "orderId", h.OrderID)
+	if _, err := s.gate.Release(ctx, code, h.OrderID, ReleaseMark); err != nil {
+		// The store has decided; reconciliation gives the use back (a hold
+		// whose row is RELEASED is stale).
+		s.log.Warn("fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
 	}
-	return err == nil
+	s.log.Warn("pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID)
+	return true
 }
 
 // checkOrderElsewhere claims the orderId across vouchers and asks the store
