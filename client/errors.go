@@ -50,7 +50,9 @@ type Error struct {
 	RetryAfter time.Duration
 	// OutcomeUnknown is set on the rare 503 after which the request may
 	// still take effect (Kafka mode: the event was not acknowledged in
-	// time). Retry with the same orderId to learn the outcome.
+	// time). Retry with the same orderId to learn the outcome; ORDER_RELEASED
+	// then means the event never reached the database in time and the
+	// order was given up: start again with a new orderId.
 	OutcomeUnknown bool
 }
 
