@@ -593,6 +593,9 @@ func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redempt
 		return r, err
 	}
 	h, found, gerr := s.gateHold(ctx, code, orderID)
+	if errors.Is(gerr, errInStoreNow) {
+		return s.store.Redemption(ctx, code, orderID)
+	}
 	if gerr != nil {
 		return Redemption{}, gerr
 	}
@@ -670,12 +673,17 @@ func (s *Service) releaseInGate(ctx context.Context, code, orderID string) {
 
 // applyFromGate writes a Kafka-mode reservation the consumer has not applied
 // yet, with the consumer's own idempotent function, so that confirm and
-// release can act on it. It reports whether there was one to apply.
+// release can act on it. It reports whether there was one to apply, or
+// the consumer wrote it meanwhile: either way the caller runs its store
+// operation again.
 func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool, error) {
 	if !s.kafkaFlash(ctx, code) {
 		return false, nil
 	}
 	h, found, err := s.gateHold(ctx, code, orderID)
+	if errors.Is(err, errInStoreNow) {
+		return true, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -717,8 +725,20 @@ func (s *Service) gateHold(ctx context.Context, code, orderID string) (Hold, boo
 		return Hold{}, false, &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: err,
 			Message: "voucher " + code + " is not loaded in Redis and the consumer has not caught up: reservation " + orderID + " may still be on its way to the database; retry"}
 	}
+	// The consumer may have written the row between the caller's look at
+	// the store and catching up: ask again before calling the order absent.
+	if _, err := s.store.Redemption(ctx, code, orderID); !IsCode(err, CodeReservationNotFound) {
+		if err == nil {
+			err = errInStoreNow
+		}
+		return Hold{}, false, err
+	}
 	return Hold{}, false, nil
 }
+
+// errInStoreNow tells gateHold's callers that the row they missed has been
+// written since: they read the store again.
+var errInStoreNow = errors.New("the reservation reached the database meanwhile")
 
 func (s *Service) kafkaFlash(ctx context.Context, code string) bool {
 	if s.cfg.FlashWrites != FlashKafka || s.gate == nil {
