@@ -96,9 +96,9 @@ type Final func(orderID string) (Row, bool)
 
 // NewModel builds the model of spec and the porcupine history of ops:
 // the attempts of one logical operation (Seq) become one operation when
-// they ended in success; otherwise each unknown attempt is an open-ended
-// operation, unless final proves it did nothing (see dropUnknown); 503s are
-// left out (they take nothing and tell nothing).
+// they ended in success; otherwise their unknown attempts become one
+// open-ended operation, unless final proves they did nothing (see
+// dropUnknown); 503s are left out (they take nothing and tell nothing).
 func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []porcupine.Operation, error) {
 	m := &Model{spec: spec, strict: strict}
 	custIdx := map[int64]int{}
@@ -143,17 +143,25 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 			add(last, call, last.Return, OK)
 			continue
 		}
+		// The unknown attempts of one chain are one open-ended operation
+		// from the earliest of them: they are the same request, so at most
+		// one of them acted, at some moment after that call (the others
+		// replayed it or were refused, which changes nothing).
+		var unknown *Op
 		for _, op := range chain {
 			switch op.Outcome {
 			case Unavailable:
 				// Takes nothing and answers nothing about the state.
 			case Unknown:
-				if !dropUnknown(op, final) {
-					add(op, op.Call, math.MaxInt64, Unknown)
+				if unknown == nil && !dropUnknown(op, final) {
+					unknown = op
 				}
 			default:
 				add(op, op.Call, op.Return, op.Outcome)
 			}
+		}
+		if unknown != nil {
+			add(unknown, unknown.Call, releasedBy(chain, unknown.Call), Unknown)
 		}
 	}
 	hist = append(hist, serviceReleases(spec.Code, ops, final, orderIdx)...)
@@ -165,6 +173,22 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 	}
 	m.nCust, m.nOrder = len(m.custID), len(m.order)
 	return m, hist, nil
+}
+
+// releasedBy bounds an open-ended operation on an order: whatever it did,
+// it did before the first ORDER_RELEASED answer for the order that was
+// asked after its call. That answer means the order is released for good
+// (a RELEASED row, or the gate's released marker from one), and an attempt
+// acting later meets the release and changes nothing. Without such an
+// answer the operation stays open-ended (math.MaxInt64).
+func releasedBy(ops []*Op, after int64) int64 {
+	end := int64(math.MaxInt64)
+	for _, op := range ops {
+		if op.Kind == Reserve && op.Outcome == OrderReleased && op.Call > after && op.Return < end {
+			end = op.Return
+		}
+	}
+	return end
 }
 
 // serviceReleases adds the releases the service made on its own: in Kafka
@@ -180,10 +204,13 @@ func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int
 	}
 	firstCall := map[string]int64{}
 	released := map[string]bool{}
-	for _, op := range ops {
+	byOrder := map[string][]*Op{}
+	for i := range ops {
+		op := &ops[i]
 		if op.Voucher != code || op.Outcome == NotSent {
 			continue
 		}
+		byOrder[op.OrderID] = append(byOrder[op.OrderID], op)
 		switch op.Kind {
 		case Release:
 			// A release that failed (404 before the row existed, 503)
@@ -207,7 +234,7 @@ func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int
 			Call: firstCall[id], Return: -1, Outcome: Unknown, Err: "released by the service (fence)"}
 		out = append(out, porcupine.Operation{
 			ClientId: op.Client, Input: modelInput{kind: Release, cust: -1, order: orderIdx[id], op: op},
-			Output: modelOutput{Unknown}, Call: op.Call, Return: math.MaxInt64,
+			Output: modelOutput{Unknown}, Call: op.Call, Return: releasedBy(byOrder[id], op.Call),
 		})
 	}
 	return out

@@ -101,6 +101,23 @@ func TestUnknownIsOpenEnded(t *testing.T) {
 	r, err = CheckLinearizable(spec, false, ops, nil, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, porcupine.Illegal, r.Result)
+
+	// The unknown attempts of one request are one open-ended operation:
+	// three timeouts and a refusal of the same reservation, then another
+	// customer is refused (a may hold the use) or served (it may not).
+	chain := func(last Op) []Op {
+		ops := seq(res(1, "a", Unknown), res(1, "a", Unknown), res(1, "a", Unknown), res(1, "a", Unavailable), last)
+		for i := range 4 {
+			ops[i].Seq = 1
+		}
+		return ops
+	}
+	for _, last := range []Op{res(2, "b", OutOfStock), res(2, "b", OK)} {
+		r, err = CheckLinearizable(spec, true, chain(last), nil, 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, porcupine.Ok, r.Result)
+		require.Equal(t, 1, r.Unknown, "one open-ended operation for the chain")
+	}
 }
 
 // TestCheckThenActIsCaught builds the history a reserve path that checks
@@ -244,12 +261,14 @@ func TestServiceFence(t *testing.T) {
 	t.Parallel()
 	spec := VoucherSpec{Code: "V", TotalLimit: 1, PerUserLimit: 1}
 	ops := seq(res(1, "a", Unknown), res(1, "a", OrderReleased), res(2, "b", OK))
+	ops[0].Seq, ops[1].Seq = 1, 1
 	rows := map[string]Row{"a": {OrderID: "a", Customer: 1, Status: "RELEASED"}, "b": {OrderID: "b", Customer: 2, Status: "RESERVED"}}
 	final := func(id string) (Row, bool) { r, ok := rows[id]; return r, ok }
 
 	r, err := CheckLinearizable(spec, true, ops, final, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, porcupine.Ok, r.Result, r.Explain)
+	require.Equal(t, 0, r.Unknown, "the attempt and the fence both happened before ORDER_RELEASED was answered")
 	r, err = CheckLinearizable(spec, true, ops, nil, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, porcupine.Illegal, r.Result, "without the RELEASED row nothing released the order")
