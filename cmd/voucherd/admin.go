@@ -166,17 +166,20 @@ func runWarmup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return errors.New("warmup needs exactly one voucher code")
 	}
-	loaded, err := f.client().Warmup(ctx, fs.Arg(0))
+	res, err := f.client().Warmup(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	if f.json {
-		return writeIndented(stdout, map[string]any{"code": fs.Arg(0), "loaded": loaded})
+		return writeIndented(stdout, map[string]any{"code": fs.Arg(0), "inRedis": res.InRedis, "loadedByThisCall": res.LoadedByThisCall})
 	}
-	if loaded {
-		fmt.Fprintf(stdout, "%s loaded into Redis\n", fs.Arg(0))
-	} else {
-		fmt.Fprintf(stdout, "%s was already loaded; nothing changed\n", fs.Arg(0))
+	switch {
+	case res.LoadedByThisCall:
+		fmt.Fprintf(stdout, "%s is in Redis: loaded by this call\n", fs.Arg(0))
+	case res.InRedis:
+		fmt.Fprintf(stdout, "%s is in Redis: it was there already; nothing changed\n", fs.Arg(0))
+	default:
+		return fmt.Errorf("%s is not in Redis yet: another instance is still loading it; run warmup again", fs.Arg(0))
 	}
 	return nil
 }

@@ -178,7 +178,7 @@ func TestEligibilityAndBadInputChangeNothing(t *testing.T) {
 	forEachMode(t, func(t *testing.T, s *stack) {
 		live := s.createVoucher(voucherSpec{TotalLimit: 5, MinOrderAmount: 1000})
 		future := s.createVoucher(voucherSpec{StartsAt: time.Now().Add(time.Hour), EndsAt: time.Now().Add(2 * time.Hour)})
-		past := s.createVoucher(voucherSpec{StartsAt: time.Now().Add(-2 * time.Hour), EndsAt: time.Now().Add(-time.Hour)})
+		past := s.createEndedVoucher()
 		reserveBody := func(customer any, order any, amount any) string {
 			return fmt.Sprintf(`{"customerId":%v,"orderId":%v,"orderAmount":%v}`, customer, order, amount)
 		}
@@ -237,23 +237,29 @@ func TestVoucherAdministration(t *testing.T) {
 		require.Contains(t, r.body, f)
 	}
 
+	// Dates relative to now: a window that has already ended is refused.
+	earlier := time.Now().Add(-24 * time.Hour).UTC().Format(time.RFC3339)
+	ended := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	soon := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	later := time.Now().Add(365 * 24 * time.Hour).UTC().Format(time.RFC3339)
 	dup := s.do(http.MethodPost, "/vouchers", map[string]any{"code": code, "discountAmount": 1, "totalLimit": 1,
-		"startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"})
+		"startsAt": earlier, "endsAt": later})
 	require.Equal(t, http.StatusConflict, dup.status)
 	require.Equal(t, "VOUCHER_EXISTS", dup.str("error"))
 
 	bad := []map[string]any{
-		{"code": "has space", "discountAmount": 1, "totalLimit": 1, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": strings.Repeat("A", 33), "discountAmount": 1, "totalLimit": 1, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK1", "discountAmount": 0, "totalLimit": 1, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK2", "discountAmount": 1, "totalLimit": 0, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK3", "discountAmount": 1, "totalLimit": 3000000000, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK4", "discountAmount": 1, "totalLimit": 1, "perUserLimit": 0, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK5", "discountAmount": 1, "totalLimit": 1, "minOrderAmount": -1, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK6", "discountAmount": 1, "totalLimit": 1, "startsAt": "2027-01-01T00:00:00Z", "endsAt": "2026-01-01T00:00:00Z"},
-		{"code": "OK7", "discountAmount": 1, "totalLimit": 1, "startsAt": "yesterday", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK8", "discountAmount": 1.5, "totalLimit": 1, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
-		{"code": "OK9", "totalLimit": 1, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2027-01-01T00:00:00Z"},
+		{"code": "has space", "discountAmount": 1, "totalLimit": 1, "startsAt": earlier, "endsAt": later},
+		{"code": strings.Repeat("A", 33), "discountAmount": 1, "totalLimit": 1, "startsAt": earlier, "endsAt": later},
+		{"code": "OK1", "discountAmount": 0, "totalLimit": 1, "startsAt": earlier, "endsAt": later},
+		{"code": "OK2", "discountAmount": 1, "totalLimit": 0, "startsAt": earlier, "endsAt": later},
+		{"code": "OK3", "discountAmount": 1, "totalLimit": 3000000000, "startsAt": earlier, "endsAt": later},
+		{"code": "OK4", "discountAmount": 1, "totalLimit": 1, "perUserLimit": 0, "startsAt": earlier, "endsAt": later},
+		{"code": "OK5", "discountAmount": 1, "totalLimit": 1, "minOrderAmount": -1, "startsAt": earlier, "endsAt": later},
+		{"code": "OK6", "discountAmount": 1, "totalLimit": 1, "startsAt": later, "endsAt": soon},
+		{"code": "OK7", "discountAmount": 1, "totalLimit": 1, "startsAt": "yesterday", "endsAt": later},
+		{"code": "OK8", "discountAmount": 1.5, "totalLimit": 1, "startsAt": earlier, "endsAt": later},
+		{"code": "OK9", "totalLimit": 1, "startsAt": earlier, "endsAt": later},
+		{"code": "OK10", "discountAmount": 1, "totalLimit": 1, "startsAt": earlier, "endsAt": ended},
 	}
 	for _, b := range bad {
 		r := s.do(http.MethodPost, "/vouchers", b)
@@ -285,6 +291,13 @@ func TestVoucherAdministration(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.status)
 	r = s.do(http.MethodPatch, "/vouchers/"+code, map[string]any{"bogus": 3})
 	require.Equal(t, http.StatusBadRequest, r.status)
+	r = s.do(http.MethodPatch, "/vouchers/"+code, map[string]any{"endsAt": ended})
+	require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+	require.Contains(t, r.str("message"), "already past")
+	r = s.do(http.MethodGet, "/vouchers/"+code, nil)
+	endsAt, err := time.Parse(time.RFC3339Nano, r.str("endsAt"))
+	require.NoError(t, err)
+	require.True(t, endsAt.After(time.Now()), "a refused patch changed endsAt to %s", endsAt)
 	r = s.do(http.MethodGet, "/vouchers/NOPE"+code, nil)
 	require.Equal(t, http.StatusNotFound, r.status)
 	require.Equal(t, "VOUCHER_NOT_FOUND", r.str("error"))

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,6 +170,28 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.IntVar(&cfg.MaxDBConns, "db-max-conns", envInt("VOUCHERD_DB_MAX_CONNS", 32), "PostgreSQL pool size (VOUCHERD_DB_MAX_CONNS)")
 	fs.IntVar(&cfg.MinDBConns, "db-min-conns", envInt("VOUCHERD_DB_MIN_CONNS", wholePool), "PostgreSQL connections opened at start and kept open; -1 the whole pool, 0 on demand (VOUCHERD_DB_MIN_CONNS)")
 }
+
+// registerServeFlagsExcept is registerServeFlags without the named flags: a
+// subcommand that sets some settings itself leaves their flags out, so that
+// its help lists only what it honours. The left-out fields still get their
+// defaults, which the subcommand then overrides.
+func registerServeFlagsExcept(fs *flag.FlagSet, cfg *Config, skip ...string) {
+	all := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	registerServeFlags(all, cfg)
+	all.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(skip, f.Name) {
+			fs.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+}
+
+// envOnlyHelp is the part of the serve-like subcommands' help that flags
+// cannot show: the settings read only from the environment.
+const envOnlyHelp = `
+Environment only (no flags, so that secrets stay out of process listings):
+  VOUCHERD_API_TOKEN    bearer token of the reservation routes (unset: loopback clients only)
+  VOUCHERD_ADMIN_TOKEN  bearer token of voucher administration (unset: loopback clients only)
+`
 
 // validate checks combinations flags cannot express alone.
 func (c *Config) validate() error {

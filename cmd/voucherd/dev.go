@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -26,23 +25,35 @@ import (
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
 	fs := newFlagSet("dev", "", stderr)
-	registerServeFlags(fs, &cfg)
+	// dev runs its own PostgreSQL and Redis (and Kafka with --kafka) and
+	// always migrates, so their flags are left out; it logs text for humans
+	// unless VOUCHERD_LOG_FORMAT or --log-format says otherwise.
+	registerServeFlagsExcept(fs, &cfg, "database-url", "redis-addr", "migrate", "flash-writes", "kafka-brokers")
+	if os.Getenv("VOUCHERD_LOG_FORMAT") == "" {
+		cfg.LogFormat = "text"
+		fs.Lookup("log-format").DefValue = "text"
+	}
 	dir := fs.String("dir", ".voucherd-dev", "folder for the data and logs of the child servers")
 	pgPort := fs.Int("pg-port", 55432, "PostgreSQL port on 127.0.0.1")
 	redisPort := fs.Int("redis-port", 56379, "Redis port on 127.0.0.1")
 	withKafka := fs.Bool("kafka", false, "also start a single-node Kafka broker and serve in Kafka write mode")
+	reset := fs.Bool("reset", false, "delete the data of earlier runs (the postgres, redis and kafka folders under --dir) before starting")
 	kafkaPort := fs.Int("kafka-port", 59092, "Kafka port on 127.0.0.1 (the controller uses the next one)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logFormatSet := false
-	fs.Visit(func(f *flag.Flag) { logFormatSet = logFormatSet || f.Name == "log-format" })
-	if !logFormatSet && os.Getenv("VOUCHERD_LOG_FORMAT") == "" {
-		cfg.LogFormat = "text"
-	}
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
 		return err
+	}
+	if *reset {
+		// Only the folders dev itself creates, whatever --dir points at.
+		for _, sub := range []string{"postgres", "redis", "kafka"} {
+			if err := os.RemoveAll(filepath.Join(abs, sub)); err != nil {
+				return fmt.Errorf("--reset: %w", err)
+			}
+		}
+		fmt.Fprintf(stdout, "voucherd dev: --reset deleted the data of earlier runs in %s\n", abs)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err

@@ -183,7 +183,7 @@ func TestWarmupRacingFirstRequestsLoadsOnce(t *testing.T) {
 		parallel(60, 60, func(i int) {
 			if i%3 == 0 {
 				r := s.do(http.MethodPost, "/vouchers/"+code+"/warmup", nil)
-				if r.status == http.StatusOK && r.body["loaded"] == true {
+				if r.status == http.StatusOK && r.body["loadedByThisCall"] == true {
 					loads.Add(1)
 				}
 				return
@@ -191,6 +191,10 @@ func TestWarmupRacingFirstRequestsLoadsOnce(t *testing.T) {
 			s.reserve(code, int64(5000+i), fmt.Sprintf("w%d-late-%d", round, i), 100)
 		})
 		require.LessOrEqual(t, loads.Load(), int64(1), "the voucher was loaded more than once")
+		r := s.do(http.MethodPost, "/vouchers/"+code+"/warmup", nil)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, map[string]any{"code": code, "inRedis": true, "loadedByThisCall": false}, r.body,
+			"a warm-up of a loaded voucher says it is in Redis")
 		s.assertConsistent(code)
 		st := s.state(code)
 		require.Equal(t, 50, st.usedCount, "uses lost or doubled across the reload")
@@ -396,7 +400,7 @@ func TestKafkaWarmupRefusedWhileConsumerLags(t *testing.T) {
 	t.Cleanup(consumer.Stop)
 	require.Eventually(t, func() bool {
 		r := s.do(http.MethodPost, "/vouchers/"+next+"/warmup", nil)
-		return r.status == http.StatusOK && r.body["loaded"] == true
+		return r.status == http.StatusOK && r.body["loadedByThisCall"] == true && r.body["inRedis"] == true
 	}, 30*time.Second, 200*time.Millisecond)
 	require.Equal(t, http.StatusCreated, s.reserve(next, 2, "lag-2", 100).status)
 }

@@ -134,7 +134,8 @@ func (k *kafkaParts) close() {
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
 	fs := newFlagSet("consume", "", stderr)
-	registerServeFlags(fs, &cfg)
+	// consume serves no HTTP and always runs the consumer.
+	registerServeFlagsExcept(fs, &cfg, "addr", "consumer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -15,7 +15,9 @@ import (
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
 	fs := newFlagSet("reconcile", "[CODE]", stderr)
-	registerServeFlags(fs, &cfg)
+	// One pass that never migrates, opens connections on demand and logs
+	// warnings as text: those flags are left out.
+	registerServeFlagsExcept(fs, &cfg, "migrate", "db-min-conns", "log-format", "log-level")
 	dryRun := fs.Bool("dry-run", false, "report only; make no repairs")
 	asJSON := fs.Bool("json", false, "print JSON reports")
 	if err := fs.Parse(args); err != nil {

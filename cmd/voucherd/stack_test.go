@@ -243,6 +243,17 @@ func (s *stack) createVoucher(spec voucherSpec) string {
 	return code
 }
 
+// createEndedVoucher returns a voucher whose window has ended. The API
+// refuses to create one that has ended already, so it is created with a
+// window ending a moment ahead and then left to end.
+func (s *stack) createEndedVoucher() string {
+	s.t.Helper()
+	ends := time.Now().Add(2 * time.Second)
+	code := s.createVoucher(voucherSpec{StartsAt: time.Now().Add(-2 * time.Hour), EndsAt: ends})
+	time.Sleep(time.Until(ends) + 10*time.Millisecond)
+	return code
+}
+
 func (s *stack) reserve(code string, customer int64, orderID string, amount int64) response {
 	s.t.Helper()
 	return s.do(http.MethodPost, "/vouchers/"+code+"/reservations", map[string]any{

@@ -172,3 +172,13 @@ type errorJSON struct {
 	RetryAfter     *int64 `json:"retryAfter,omitempty"`
 	OutcomeUnknown bool   `json:"outcomeUnknown,omitempty"`
 }
+
+// warmupJSON is the answer of POST /vouchers/{code}/warmup.
+type warmupJSON struct {
+	Code string `json:"code"`
+	// InRedis: the voucher is in Redis now; false only when another
+	// instance was still loading it after a short wait (call again).
+	InRedis bool `json:"inRedis"`
+	// LoadedByThisCall: this call wrote it (false: it was there already).
+	LoadedByThisCall bool `json:"loadedByThisCall"`
+}

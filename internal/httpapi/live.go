@@ -67,7 +67,7 @@ func LiveRoutes(hub *live.Hub) func(mux *http.ServeMux, wrap func(route string, 
 			}
 			stream.ServeHTTP(w, r)
 		}))
-		mux.HandleFunc(pageRoute, serveLivePage)
+		mux.Handle(pageRoute, livePageHandler(hub))
 	}
 }
 
@@ -172,21 +172,30 @@ func writeEvent(buf *bytes.Buffer, u live.Update) error {
 	return nil
 }
 
-// serveLivePage serves the page; the voucher code is read by the page's
-// script from its own URL, so nothing from the request is written into it.
-func serveLivePage(w http.ResponseWriter, r *http.Request) {
-	if !voucher.ValidCode(r.PathValue("code")) {
-		http.Error(w, "invalid voucher code", http.StatusNotFound)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(livePage)))
-	h.Set("Content-Security-Policy", livePageCSP)
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-cache")
-	_, _ = w.Write(livePage)
+// livePageHandler serves the page of a voucher that exists; an unknown code
+// is answered 404 like the API's routes. The voucher code is read by the
+// page's script from its own URL, so nothing from the request is written
+// into it. The page needs no token, so the existence of a code is visible
+// without one.
+func livePageHandler(hub *live.Hub) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := hub.Voucher(r.Context(), r.PathValue("code")); err != nil {
+			var e *voucher.Error
+			if !errors.As(err, &e) || e.Code == voucher.CodeInternal {
+				e = &voucher.Error{Code: voucher.CodeInternal, Message: "internal error"}
+			}
+			writeJSON(w, StatusOf(e.Code), errorJSON{Error: string(e.Code), Message: e.Message})
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Length", strconv.Itoa(len(livePage)))
+		h.Set("Content-Security-Policy", livePageCSP)
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-cache")
+		_, _ = w.Write(livePage)
+	})
 }
 
 // pageCSP builds a Content-Security-Policy that allows exactly the page's

@@ -51,11 +51,11 @@ func (s *Server) warmup(w http.ResponseWriter, r *http.Request) error {
 	if !voucher.ValidCode(code) {
 		return voucher.Errorf(voucher.CodeVoucherNotFound, "voucher %q not found", code)
 	}
-	loaded, err := s.svc.Warmup(r.Context(), code)
+	res, err := s.svc.Warmup(r.Context(), code)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"code": code, "loaded": loaded})
+	writeJSON(w, http.StatusOK, warmupJSON{Code: code, InRedis: res.InGate, LoadedByThisCall: res.LoadedNow})
 	return nil
 }
 

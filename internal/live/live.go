@@ -238,6 +238,18 @@ func (h *Hub) Reserved(voucherCode string, _ voucher.Mode, code voucher.ErrorCod
 	}
 }
 
+// Voucher reads a voucher as the feeds do (Config.Voucher, bounded by
+// Config.ReadTimeout), for callers that must know whether a code exists
+// before they offer to watch it.
+func (h *Hub) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
+	if !voucher.ValidCode(code) {
+		return voucher.Voucher{}, voucher.Errorf(voucher.CodeVoucherNotFound, "voucher %q not found", code)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ReadTimeout)
+	defer cancel()
+	return h.cfg.Voucher(ctx, code)
+}
+
 // Watchers returns the number of open watchers of a voucher.
 func (h *Hub) Watchers(code string) int {
 	h.mu.Lock()

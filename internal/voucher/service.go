@@ -188,7 +188,7 @@ func (s *Service) Config() ServiceConfig { return s.cfg }
 // CreateVoucher stores a new voucher and, for a flash voucher, loads it into
 // the gate so the first requests of the sale find it ready.
 func (s *Service) CreateVoucher(ctx context.Context, v Voucher) (Voucher, error) {
-	if err := v.Validate(); err != nil {
+	if err := v.ValidateNew(s.cfg.Clock()); err != nil {
 		return Voucher{}, err
 	}
 	created, err := s.store.CreateVoucher(ctx, v)
@@ -221,6 +221,9 @@ func (s *Service) PatchVoucher(ctx context.Context, code string, p Patch) (Vouch
 	}
 	if p.Empty() {
 		return Voucher{}, Errorf(CodeInvalidRequest, "patch changes nothing")
+	}
+	if err := p.Validate(s.cfg.Clock()); err != nil {
+		return Voucher{}, err
 	}
 	before, after, err := s.store.PatchVoucher(ctx, code, p)
 	if err != nil {
@@ -764,56 +767,75 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 	return len(released), nil
 }
 
+// WarmupResult says where a flash voucher stands after Warmup.
+type WarmupResult struct {
+	// InGate reports that the voucher is loaded in the gate now. It is
+	// false only when another loader held the lock and had not finished
+	// within ServiceConfig.WarmupWait: call again.
+	InGate bool
+	// LoadedNow reports that this call wrote the gate (false: the voucher
+	// was there already, or another loader wrote it).
+	LoadedNow bool
+}
+
 // Warmup loads a flash voucher into the gate from a store snapshot, once:
 // one loader at a time across instances, the others wait for it. In Kafka
 // mode it refuses while the consumer has not caught up, since events still
-// in Kafka are missing from the snapshot. loaded reports whether this call
-// wrote the gate.
-func (s *Service) Warmup(ctx context.Context, code string) (loaded bool, err error) {
+// in Kafka are missing from the snapshot.
+func (s *Service) Warmup(ctx context.Context, code string) (WarmupResult, error) {
 	if s.gate == nil {
-		return false, Unavailable(nil, "Redis is not configured")
+		return WarmupResult{}, Unavailable(nil, "Redis is not configured")
 	}
 	v, err := s.cachedVoucher(ctx, code)
 	if err != nil {
-		return false, err
+		return WarmupResult{}, err
 	}
 	if !v.FlashSale {
-		return false, Errorf(CodeInvalidRequest, "voucher %s is not a flash-sale voucher", code)
+		return WarmupResult{}, Errorf(CodeInvalidRequest, "voucher %s is not a flash-sale voucher", code)
 	}
 	if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
-		return false, err
+		return WarmupResult{InGate: ok}, err
 	}
 	unlock, ok, err := s.gate.Lock(ctx, code, 10*time.Second)
 	if err != nil {
-		return false, err
+		return WarmupResult{}, err
 	}
 	if !ok {
-		return false, s.waitLoaded(ctx, code)
+		loaded, err := s.waitLoaded(ctx, code)
+		return WarmupResult{InGate: loaded}, err
 	}
 	defer unlock()
 	if s.cfg.FlashWrites == FlashKafka {
 		if err := s.cfg.Events.CaughtUp(ctx); err != nil {
-			return false, err
+			return WarmupResult{}, err
 		}
 	}
 	snap, err := s.store.GateSnapshot(ctx, code)
 	if err != nil {
-		return false, err
+		return WarmupResult{}, err
 	}
-	return s.gate.Load(ctx, snap)
+	// Load writes nothing when the voucher is there already; either way it
+	// is in the gate once Load succeeds.
+	wrote, err := s.gate.Load(ctx, snap)
+	if err != nil {
+		return WarmupResult{}, err
+	}
+	return WarmupResult{InGate: true, LoadedNow: wrote}, nil
 }
 
-func (s *Service) waitLoaded(ctx context.Context, code string) error {
+// waitLoaded waits up to WarmupWait for another loader and reports whether
+// the voucher is in the gate.
+func (s *Service) waitLoaded(ctx context.Context, code string) (bool, error) {
 	deadline := s.cfg.Clock().Add(s.cfg.WarmupWait)
 	for s.cfg.Clock().Before(deadline) {
 		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-			return Unavailable(err, "waiting for voucher %s to load", code)
+			return false, Unavailable(err, "waiting for voucher %s to load", code)
 		}
 		if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
-			return err
+			return ok, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // cachedVoucher returns the voucher definition, cached briefly: the hot path

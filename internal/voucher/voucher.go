@@ -76,7 +76,7 @@ func (v Voucher) Remaining() int32 {
 	return 0
 }
 
-// Validate checks the ranges of SPEC §1 on a voucher about to be created.
+// Validate checks the ranges of a voucher's fields, whatever the time.
 func (v Voucher) Validate() error {
 	switch {
 	case !ValidCode(v.Code):
@@ -140,6 +140,33 @@ func (p Patch) Apply(v Voucher) (Voucher, error) {
 		v.FlashSale = *p.FlashSale
 	}
 	return v, v.Validate()
+}
+
+// ValidateNew checks a voucher about to be created at now: its fields, and a
+// window that has not ended already (such a voucher could never be
+// reserved: every reservation would answer NOT_ELIGIBLE/EXPIRED).
+func (v Voucher) ValidateNew(now time.Time) error {
+	if err := v.Validate(); err != nil {
+		return err
+	}
+	return checkNotEnded(v.EndsAt, now)
+}
+
+// Validate checks a patch about to be applied at now: an endsAt it sets must
+// still be ahead. To end a voucher early, set endsAt a moment ahead.
+func (p Patch) Validate(now time.Time) error {
+	if p.EndsAt == nil {
+		return nil
+	}
+	return checkNotEnded(*p.EndsAt, now)
+}
+
+func checkNotEnded(endsAt, now time.Time) error {
+	if !endsAt.After(now) {
+		return Errorf(CodeInvalidRequest, "endsAt %s is already past (now is %s): no reservation could use this voucher; choose a later endsAt",
+			endsAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // CheckEligible applies the reserve-time rules that do not depend on stock:

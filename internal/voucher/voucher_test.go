@@ -3,6 +3,7 @@ package voucher
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidCodeAndOrderID(t *testing.T) {
@@ -32,5 +33,52 @@ func TestValidCodeAndOrderID(t *testing.T) {
 		if got := ValidOrderID(tc.in); got != tc.orderID {
 			t.Errorf("ValidOrderID(%q) = %v, want %v", tc.in, got, tc.orderID)
 		}
+	}
+}
+
+func TestValidateNewRefusesAnEndedWindow(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2027, 1, 15, 12, 0, 0, 0, time.UTC)
+	base := Voucher{Code: "V1", DiscountAmount: 100, TotalLimit: 10, PerUserLimit: 1,
+		StartsAt: now.Add(-48 * time.Hour)}
+	tests := []struct {
+		name   string
+		endsAt time.Time
+		ok     bool
+	}{
+		{"ends tomorrow", now.Add(24 * time.Hour), true},
+		{"ends in a nanosecond", now.Add(time.Nanosecond), true},
+		{"ends now", now, false},
+		{"ended an hour ago", now.Add(-time.Hour), false},
+		{"ended a day ago", now.Add(-24 * time.Hour), false},
+	}
+	for _, tc := range tests {
+		v := base
+		v.EndsAt = tc.endsAt
+		err := v.ValidateNew(now)
+		patchErr := Patch{EndsAt: &tc.endsAt}.Validate(now)
+		if tc.ok {
+			if err != nil || patchErr != nil {
+				t.Errorf("%s: ValidateNew = %v, Patch.Validate = %v, want both nil", tc.name, err, patchErr)
+			}
+			continue
+		}
+		for _, e := range []error{err, patchErr} {
+			if CodeOf(e) != CodeInvalidRequest || !strings.Contains(e.Error(), "already past") {
+				t.Errorf("%s: got %v, want INVALID_REQUEST saying the endsAt is already past", tc.name, e)
+			}
+		}
+	}
+	// Field errors still come first, and a patch that leaves endsAt alone
+	// passes whatever the window.
+	bad := base
+	bad.TotalLimit = 0
+	bad.EndsAt = now.Add(-time.Hour)
+	if err := bad.ValidateNew(now); err == nil || !strings.Contains(err.Error(), "totalLimit") {
+		t.Errorf("ValidateNew of a zero totalLimit = %v", err)
+	}
+	limit := int32(5)
+	if err := (Patch{TotalLimit: &limit}).Validate(now); err != nil {
+		t.Errorf("a patch without endsAt: %v", err)
 	}
 }
