@@ -1,6 +1,7 @@
 # voucherd developer commands; `make` alone lists them.
 # Tests start their own PostgreSQL, Redis and Kafka (internal/testenv);
-# `deps` installs the binaries they need when missing.
+# `deps` installs the binaries they need when missing. `run` installs only
+# what running needs (scripts/deps.sh run|kafka|test says what each needs).
 
 GO      ?= go
 ARGS    ?=
@@ -13,20 +14,34 @@ export VOUCHERD_TEST_ARTIFACTS ?= $(CURDIR)/test-artifacts
 RACE_PKGS ?= ./internal/pgstore ./internal/redisgate ./internal/voucher ./internal/kafkalog ./internal/live ./internal/bench ./client
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build run test test-race test-faults bench lint
+.PHONY: help deps deps-run deps-kafka build run clean-dev test test-race test-faults bench lint
+
+# ARGS asks for Kafka when it holds --kafka (or -kafka, --kafka=true).
+WANTS_KAFKA := $(filter --kafka -kafka --kafka=true -kafka=true,$(ARGS))
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install PostgreSQL, Redis, Java 17, Maven if missing; fetch the Kafka jars once
-	@scripts/deps.sh
-	@if [ -f scripts/kafka.sh ]; then bash scripts/kafka.sh fetch >/dev/null; fi
+deps: ## install what the test suite needs if missing (PostgreSQL, Redis, Java 17, Maven, Chromium, curl); fetch the Kafka jars once
+	@scripts/deps.sh test
+	@bash scripts/kafka.sh fetch >/dev/null
+
+deps-run: ## install what `make run` needs if missing: PostgreSQL and Redis (with ARGS=--kafka also Java 17, Maven, the Kafka jars)
+	@scripts/deps.sh run
+	@$(if $(WANTS_KAFKA),$(MAKE) --no-print-directory deps-kafka)
+
+deps-kafka: ## install what a Kafka broker needs if missing (PostgreSQL, Redis, Java 17, Maven); fetch the Kafka jars once
+	@scripts/deps.sh kafka
+	@bash scripts/kafka.sh fetch >/dev/null
 
 build: ## build bin/voucherd
 	$(GO) build -o bin/voucherd ./cmd/voucherd
 
-run: deps build ## run voucherd dev (local PostgreSQL and Redis; ARGS=--kafka adds Kafka)
+run: deps-run build ## run voucherd dev (local PostgreSQL and Redis; ARGS=--kafka adds Kafka)
 	bin/voucherd dev $(ARGS)
+
+clean-dev: ## delete voucherd dev's data (.voucherd-dev/) to start the examples over; or run `voucherd dev --reset`
+	rm -rf .voucherd-dev
 
 test: deps ## gofmt, go vet, the whole suite against real services, -race on the concurrent packages, combining off
 	@out="$$(gofmt -l .)"; \
@@ -43,7 +58,7 @@ test-race: deps ## the internal packages' tests with the race detector
 test-faults: deps ## fault-injection suite, long form: seeds x modes under kill/pause/restart (docs/faults.md)
 	VOUCHERD_FAULTS=long $(GO) test -count=1 -timeout $(TIMEOUT) -v -run 'TestFaults' ./internal/faults
 
-bench: deps build ## flash-sale load test with invariant checks (bin/voucherd bench; ARGS passed on)
+bench: deps-kafka build ## flash-sale load test with invariant checks (bin/voucherd bench; ARGS passed on)
 	bin/voucherd bench $(ARGS)
 
 lint: ## gofmt must list no file; go vet

@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# deps.sh: install what voucherd's tests and `voucherd dev` need on this
-# machine: PostgreSQL (initdb, postgres), Redis (redis-server, redis-cli),
-# and Java 17 plus Maven for the Kafka broker (scripts/kafka.sh).
+# deps.sh [run|kafka|test]: install what one use of voucherd needs on this
+# machine, and nothing more:
+#   run    `voucherd dev` (make run): PostgreSQL (initdb, postgres) and Redis
+#          (redis-server, redis-cli).
+#   kafka  `voucherd dev --kafka` (make run ARGS=--kafka): run, plus Java 17
+#          and Maven for the Kafka broker (scripts/kafka.sh fetches its jars).
+#   test   the test suite (make test): kafka, plus headless Chromium for the
+#          live page's browser test and curl for the README's examples.
+# Without an argument: test.
 #
 # Idempotent and quiet when everything is present. On Debian/Ubuntu it
-# installs what is missing with apt-get (through sudo when not root); on any
-# other system it prints what is missing and how to install it, and fails.
+# installs what is missing with apt-get (as root, or through sudo); on any
+# other system (macOS, for example) it prints what is missing and the
+# command that installs it, and fails.
 #
 # Only the binaries are needed: tests and `voucherd dev` start their own
 # server processes on free loopback ports, so the postgresql and redis-server
 # system services that Debian's packages set up are neither used nor started
 # here.
 set -euo pipefail
+
+profile=${1:-test}
+case "$profile" in
+run | kafka | test) ;;
+*)
+	echo "usage: scripts/deps.sh [run|kafka|test]" >&2
+	exit 2
+	;;
+esac
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -30,6 +46,8 @@ have_pg() {
 	return 1
 }
 
+have_redis() { have redis-server && have redis-cli; }
+
 # have_java17: a java whose major version is 17 or newer.
 have_java17() {
 	have java || return 1
@@ -40,29 +58,40 @@ have_java17() {
 	[ -n "$major" ] && [ "$major" -ge 17 ] 2>/dev/null
 }
 
-missing=()   # human-readable names, for messages
-packages=()  # Debian packages that provide them
-if ! have_pg; then
-	missing+=("PostgreSQL (initdb, postgres)")
-	packages+=(postgresql)
+have_mvn() { have mvn; }
+have_chromium() { have chromium; }
+have_curl() { have curl; }
+
+# Each requirement: "check|what it is|Debian packages|Homebrew install".
+requirements=(
+	"have_pg|PostgreSQL (initdb, postgres)|postgresql|brew install postgresql@16"
+	"have_redis|Redis (redis-server, redis-cli)|redis-server redis-tools|brew install redis"
+)
+if [ "$profile" != run ]; then
+	requirements+=(
+		"have_java17|Java 17 (java), for the Kafka broker|openjdk-17-jre-headless|brew install openjdk@17"
+		"have_mvn|Maven (mvn), to fetch the Kafka jars|maven|brew install maven"
+	)
 fi
-if ! have redis-server || ! have redis-cli; then
-	missing+=("Redis (redis-server, redis-cli)")
-	packages+=(redis-server redis-tools)
+if [ "$profile" = test ]; then
+	requirements+=(
+		"have_chromium|Chromium (chromium), for the live page's browser test|chromium|brew install --cask chromium"
+		"have_curl|curl, for the README's examples test|curl ca-certificates|brew install curl"
+	)
 fi
-if ! have_java17; then
-	missing+=("Java 17 (java)")
-	packages+=(openjdk-17-jre-headless)
-fi
-if ! have mvn; then
-	missing+=("Maven (mvn)")
-	packages+=(maven)
-fi
-# Headless Chromium for the live sale page's browser test.
-if ! have chromium; then
-	missing+=("Chromium (chromium)")
-	packages+=(chromium)
-fi
+
+missing=()  # what it is, for messages
+packages=() # Debian packages that provide it
+brews=()    # Homebrew commands that install it
+for req in "${requirements[@]}"; do
+	IFS='|' read -r check what debs brew <<<"$req"
+	if ! "$check"; then
+		missing+=("$what")
+		read -ra debs_a <<<"$debs"
+		packages+=("${debs_a[@]}")
+		brews+=("$brew")
+	fi
+done
 
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
@@ -70,11 +99,12 @@ fi
 
 if ! have apt-get; then
 	{
-		echo "deps.sh: missing:"
+		echo "deps.sh ($profile): missing:"
 		printf '  - %s\n' "${missing[@]}"
 		echo "install them with your package manager; on macOS with Homebrew:"
-		echo "  brew install postgresql@16 redis openjdk@17 maven && brew install --cask chromium"
-		echo "then make sure initdb, postgres, redis-server, redis-cli, java, mvn and chromium are on PATH."
+		printf '  %s\n' "${brews[@]}"
+		echo "then make sure the commands named above are on PATH (Homebrew's postgresql@16,"
+		echo "openjdk@17 and curl are keg-only: add their bin folders, as brew's output says)."
 	} >&2
 	exit 1
 fi
@@ -82,13 +112,13 @@ fi
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
 	if ! have sudo; then
-		echo "deps.sh: missing: ${missing[*]}; run as root: apt-get update && apt-get install -y ${packages[*]}" >&2
+		echo "deps.sh ($profile): missing: ${missing[*]}; run as root: apt-get update && apt-get install -y ${packages[*]}" >&2
 		exit 1
 	fi
 	sudo=(sudo)
 fi
 
-echo "deps.sh: installing ${packages[*]}" >&2
+echo "deps.sh ($profile): installing ${packages[*]}" >&2
 
 # Keep the packages' system services from starting: nothing uses them, and a
 # stray PostgreSQL or Redis would only take memory. policy-rc.d is Debian's
@@ -106,12 +136,11 @@ export DEBIAN_FRONTEND=noninteractive
 
 # Check again: a package can install without putting the binary where we look.
 still=()
-have_pg || still+=("PostgreSQL (initdb, postgres)")
-{ have redis-server && have redis-cli; } || still+=("Redis (redis-server, redis-cli)")
-have_java17 || still+=("Java 17 (java)")
-have mvn || still+=("Maven (mvn)")
-have chromium || still+=("Chromium (chromium)")
+for req in "${requirements[@]}"; do
+	IFS='|' read -r check what _ _ <<<"$req"
+	"$check" || still+=("$what")
+done
 if [ ${#still[@]} -ne 0 ]; then
-	echo "deps.sh: still missing after apt-get install: ${still[*]}" >&2
+	echo "deps.sh ($profile): still missing after apt-get install: ${still[*]}" >&2
 	exit 1
 fi

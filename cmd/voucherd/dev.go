@@ -106,6 +106,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return errors.Join(werr, cerr)
 }
 
+// printDevBanner prints how to try the server. The example's voucher code
+// is new on every start, so that it can be pasted again after a restart on
+// the same data; the README's examples make new names on every run.
 func printDevBanner(w io.Writer, addr string, cfg Config) {
 	auth := ""
 	if cfg.AdminToken != "" {
@@ -115,19 +118,22 @@ func printDevBanner(w io.Writer, addr string, cfg Config) {
 	if cfg.APIToken != "" {
 		api = ` -H "Authorization: Bearer $VOUCHERD_API_TOKEN"`
 	}
-	start := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
-	end := time.Now().UTC().Add(30 * 24 * time.Hour).Format(time.RFC3339)
+	now := time.Now().UTC()
+	start := now.Add(-time.Minute).Format(time.RFC3339)
+	end := now.Add(30 * 24 * time.Hour).Format(time.RFC3339)
+	code := fmt.Sprintf("FLASH-%d", now.Unix())
 	fmt.Fprintf(w, `
 voucherd is serving on http://%[1]s (flash writes: %[2]s). Try:
 
-  curl -s -XPOST http://%[1]s/vouchers%[3]s -H 'Content-Type: application/json' \
-    -d '{"code":"FLASH100","discountAmount":100000,"totalLimit":1000,"perUserLimit":1,"startsAt":"%[5]s","endsAt":"%[6]s","flashSale":true}'
-  curl -s -XPOST http://%[1]s/vouchers/FLASH100/reservations%[4]s -H 'Content-Type: application/json' \
+  curl -s -w '\n' -XPOST http://%[1]s/vouchers%[3]s -H 'Content-Type: application/json' \
+    -d '{"code":"%[7]s","discountAmount":100000,"totalLimit":1000,"perUserLimit":1,"startsAt":"%[5]s","endsAt":"%[6]s","flashSale":true}'
+  curl -s -w '\n' -XPOST http://%[1]s/vouchers/%[7]s/reservations%[4]s -H 'Content-Type: application/json' \
     -d '{"customerId":42,"orderId":"order-42","orderAmount":250000}'
-  curl -s http://%[1]s/vouchers/FLASH100%[4]s
+  curl -s -w '\n' http://%[1]s/vouchers/%[7]s%[4]s
 
+More in README.md (The API). Data stays in the --dir folder; --reset starts over.
 Ctrl-C stops voucherd and its PostgreSQL, Redis and Kafka.
-`, addr, cfg.FlashWrites, auth, api, start, end)
+`, addr, cfg.FlashWrites, auth, api, start, end, code)
 }
 
 // child is a server process started by dev.

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// readmeExamples returns the shell block of README.md between the
+// readme-examples markers.
+func readmeExamples(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(raw), "<!-- readme-examples:begin")
+	require.True(t, ok, "README.md has no readme-examples:begin marker")
+	block, _, ok := strings.Cut(rest, "<!-- readme-examples:end -->")
+	require.True(t, ok, "README.md has no readme-examples:end marker")
+	_, code, ok := strings.Cut(block, "```sh\n")
+	require.True(t, ok, "the README's example block is not a ```sh fence")
+	code, _, ok = strings.Cut(code, "```")
+	require.True(t, ok, "the README's example block is not closed")
+	return code
+}
+
+// TestReadmeExamplesRunAgainstDev runs the README's example block with bash
+// against `voucherd dev`, as a new user would: twice with no tokens, then
+// twice against the same data with tokens set (the server started with them
+// and the shell exporting them). Every curl in the block fails on an HTTP
+// error, so the block's exit status says whether it worked.
+//
+// It is not parallel: `voucherd dev` reads its tokens from the environment.
+func TestReadmeExamplesRunAgainstDev(t *testing.T) {
+	for _, tool := range []string{"bash", "curl"} {
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "%s is needed to run the README's examples (scripts/deps.sh test installs it)", tool)
+	}
+	script := readmeExamples(t)
+	dir := t.TempDir()
+	// The PostgreSQL child may run as another user (when the test runs as
+	// root), which must reach its folder under the test's temporary one.
+	require.NoError(t, os.Chmod(dir, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+
+	for _, tokens := range []bool{false, true} {
+		api, admin := "", ""
+		if tokens {
+			api, admin = "readme-api-token", "readme-admin-token"
+		}
+		t.Setenv("VOUCHERD_API_TOKEN", api)
+		t.Setenv("VOUCHERD_ADMIN_TOKEN", admin)
+		url, stop := startDev(t, dir)
+		if tokens {
+			// The server refuses a loopback caller without the token, so
+			// the block passes only by sending the headers it says.
+			resp, err := http.Get(url + "/vouchers/ANY")
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		}
+		for run := 1; run <= 2; run++ {
+			cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+			cmd.Env = append(os.Environ(), "VOUCHERD_URL="+url)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "the README's examples failed (tokens set: %v, run %d):\n%s", tokens, run, out)
+			text := string(out)
+			require.Contains(t, text, `"status":"CONFIRMED"`, "run %d:\n%s", run, text)
+			require.Contains(t, text, `"status":"RELEASED"`, "run %d:\n%s", run, text)
+			require.Contains(t, text, `"confirmed":1`, "run %d:\n%s", run, text)
+			require.Contains(t, text, `"remaining":999`, "run %d:\n%s", run, text)
+		}
+		stop()
+	}
+}
+
+// startDev runs `voucherd dev` in-process on free ports with its data in dir
+// and returns its base URL once it answers, and a function that stops it.
+func startDev(t *testing.T, dir string) (string, func()) {
+	t.Helper()
+	ports := freePorts(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--dir", dir, "--log-level", "warn",
+			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+			"--pg-port", fmt.Sprint(ports[1]), "--redis-port", fmt.Sprint(ports[2])}, &out, &out)
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("voucherd dev: %v\n%s", err, out.String())
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("voucherd dev did not stop in 60s\n%s", out.String())
+		}
+	}
+	t.Cleanup(stop)
+	url := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			stopped = true
+			t.Fatalf("voucherd dev exited at start: %v\n%s", err, out.String())
+		default:
+		}
+		if resp, err := http.Get(url + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url, stop
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("voucherd dev not ready after 90s\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		require.NoError(t, ln.Close())
+	}
+	return ports
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
