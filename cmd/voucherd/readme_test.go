@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -170,4 +172,76 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestHelpSaysTrueDefaults checks the help of the subcommands that override
+// serve's settings: they list only the flags they honour, with the defaults
+// they use. Not parallel: the defaults come from the environment.
+func TestHelpSaysTrueDefaults(t *testing.T) {
+	t.Setenv("VOUCHERD_LOG_FORMAT", "")
+	help := func(args ...string) string {
+		var out bytes.Buffer
+		err := run(context.Background(), append(args, "--help"), &out, &out)
+		require.ErrorIs(t, err, flag.ErrHelp)
+		return out.String()
+	}
+	flagNames := func(text string) []string {
+		var names []string
+		for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(text, -1) {
+			names = append(names, m[1])
+		}
+		return names
+	}
+
+	dev := help("dev")
+	require.Regexp(t, `-log-format string\n\s+json or text \(VOUCHERD_LOG_FORMAT\) \(default "text"\)`, dev)
+	for _, name := range []string{"database-url", "redis-addr", "migrate", "flash-writes", "kafka-brokers"} {
+		require.NotContains(t, flagNames(dev), name, "dev sets %s itself", name)
+	}
+	require.Contains(t, flagNames(dev), "reset")
+	require.Contains(t, dev, "VOUCHERD_API_TOKEN")
+
+	serve := help("serve")
+	require.Regexp(t, `-log-format string\n\s+json or text \(VOUCHERD_LOG_FORMAT\) \(default "json"\)`, serve)
+	require.Contains(t, serve, "VOUCHERD_ADMIN_TOKEN")
+
+	consume := help("consume")
+	require.NotContains(t, flagNames(consume), "addr", "consume serves no HTTP")
+	require.NotContains(t, flagNames(consume), "consumer", "consume always consumes")
+	require.Contains(t, flagNames(consume), "kafka-group")
+
+	reconcile := help("reconcile")
+	for _, name := range []string{"migrate", "db-min-conns", "log-format", "log-level"} {
+		require.NotContains(t, flagNames(reconcile), name, "reconcile sets %s itself", name)
+	}
+	require.Contains(t, flagNames(reconcile), "reconcile-grace")
+}
+
+// TestReadmeDescribesEveryVariable checks that README.md names every
+// VOUCHERD_* variable `voucherd serve` reads, in full or in the short form
+// of its configuration table (`VOUCHERD_KAFKA_TOPIC` / `_DLQ_TOPIC`).
+func TestReadmeDescribesEveryVariable(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(raw)
+	var cfg Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	registerServeFlags(fs, &cfg)
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		m := regexp.MustCompile(`\((VOUCHERD_[A-Z0-9_]+)\)`).FindStringSubmatch(f.Usage)
+		require.NotNil(t, m, "flag -%s names no variable in its help", f.Name)
+		names = append(names, m[1])
+	})
+	for _, m := range regexp.MustCompile(`(?m)^  (VOUCHERD_[A-Z0-9_]+)\s`).FindAllStringSubmatch(envOnlyHelp, -1) {
+		names = append(names, m[1])
+	}
+	for _, name := range names {
+		found := strings.Contains(readme, "`"+name+"`")
+		for i, r := range name {
+			found = found || (r == '_' && i >= len("VOUCHERD") && strings.Contains(readme, "`"+name[i:]+"`"))
+		}
+		require.True(t, found, "README.md does not describe %s", name)
+	}
 }
