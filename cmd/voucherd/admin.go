@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,12 +25,17 @@ type adminFlags struct {
 func registerAdminFlags(fs *flag.FlagSet, f *adminFlags) {
 	addr := envOr("VOUCHERD_ADDR", "127.0.0.1:8080")
 	fs.StringVar(&f.url, "url", envOr("VOUCHERD_URL", "http://"+addr), "voucherd base URL (VOUCHERD_URL)")
-	fs.StringVar(&f.token, "token", envOr("VOUCHERD_ADMIN_TOKEN", ""), "admin token (VOUCHERD_ADMIN_TOKEN)")
+	// The token's default is not shown in the help, which would print it.
+	fs.StringVar(&f.token, "token", "", "admin token (default: VOUCHERD_ADMIN_TOKEN)")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 }
 
 func (f adminFlags) client() *client.Client {
-	return client.New(f.url, f.token, client.WithMaxAttempts(2))
+	token := f.token
+	if token == "" {
+		token = os.Getenv("VOUCHERD_ADMIN_TOKEN")
+	}
+	return client.New(f.url, token, client.WithMaxAttempts(2))
 }
 
 func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -54,7 +60,7 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		total := fs.Int("total", 0, "total uses (required)")
 		perUser := fs.Int("per-user", 1, "uses one customer may hold")
 		fs.StringVar(&starts, "starts", "", "start, RFC 3339 (default now)")
-		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default now + 30 days)")
+		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default the start + 30 days); it must not be past")
 		fs.BoolVar(&v.FlashSale, "flash", false, "route reservations through the Redis gate")
 		if err := fs.Parse(args); err != nil {
 			return err

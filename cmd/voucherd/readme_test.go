@@ -245,3 +245,34 @@ func TestReadmeDescribesEveryVariable(t *testing.T) {
 		require.True(t, found, "README.md does not describe %s", name)
 	}
 }
+
+// TestWarmupCommandSaysWhetherInRedis runs `voucherd warmup` against a
+// server: on a voucher that is loaded already (creating a flash voucher
+// loads it) it says the voucher is in Redis, also in its JSON; a standard
+// voucher is refused.
+func TestWarmupCommandSaysWhetherInRedis(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true})
+	code := s.createVoucher(voucherSpec{})
+	warmup := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"warmup", "--url", s.base, "--token", testAdminToken}, args...), &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	out, err := warmup(code)
+	require.NoError(t, err, out)
+	require.Equal(t, code+" is in Redis: it was there already; nothing changed\n", out)
+	out, err = warmup("--json", code)
+	require.NoError(t, err, out)
+	require.JSONEq(t, `{"code":"`+code+`","inRedis":true,"loadedByThisCall":false}`, out)
+	require.NoError(t, s.app.gate.Forget(context.Background(), code))
+	out, err = warmup(code)
+	require.NoError(t, err, out)
+	require.Equal(t, code+" is in Redis: loaded by this call\n", out)
+
+	standard := false
+	plain := s.createVoucher(voucherSpec{Flash: &standard})
+	out, err = warmup(plain)
+	require.Error(t, err, out)
+	require.Contains(t, err.Error(), "not a flash-sale voucher")
+}
