@@ -41,7 +41,8 @@ func readmeExamples(t *testing.T) string {
 // against `voucherd dev`, as a new user would: twice with no tokens, then
 // twice against the same data with tokens set (the server started with them
 // and the shell exporting them). Every curl in the block fails on an HTTP
-// error, so the block's exit status says whether it worked.
+// error, so the block's exit status says whether it worked. Then `voucherd
+// dev --reset` starts over: the vouchers of those runs are gone.
 //
 // It is not parallel: `voucherd dev` reads its tokens from the environment.
 func TestReadmeExamplesRunAgainstDev(t *testing.T) {
@@ -56,6 +57,7 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 	require.NoError(t, os.Chmod(dir, 0o755))
 	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
 
+	var created []string // voucher codes the runs created
 	for _, tokens := range []bool{false, true} {
 		api, admin := "", ""
 		if tokens {
@@ -82,23 +84,38 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 			require.Contains(t, text, `"status":"RELEASED"`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"confirmed":1`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"remaining":999`, "run %d:\n%s", run, text)
+			m := regexp.MustCompile(`"code":"(FLASH-[0-9-]+)"`).FindStringSubmatch(text)
+			require.NotNil(t, m, "no voucher code in the output:\n%s", text)
+			created = append(created, m[1])
 		}
 		stop()
+	}
+
+	url, stop := startDev(t, dir, "--reset")
+	defer stop()
+	for _, code := range created {
+		req, err := http.NewRequest(http.MethodGet, url+"/vouchers/"+code, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer readme-admin-token")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "voucher %s survived voucherd dev --reset", code)
 	}
 }
 
 // startDev runs `voucherd dev` in-process on free ports with its data in dir
 // and returns its base URL once it answers, and a function that stops it.
-func startDev(t *testing.T, dir string) (string, func()) {
+func startDev(t *testing.T, dir string, args ...string) (string, func()) {
 	t.Helper()
 	ports := freePorts(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--dir", dir, "--log-level", "warn",
+		done <- run(ctx, append([]string{"dev", "--dir", dir, "--log-level", "warn",
 			"--addr", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-			"--pg-port", fmt.Sprint(ports[1]), "--redis-port", fmt.Sprint(ports[2])}, &out, &out)
+			"--pg-port", fmt.Sprint(ports[1]), "--redis-port", fmt.Sprint(ports[2])}, args...), &out, &out)
 	}()
 	stopped := false
 	stop := func() {
