@@ -40,7 +40,8 @@ func readmeExamples(t *testing.T) string {
 // TestReadmeExamplesRunAgainstDev runs the README's example block with bash
 // against `voucherd dev`, as a new user would: twice with no tokens, then
 // twice against the same data with tokens set (the server started with them
-// and the shell exporting them). Every curl in the block fails on an HTTP
+// and the shell exporting them). The second run of each pass has a `date`
+// that behaves as macOS's does (no -d, but -v), for the block's fallback. Every curl in the block fails on an HTTP
 // error, so the block's exit status says whether it worked. Then `voucherd
 // dev --reset` starts over: the vouchers of those runs are gone.
 //
@@ -51,6 +52,7 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 		require.NoError(t, err, "%s is needed to run the README's examples (scripts/deps.sh test installs it)", tool)
 	}
 	script := readmeExamples(t)
+	bsdDate := bsdDateShim(t)
 	dir := t.TempDir()
 	// The PostgreSQL child may run as another user (when the test runs as
 	// root), which must reach its folder under the test's temporary one.
@@ -77,6 +79,9 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 		for run := 1; run <= 2; run++ {
 			cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 			cmd.Env = append(os.Environ(), "VOUCHERD_URL="+url)
+			if run == 2 {
+				cmd.Env = append(cmd.Env, "PATH="+bsdDate+string(os.PathListSeparator)+os.Getenv("PATH"))
+			}
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "the README's examples failed (tokens set: %v, run %d):\n%s", tokens, run, out)
 			text := string(out)
@@ -87,6 +92,11 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 			m := regexp.MustCompile(`"code":"(FLASH-[0-9-]+)"`).FindStringSubmatch(text)
 			require.NotNil(t, m, "no voucher code in the output:\n%s", text)
 			created = append(created, m[1])
+			m = regexp.MustCompile(`"endsAt":"([^"]+)"`).FindStringSubmatch(text)
+			require.NotNil(t, m, "no endsAt in the output:\n%s", text)
+			ends, err := time.Parse(time.RFC3339, m[1])
+			require.NoError(t, err)
+			require.WithinDuration(t, time.Now().Add(30*24*time.Hour), ends, time.Hour, "run %d: the window does not end 30 days ahead", run)
 		}
 		stop()
 	}
@@ -102,6 +112,30 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, "voucher %s survived voucherd dev --reset", code)
 	}
+}
+
+// bsdDateShim returns a folder holding a `date` that answers as macOS's
+// (BSD) date does to the README's calls: -d is an illegal option, -v+Nd
+// moves the date N days ahead.
+func bsdDateShim(t *testing.T) string {
+	t.Helper()
+	real, err := exec.LookPath("date")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	shim := `#!/usr/bin/env bash
+args=()
+for a in "$@"; do
+	case "$a" in
+	-d | --date*) echo "date: illegal option -- d" >&2; exit 1 ;;
+	-v+*d) n=${a#-v+}; args+=(-d "+${n%d} days") ;;
+	-v*) echo "date shim: unsupported $a" >&2; exit 1 ;;
+	*) args+=("$a") ;;
+	esac
+done
+exec ` + real + ` "${args[@]}"
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "date"), []byte(shim), 0o755))
+	return dir
 }
 
 // startDev runs `voucherd dev` in-process on free ports with its data in dir
@@ -265,8 +299,9 @@ func TestReadmeDescribesEveryVariable(t *testing.T) {
 
 // TestWarmupCommandSaysWhetherInRedis runs `voucherd warmup` against a
 // server: on a voucher that is loaded already (creating a flash voucher
-// loads it) it says the voucher is in Redis, also in its JSON; a standard
-// voucher is refused.
+// loads it) it says the voucher is in Redis, also in its JSON; after Redis
+// lost it, that this call loaded it; while another loader holds the lock,
+// that it is not in Redis yet; a standard voucher is refused.
 func TestWarmupCommandSaysWhetherInRedis(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, stackOptions{flash: true})
@@ -283,6 +318,24 @@ func TestWarmupCommandSaysWhetherInRedis(t *testing.T) {
 	require.NoError(t, err, out)
 	require.JSONEq(t, `{"code":"`+code+`","inRedis":true,"loadedByThisCall":false}`, out)
 	require.NoError(t, s.app.gate.Forget(context.Background(), code))
+	out, err = warmup(code)
+	require.NoError(t, err, out)
+	require.Equal(t, code+" is in Redis: loaded by this call\n", out)
+
+	// Another loader holds the voucher's lock and has not loaded it: after
+	// a short wait the answer says it is not in Redis.
+	ctx := context.Background()
+	require.NoError(t, s.app.gate.Forget(ctx, code))
+	unlock, ok, err := s.app.gate.Lock(ctx, code, 30*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	r := s.do(http.MethodPost, "/vouchers/"+code+"/warmup", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, map[string]any{"code": code, "inRedis": false, "loadedByThisCall": false}, r.body)
+	out, err = warmup(code)
+	require.Error(t, err, out)
+	require.Contains(t, err.Error(), "not in Redis yet")
+	unlock()
 	out, err = warmup(code)
 	require.NoError(t, err, out)
 	require.Equal(t, code+" is in Redis: loaded by this call\n", out)
