@@ -95,7 +95,7 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		total := fs.Int("total", 0, "new total uses (0 keeps it)")
 		perUser := fs.Int("per-user", 0, "new per-customer limit (0 keeps it)")
 		discount := fs.Int64("discount", 0, "new discount amount (0 keeps it)")
-		ends := fs.String("ends", "", "new end, RFC 3339")
+		ends := fs.String("ends", "", "new end, RFC 3339; it must not be past")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
