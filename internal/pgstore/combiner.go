@@ -334,13 +334,13 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 	answers := make([]answer, n)
 	for rows.Next() {
 		var (
-			res                   voucher.Reservation
-			code, reason, message string
-			pos                   int32
-			retryMS               int64
-			used, total           int32
+			res                 voucher.Reservation
+			code, reason, facts string
+			pos                 int32
+			retryMS             int64
+			used, total         int32
 		)
-		if err := scanRedemption(rows, &res.Redemption, &res.Replay, &code, &reason, &message, &pos,
+		if err := scanRedemption(rows, &res.Redemption, &res.Replay, &code, &reason, &facts, &pos,
 			&retryMS, &used, &total); err != nil {
 			rows.Close()
 			return err
@@ -354,10 +354,8 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 		switch {
 		case code == "":
 			a.res = withTaken(res, used, total)
-		case voucher.ErrorCode(code) == voucher.CodeHeldOut:
-			a.err = heldOut(message, retryMS)
 		default:
-			a.err = &voucher.Error{Code: voucher.ErrorCode(code), Reason: voucher.Reason(reason), Message: message}
+			a.err = rejection(code, reason, facts, retryMS)
 		}
 	}
 	if err := rows.Err(); err != nil {

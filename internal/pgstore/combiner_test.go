@@ -109,12 +109,9 @@ func reserveBatchSQL(ctx context.Context, s *pgstore.Store, code string, at time
 			return fmt.Errorf("row for element %d, want %d", pos, len(out)+1)
 		}
 		if code2 != "" {
-			a := answer{Code: voucher.ErrorCode(code2), Reason: voucher.Reason(reason), Message: message}
-			if a.Code == voucher.CodeHeldOut {
-				// The adapter's rounding (pgstore.heldOut).
-				a.RetryAfter = max(time.Duration(retryMS)*time.Millisecond, time.Second)
-			}
-			out = append(out, a)
+			// The adapter's wording and rounding.
+			e := pgstore.Rejection(code2, reason, message, retryMS)
+			out = append(out, answer{Code: e.Code, Reason: e.Reason, Message: e.Message, RetryAfter: e.RetryAfter})
 			return nil
 		}
 		r.Status = voucher.Status(status)

@@ -4,28 +4,28 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// SQLSTATEs raised by the functions of migrations/002_functions.sql.
+// SQLSTATEs raised by the stored functions (functions/voucherd_reject.sql).
 const (
 	// sqlstateRejected is a rule rejection: MESSAGE is the voucher.ErrorCode,
-	// DETAIL the human message, HINT the NOT_ELIGIBLE reason or ''.
+	// DETAIL the facts (rejection), HINT the NOT_ELIGIBLE reason or ''.
 	sqlstateRejected = "VD001"
 	// sqlstatePerUserLimit is a batch event that would exceed a per-user
 	// limit (ApplyReserved).
 	sqlstatePerUserLimit = "VD002"
 	// sqlstateBatchRetry is a batch of reservations that must be retried one
 	// by one because the voucher's rules changed under it
-	// (migrations/003_reserve_batch.sql).
+	// (functions/voucherd_reserve_batch.sql).
 	sqlstateBatchRetry = "VD003"
 	// sqlstateHeldOut is a reservation of a voucher with no free use whose
-	// holds are not all confirmed (migrations/004_holds.sql): DETAIL is the
-	// message, HINT the milliseconds until the earliest hold expires.
+	// holds are not all confirmed (functions/voucherd_reject_stock.sql):
+	// DETAIL is the facts, HINT the milliseconds until the earliest hold
+	// expires.
 	sqlstateHeldOut = "VD004"
 	// sqlstateInconsistent means the counters disagree with the redemptions.
 	sqlstateInconsistent = "VD900"
@@ -65,14 +65,10 @@ func interpretError(err error) error {
 	if errors.As(err, &pgErr) {
 		switch {
 		case pgErr.Code == sqlstateRejected:
-			return &voucher.Error{
-				Code:    voucher.ErrorCode(pgErr.Message),
-				Reason:  voucher.Reason(pgErr.Hint),
-				Message: pgErr.Detail,
-			}
+			return rejection(pgErr.Message, pgErr.Hint, pgErr.Detail, 0)
 		case pgErr.Code == sqlstateHeldOut:
 			ms, _ := strconv.ParseInt(pgErr.Hint, 10, 64)
-			return heldOut(pgErr.Detail, ms)
+			return rejection(string(voucher.CodeHeldOut), "", pgErr.Detail, ms)
 		case transientSQLState(pgErr.Code) || multixactCheck(pgErr):
 			return voucher.Unavailable(err, "the database is unavailable")
 		default:
@@ -82,13 +78,6 @@ func interpretError(err error) error {
 	// Everything else comes from the driver or the network: connect and I/O
 	// errors, a closed pool, context cancellation and deadlines.
 	return voucher.Unavailable(err, "the database is unavailable")
-}
-
-// heldOut is the HELD_OUT error with the store's message and the
-// milliseconds until the earliest hold expires; voucher.HeldOut's rounding.
-func heldOut(message string, ms int64) *voucher.Error {
-	return &voucher.Error{Code: voucher.CodeHeldOut, Message: message,
-		RetryAfter: max(time.Duration(ms)*time.Millisecond, time.Second)}
 }
 
 // transientSQLState reports whether a server error says nothing about the

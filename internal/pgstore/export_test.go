@@ -1,5 +1,7 @@
 package pgstore
 
+import "github.com/voucherd/voucherd/internal/voucher"
+
 // CombinerWaiting returns the number of reservations of code queued for the
 // next batch (0 when combining is off).
 func CombinerWaiting(s *Store, code string) int {
@@ -20,4 +22,10 @@ func SetBeforeWrite(s *Store, f func(code string, orderIDs []string)) {
 		}
 		f(code, ids)
 	}
+}
+
+// Rejection is the adapter's reading of a rejection a stored function
+// answered: code, reason, facts and retry milliseconds.
+func Rejection(code, reason, facts string, retryMS int64) *voucher.Error {
+	return rejection(code, reason, facts, retryMS)
 }

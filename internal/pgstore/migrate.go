@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -12,17 +14,37 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The schema and the stored functions are kept apart. migrations/ holds the
+// versioned schema changes (tables, indexes, constraints, and the DROP
+// FUNCTION a changed signature needs), each applied once and recorded by
+// version in voucherd_migration; a released migration's file is never
+// checksummed, so its text may lose what it no longer needs to say (the
+// function bodies that functions/ now holds) without touching the databases
+// that ran it. functions/ holds one file per stored function with its
+// current CREATE OR REPLACE, applied after the migrations whenever its
+// checksum differs from the one recorded in voucherd_function, like a
+// repeatable migration. docs/rules.md tells how to change either.
+
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+//go:embed functions/*.sql
+var functionFS embed.FS
+
 // migrateLockKey is the advisory lock that serializes migrators of one
 // database (advisory locks are per database), so several instances starting
-// at once apply each migration once.
+// at once apply each migration and function once.
 const migrateLockKey int64 = 0x766f75636865 // "vouche"
 
 const createMigrationTable = `CREATE TABLE IF NOT EXISTS voucherd_migration (
     version    integer     PRIMARY KEY,
     name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+const createFunctionTable = `CREATE TABLE IF NOT EXISTS voucherd_function (
+    name       text        PRIMARY KEY,
+    checksum   text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 )`
 
@@ -33,7 +55,18 @@ type Migration struct {
 	SQL     string
 }
 
-var migrationName = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.sql$`)
+// Function is one embedded stored function, functions/<Name>.sql: its
+// current CREATE OR REPLACE FUNCTION and the SHA-256 of that text.
+type Function struct {
+	Name     string
+	SQL      string
+	Checksum string
+}
+
+var (
+	migrationName = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.sql$`)
+	functionName  = regexp.MustCompile(`^(voucherd_[a-z0-9_]+)\.sql$`)
+)
 
 // Migrations returns the embedded migrations in version order.
 func Migrations() ([]Migration, error) {
@@ -63,55 +96,117 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate applies the embedded migrations that the database has not applied
-// yet, each in its own transaction under an advisory lock. It is idempotent
-// and safe to run from several processes at once.
+// Functions returns the embedded stored functions sorted by name.
+func Functions() ([]Function, error) {
+	entries, err := fs.ReadDir(functionFS, "functions")
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read functions: %w", err)
+	}
+	var out []Function
+	for _, e := range entries {
+		m := functionName.FindStringSubmatch(e.Name())
+		if m == nil {
+			return nil, fmt.Errorf("pgstore: function file %q is not named voucherd_name.sql", e.Name())
+		}
+		body, err := functionFS.ReadFile("functions/" + e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: read function %s: %w", e.Name(), err)
+		}
+		sum := sha256.Sum256(body)
+		out = append(out, Function{Name: m[1], SQL: string(body), Checksum: hex.EncodeToString(sum[:])})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Migrate brings the database up to date in one transaction under an
+// advisory lock: the migrations it has not recorded, in version order, then
+// every function whose file changed since it was last applied (or that is
+// missing). It is idempotent and safe to run from several processes at once;
+// a failure changes nothing.
+//
+// Functions are created in name order with PostgreSQL's checks on: a
+// PL/pgSQL body is parsed then, but what it calls is looked up only when it
+// runs, while a LANGUAGE sql body is checked whole, so a sql function may
+// call only functions whose names sort before its own.
 func (s *Store) Migrate(ctx context.Context) error {
 	migrations, err := Migrations()
 	if err != nil {
 		return err
 	}
-	for _, m := range migrations {
-		if _, err := s.applyMigration(ctx, m); err != nil {
-			return fmt.Errorf("pgstore: migration %03d_%s: %w", m.Version, m.Name, err)
-		}
+	functions, err := Functions()
+	if err != nil {
+		return err
 	}
-	return nil
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockKey); err != nil {
+			return fmt.Errorf("pgstore: migration lock: %w", err)
+		}
+		for _, q := range []string{createMigrationTable, createFunctionTable} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("pgstore: migration tables: %w", err)
+			}
+		}
+		for _, m := range migrations {
+			if err := applyMigration(ctx, tx, m); err != nil {
+				return fmt.Errorf("pgstore: migration %03d_%s: %w", m.Version, m.Name, err)
+			}
+		}
+		names := make([]string, len(functions))
+		for i, f := range functions {
+			names[i] = f.Name
+			if err := applyFunction(ctx, tx, f); err != nil {
+				return fmt.Errorf("pgstore: function %s: %w", f.Name, err)
+			}
+		}
+		// A function whose file is gone was dropped by a migration.
+		_, err := tx.Exec(ctx, "DELETE FROM voucherd_function WHERE NOT (name = ANY ($1))", names)
+		return err
+	})
 }
 
-// applyMigration applies m unless it is recorded; it reports whether it did.
-func (s *Store) applyMigration(ctx context.Context, m Migration) (bool, error) {
-	applied := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockKey); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, createMigrationTable); err != nil {
-			return err
-		}
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM voucherd_migration WHERE version = $1)", m.Version).Scan(&exists); err != nil {
-			return err
-		}
-		if exists {
-			return nil
-		}
-		// No arguments: pgx sends it with the simple protocol, which runs a
-		// file of several statements.
-		if _, err := tx.Exec(ctx, m.SQL); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "INSERT INTO voucherd_migration (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
-			return err
-		}
-		applied = true
+// applyMigration applies m unless it is recorded.
+func applyMigration(ctx context.Context, tx pgx.Tx, m Migration) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM voucherd_migration WHERE version = $1)", m.Version).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
 		return nil
-	})
-	return applied, err
+	}
+	// No arguments: pgx sends it with the simple protocol, which runs a
+	// file of several statements.
+	if _, err := tx.Exec(ctx, m.SQL); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO voucherd_migration (version, name) VALUES ($1, $2)", m.Version, m.Name)
+	return err
+}
+
+// applyFunction runs f's CREATE OR REPLACE unless the recorded checksum is
+// f's and a function of that name exists (a migration may have dropped it).
+func applyFunction(ctx context.Context, tx pgx.Tx, f Function) error {
+	var current bool
+	if err := tx.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM voucherd_function WHERE name = $1 AND checksum = $2)
+		   AND EXISTS (SELECT 1 FROM pg_proc WHERE proname = $1 AND pronamespace = current_schema()::regnamespace)`,
+		f.Name, f.Checksum).Scan(&current); err != nil {
+		return err
+	}
+	if current {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, f.SQL); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO voucherd_function (name, checksum) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()`, f.Name, f.Checksum)
+	return err
 }
 
 // Migrate opens the database at url, applies the pending migrations and
-// closes it; for `voucherd migrate`.
+// changed functions and closes it; for `voucherd migrate`.
 func Migrate(ctx context.Context, url string) error {
 	s, err := Open(ctx, Config{URL: url, MaxConns: 1})
 	if err != nil {

@@ -54,8 +54,8 @@ func (s *Store) Redemption(ctx context.Context, code, orderID string) (voucher.R
 	var r voucher.Redemption
 	if err := scanRedemption(s.pool.QueryRow(ctx, qRedemptionGet, code, orderID), &r); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return voucher.Redemption{}, voucher.Errorf(voucher.CodeReservationNotFound,
-				"reservation %s of voucher %s not found", orderID, code)
+			return voucher.Redemption{}, voucher.Reject(voucher.CodeReservationNotFound, "",
+				voucher.Facts{Voucher: code, OrderID: orderID})
 		}
 		return voucher.Redemption{}, interpretError(err)
 	}

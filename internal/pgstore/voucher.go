@@ -31,7 +31,7 @@ func scanVoucherCounts(row pgx.Row, v *voucher.Voucher) error {
 }
 
 func voucherNotFound(code string) error {
-	return voucher.Errorf(voucher.CodeVoucherNotFound, "voucher %s not found", code)
+	return voucher.Reject(voucher.CodeVoucherNotFound, "", voucher.Facts{Voucher: code})
 }
 
 // CreateVoucher inserts v (used_count 0, timestamps set by the database);

@@ -101,17 +101,10 @@ func Unavailable(cause error, format string, args ...any) *Error {
 }
 
 // HeldOut returns a HELD_OUT error for voucher code whose earliest RESERVED
-// hold expires after retryAfter (at least a second: a hold already past its
-// expiry waits for the expiry job). The message is the one the store's
-// functions use (migrations/004_holds.sql), so every path answers alike.
+// hold expires after retryAfter (Reject).
 func HeldOut(code string, retryAfter time.Duration) *Error {
-	return &Error{Code: CodeHeldOut, RetryAfter: max(retryAfter, time.Second),
-		Message: fmt.Sprintf(heldOutMessage, code)}
+	return Reject(CodeHeldOut, "", Facts{Voucher: code, RetryAfter: retryAfter})
 }
-
-// heldOutMessage is the HELD_OUT message; keep it equal to
-// voucherd_held_out_message in pgstore's migrations.
-const heldOutMessage = "voucher %s has no free uses; some are held by reservations that may still be released"
 
 // CodeOf returns the code of err, CodeInternal for errors outside the
 // vocabulary, and "" for nil.
@@ -132,11 +125,11 @@ func IsCode(err error, code ErrorCode) bool { return CodeOf(err) == code }
 // orderReleased is the answer to a retry of an orderId whose use was given
 // back: the client must start a new attempt.
 func orderReleased(orderID string) *Error {
-	return Errorf(CodeOrderReleased, "order %s was released; start a new attempt with a new orderId", orderID)
+	return Reject(CodeOrderReleased, "", Facts{OrderID: orderID})
 }
 
 // orderConflict is the answer to an orderId already used with another
-// voucher or customer.
-func orderConflict(orderID string) *Error {
-	return Errorf(CodeOrderConflict, "order %s already used a voucher with another code or customer", orderID)
+// voucher (uses, when known) or by another customer.
+func orderConflict(code, orderID, uses string) *Error {
+	return Reject(CodeOrderConflict, "", Facts{Voucher: code, OrderID: orderID, UsesVoucher: uses})
 }

@@ -52,7 +52,7 @@ func stockError(code string, sum HoldSummary, now time.Time, ttl time.Duration) 
 		// RESERVED and fresh, so they expire about a TTL from now.
 		return HeldOut(code, ttl)
 	}
-	return Errorf(CodeOutOfStock, "voucher %s has no uses left", code)
+	return Reject(CodeOutOfStock, "", Facts{Voucher: code})
 }
 
 // soldOutInGate answers a reservation the gate found no free use for:
@@ -62,7 +62,7 @@ func (s *Service) soldOutInGate(ctx context.Context, code string) error {
 	if err != nil {
 		// The gate's answer stands; only its nuance is missing. Say what the
 		// service said before it could tell held from sold.
-		return Errorf(CodeOutOfStock, "voucher %s has no uses left", code)
+		return Reject(CodeOutOfStock, "", Facts{Voucher: code})
 	}
 	return stockError(code, sum, s.cfg.Clock(), s.cfg.ReservationTTL)
 }

@@ -378,11 +378,11 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			}
 			return Reservation{}, false, Unavailable(nil, "order %s is still being written; retry", req.OrderID)
 		case GateConflict:
-			return Reservation{}, false, orderConflict(req.OrderID)
+			return Reservation{}, false, orderConflict(req.Code, req.OrderID, "")
 		case GateReleased:
 			return Reservation{}, false, orderReleased(req.OrderID)
 		case GateQuotaHeld:
-			return Reservation{}, false, Errorf(CodeAlreadyUsed, "customer %d already holds the uses of voucher %s allowed per customer", req.CustomerID, req.Code)
+			return Reservation{}, false, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
 		case GateSoldOut:
 			return Reservation{}, false, s.soldOutInGate(ctx, req.Code)
 		case GateNotLoaded:
@@ -516,7 +516,7 @@ func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hol
 	}
 	if owner != code {
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
-		return Reservation{}, true, orderConflict(hold.OrderID)
+		return Reservation{}, true, orderConflict(code, hold.OrderID, owner)
 	}
 	row, err := s.store.Order(ctx, hold.OrderID)
 	switch {
@@ -529,7 +529,7 @@ func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hol
 	case row.VoucherCode != code || row.CustomerID != hold.CustomerID:
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
 		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
-		return Reservation{}, true, orderConflict(hold.OrderID)
+		return Reservation{}, true, orderConflict(code, hold.OrderID, row.VoucherCode)
 	case row.Status == StatusReleased:
 		if _, err := s.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
 			s.log.Error("could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
@@ -566,7 +566,7 @@ func (s *Service) knownOrder(ctx context.Context, req ReserveRequest) (*Reservat
 	}
 	switch {
 	case h.CustomerID != req.CustomerID:
-		return nil, orderConflict(req.OrderID)
+		return nil, orderConflict(req.Code, req.OrderID, "")
 	case h.Released:
 		return nil, orderReleased(req.OrderID)
 	}

@@ -172,15 +172,31 @@ func checkNotEnded(endsAt, now time.Time) error {
 // CheckEligible applies the reserve-time rules that do not depend on stock:
 // the validity window [StartsAt, EndsAt) and the minimum order amount.
 func (v Voucher) CheckEligible(orderAmount int64, now time.Time) error {
-	switch {
-	case now.Before(v.StartsAt):
-		return NotEligible(ReasonNotStarted, "voucher %s starts at %s", v.Code, v.StartsAt.UTC().Format(time.RFC3339))
-	case !now.Before(v.EndsAt):
-		return NotEligible(ReasonExpired, "voucher %s ended at %s", v.Code, v.EndsAt.UTC().Format(time.RFC3339))
-	case orderAmount < v.MinOrderAmount:
-		return NotEligible(ReasonOrderAmountTooLow, "order amount %d is below the minimum %d", orderAmount, v.MinOrderAmount)
+	if reason := v.Eligibility(orderAmount, now); reason != "" {
+		return Reject(CodeNotEligible, reason, v.EligibilityFacts(orderAmount))
 	}
 	return nil
+}
+
+// Eligibility is the rule of CheckEligible as a verdict: "" when an order of
+// orderAmount may use v at now, else the NOT_ELIGIBLE reason.
+func (v Voucher) Eligibility(orderAmount int64, now time.Time) Reason {
+	switch {
+	case now.Before(v.StartsAt):
+		return ReasonNotStarted
+	case !now.Before(v.EndsAt):
+		return ReasonExpired
+	case orderAmount < v.MinOrderAmount:
+		return ReasonOrderAmountTooLow
+	}
+	return ""
+}
+
+// EligibilityFacts are the facts a NOT_ELIGIBLE answer for an order of
+// orderAmount is worded from.
+func (v Voucher) EligibilityFacts(orderAmount int64) Facts {
+	return Facts{Voucher: v.Code, StartsAt: v.StartsAt, EndsAt: v.EndsAt,
+		OrderAmount: orderAmount, MinOrderAmount: v.MinOrderAmount}
 }
 
 // Status is the state of a redemption (SPEC §2).

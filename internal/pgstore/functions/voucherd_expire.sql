@@ -1,0 +1,55 @@
+-- voucherd_expire releases up to p_limit RESERVED redemptions due at p_now,
+-- oldest first, and returns them. SKIP LOCKED lets concurrent sweepers split
+-- the work; the status re-check under the row lock makes each row released
+-- once. Counters are given back per customer and per voucher, in lock order.
+CREATE OR REPLACE FUNCTION voucherd_expire(p_now timestamptz, p_limit integer)
+RETURNS SETOF voucher_redemption LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids text[];
+    c record;
+BEGIN
+    WITH due AS (
+        SELECT d.order_id FROM voucher_redemption d
+        WHERE d.status = 'RESERVED' AND d.expires_at <= p_now
+        ORDER BY d.expires_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ), done AS (
+        UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now
+        FROM due WHERE x.order_id = due.order_id
+        RETURNING x.order_id
+    )
+    SELECT coalesce(array_agg(done.order_id), '{}') INTO v_ids FROM done;
+
+    IF cardinality(v_ids) = 0 THEN
+        RETURN;
+    END IF;
+
+    FOR c IN
+        SELECT x.voucher_code, x.customer_id, count(*)::integer AS n
+        FROM voucher_redemption x WHERE x.order_id = ANY (v_ids)
+        GROUP BY x.voucher_code, x.customer_id
+        ORDER BY x.voucher_code, x.customer_id
+    LOOP
+        UPDATE voucher_customer_usage u SET held = u.held - c.n
+        WHERE u.voucher_code = c.voucher_code AND u.customer_id = c.customer_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'VD900',
+                MESSAGE = format('no usage counter for customer %s of voucher %s', c.customer_id, c.voucher_code);
+        END IF;
+    END LOOP;
+
+    FOR c IN
+        SELECT x.voucher_code, count(*)::integer AS n
+        FROM voucher_redemption x WHERE x.order_id = ANY (v_ids)
+        GROUP BY x.voucher_code
+        ORDER BY x.voucher_code
+    LOOP
+        UPDATE voucher v SET used_count = v.used_count - c.n WHERE v.code = c.voucher_code;
+    END LOOP;
+
+    RETURN QUERY
+        SELECT x.* FROM voucher_redemption x WHERE x.order_id = ANY (v_ids)
+        ORDER BY x.expires_at, x.order_id;
+END
+$$;

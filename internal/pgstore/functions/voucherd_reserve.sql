@@ -1,0 +1,109 @@
+-- voucherd_reserve takes one use of p_code for order p_order, or replays the
+-- known redemption of p_order. Order of work: cheap reads and rejections
+-- first, then the writes in lock order (redemption row, customer counter,
+-- voucher row: docs/rules.md), the hot voucher row last so that its row lock
+-- is held for as little time as possible. A rejection raises
+-- (voucherd_reject) and rolls back everything the call wrote. For a use
+-- taken, o_used and o_total are the voucher's used_count right after the
+-- take and its total_limit, read under the row lock (threshold events); 0
+-- for a replay. A voucher with no free use is HELD_OUT or OUT_OF_STOCK
+-- (voucherd_reject_stock).
+CREATE OR REPLACE FUNCTION voucherd_reserve(
+    p_code text, p_customer bigint, p_order text, p_amount bigint, p_now timestamptz, p_ttl interval,
+    OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v voucher%ROWTYPE;
+    r voucher_redemption%ROWTYPE;
+    v_held integer;
+    v_verdict text;
+BEGIN
+    o_used := 0;
+    o_total := 0;
+    -- a. The voucher, without a lock.
+    SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+    IF NOT FOUND THEN
+        PERFORM voucherd_reject('VOUCHER_NOT_FOUND', format('voucher=%s', p_code));
+    END IF;
+
+    -- b. A known orderId is a replay or a conflict; it takes nothing.
+    SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+    IF FOUND THEN
+        v_verdict := voucherd_order_verdict(r, p_code, p_customer);
+        IF v_verdict <> '' THEN
+            PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
+        END IF;
+        redemption := r;
+        replay := true;
+        RETURN;
+    END IF;
+
+    -- c. Eligibility with the caller's clock.
+    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    IF v_verdict <> '' THEN
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+    END IF;
+
+    -- d. Sold out as far as the read shows: reject before writing anything.
+    IF v.used_count >= v.total_limit THEN
+        PERFORM voucherd_reject_stock(p_code, p_now);
+    END IF;
+
+    -- e. The redemption row. Nothing inserted means a concurrent request with
+    -- the same orderId committed first (the insert waited for it).
+    INSERT INTO voucher_redemption AS x
+        (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
+    VALUES (p_order, p_code, p_customer, p_amount, v.discount_amount, 'RESERVED', p_now, p_now, p_now + p_ttl)
+    ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
+    RETURNING x.* INTO r;
+    IF NOT FOUND THEN
+        SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'VD900', MESSAGE = format('order %s conflicted but is absent', p_order);
+        END IF;
+        v_verdict := voucherd_order_verdict(r, p_code, p_customer);
+        IF v_verdict <> '' THEN
+            PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
+        END IF;
+        redemption := r;
+        replay := true;
+        RETURN;
+    END IF;
+
+    -- f. The customer's counter, conditional on the per-user limit.
+    INSERT INTO voucher_customer_usage AS u (voucher_code, customer_id, held)
+    VALUES (p_code, p_customer, 1)
+    ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey
+        DO UPDATE SET held = u.held + 1 WHERE u.held < v.per_user_limit
+    RETURNING u.held INTO v_held;
+    IF NOT FOUND THEN
+        PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(p_code, p_customer, v.per_user_limit));
+    END IF;
+
+    -- g. The hot row, last. Its conditions are re-evaluated on the latest
+    -- version of the row, so a concurrent PATCH or the last use taken by
+    -- another request is seen here.
+    UPDATE voucher x SET used_count = x.used_count + 1
+    WHERE x.code = p_code
+      AND x.used_count < x.total_limit
+      AND x.starts_at <= p_now AND p_now < x.ends_at
+      AND x.min_order_amount <= p_amount
+      AND x.per_user_limit >= v_held
+    RETURNING x.used_count, x.total_limit INTO o_used, o_total;
+    IF NOT FOUND THEN
+        SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+        v_verdict := voucherd_eligibility(v, p_amount, p_now);
+        IF v_verdict <> '' THEN
+            PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+        END IF;
+        IF v.per_user_limit < v_held THEN
+            PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(p_code, p_customer, v.per_user_limit));
+        END IF;
+        -- Our own redemption row is not a hold that may come free.
+        PERFORM voucherd_reject_stock(p_code, p_now, p_order);
+    END IF;
+
+    redemption := r;
+    replay := false;
+END
+$$;

@@ -1,0 +1,393 @@
+-- 003_reserve_batch: many reservations of one voucher in one transaction.
+--
+-- voucherd_reserve_batch is what the write combiner (combiner.go) sends: the
+-- reservations of one hot voucher that queued up while the previous write
+-- was in flight. It decides each element in order exactly as voucherd_reserve
+-- would if the elements ran one after the other, and answers each with a row
+-- instead of raising, so one rejection does not roll back the others. The
+-- hot voucher row is updated once, last, by the number of uses granted, so
+-- the batch pays one row lock and one WAL flush instead of one per use.
+--
+-- Lock order is the one of 002_functions (redemption rows, then customer
+-- counters, then the voucher row), and within each kind the rows are taken
+-- sorted (by order_id, by customer_id), never in arrival order, so a batch
+-- cannot deadlock with another batch, the expiry sweep or the Kafka
+-- consumer. That is why the function works in phases:
+--   1. reads without locks: the voucher, each element's eligibility;
+--   2. a placeholder redemption row for every new orderId that an eligible
+--      element carries, inserted sorted by order_id (the rows are ours until
+--      commit, so later phases never wait for them);
+--   3. the counters of the customers who may take a use, locked sorted by
+--      customer_id (created with held = 0 when missing);
+--   4. the decisions, in arrival order, in memory: the committed redemptions,
+--      the placeholders, the locked counters and the stock seen in phase 1;
+--   5. the rows made to match the decisions (placeholders nobody took are
+--      deleted, counters set to what was taken);
+--   6. the voucher row, last: used_count raised by the number taken, when it
+--      still has that many uses and the same rules. When it has fewer (other
+--      writers took uses since phase 1), the decisions are made again with the
+--      stock the locked row shows and phase 5 is repeated; every row involved
+--      is already locked by this call, so nothing can change in between. (When
+--      it has more, because uses were given back or the limit raised since
+--      phase 1, the decisions stand: like voucherd_reserve's step d, a stale
+--      read may undersell, never oversell.) When
+--      the voucher's rules changed under the batch (a concurrent PATCH of the
+--      window, the minimum amount or the per-user limit) the call raises
+--      VD003 and rolls back whole; the caller then reserves each element on
+--      its own with voucherd_reserve.
+--
+-- The statements that look rows up by an array of keys run through EXECUTE,
+-- so that each call plans them for its own arrays and the tables' current
+-- size. A plan cached by the first calls on a fresh database, while the
+-- tables were nearly empty, would otherwise keep scanning them whole as they
+-- grow (measured: a batch four to eight times slower after 30,000
+-- reservations) until autovacuum's next ANALYZE.
+--
+-- Result: one row per element, o_n = its 1-based position. o_error is ''
+-- for a reservation taken or replayed (o_replay), else the voucher.ErrorCode
+-- with o_reason (the NOT_ELIGIBLE reason or '') and o_message, the words of
+-- voucherd_reserve. The redemption columns describe the redemption for a
+-- success and echo the request (status '') for a rejection.
+
+CREATE OR REPLACE FUNCTION voucherd_reserve_batch(
+    p_code text, p_customers bigint[], p_orders text[], p_amounts bigint[], p_nows timestamptz[], p_ttl interval)
+RETURNS TABLE (
+    o_order_id text, o_voucher_code text, o_customer_id bigint, o_order_amount bigint, o_discount_amount bigint,
+    o_status text, o_created_at timestamptz, o_updated_at timestamptz, o_expires_at timestamptz,
+    o_replay boolean, o_error text, o_reason text, o_message text, o_n integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_orders), 0);
+    v voucher%ROWTYPE;
+    v_locked voucher%ROWTYPE;
+    v_room integer;   -- uses the decisions may grant
+    v_taken integer;  -- uses the decisions granted
+    v_i integer;
+    v_j integer;
+    v_k integer;
+    v_m integer;
+    r voucher_redemption%ROWTYPE;
+
+    -- Per element, by position.
+    e_ok boolean[];          -- eligible under v with its own clock
+    e_reason text[];         -- NOT_ELIGIBLE reason and message when not
+    e_why text[];
+    e_error text[];          -- the answer: '' or a voucher.ErrorCode
+    e_ans_reason text[];
+    e_message text[];
+    e_replay boolean[];
+    e_row voucher_redemption[];  -- the redemption answered, for successes
+
+    -- Committed redemptions of the batch's orderIds (not ours).
+    r_orders text[];
+    r_rows voucher_redemption[];
+
+    -- Placeholder redemptions this call inserted, by order_id: k_db is the
+    -- element whose values the stored row holds (0 once deleted), k_owner the
+    -- element the current decisions gave the use to (0 for none).
+    k_orders text[] := '{}';
+    k_db integer[] := '{}';
+    k_owner integer[];
+    v_delete text[];
+
+    -- Locked customer counters, sorted: held when locked, held as stored now,
+    -- held as decided; and those this call created.
+    c_ids bigint[] := '{}';
+    c_start integer[] := '{}';
+    c_db integer[];
+    c_held integer[];
+    c_created bigint[] := '{}';
+    c_new boolean[] := '{}';  -- by position in c_ids: created by this call and still there
+    v_delete_customers bigint[];
+BEGIN
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    IF cardinality(p_customers) IS DISTINCT FROM v_n OR cardinality(p_amounts) IS DISTINCT FROM v_n
+       OR cardinality(p_nows) IS DISTINCT FROM v_n THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'voucherd_reserve_batch: arrays of different lengths';
+    END IF;
+
+    -- 1. The voucher, without a lock, and each element's eligibility with the
+    -- words of voucherd_check_eligible.
+    SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+    IF NOT FOUND THEN
+        RETURN QUERY
+            SELECT e.u_order, p_code, e.u_customer, e.u_amount, 0::bigint, ''::text, e.u_now, e.u_now, e.u_now,
+                   false, 'VOUCHER_NOT_FOUND'::text, ''::text, format('voucher %s not found', p_code), e.u_n::integer
+            FROM unnest(p_orders, p_customers, p_amounts, p_nows) WITH ORDINALITY
+                 AS e(u_order, u_customer, u_amount, u_now, u_n);
+        RETURN;
+    END IF;
+    e_ok := array_fill(true, ARRAY[v_n]);
+    e_reason := array_fill(''::text, ARRAY[v_n]);
+    e_why := array_fill(''::text, ARRAY[v_n]);
+    FOR v_i IN 1..v_n LOOP
+        IF p_nows[v_i] < v.starts_at THEN
+            e_ok[v_i] := false;
+            e_reason[v_i] := 'NOT_STARTED';
+            e_why[v_i] := format('voucher %s starts at %s', v.code, voucherd_ts(v.starts_at));
+        ELSIF p_nows[v_i] >= v.ends_at THEN
+            e_ok[v_i] := false;
+            e_reason[v_i] := 'EXPIRED';
+            e_why[v_i] := format('voucher %s ended at %s', v.code, voucherd_ts(v.ends_at));
+        ELSIF p_amounts[v_i] < v.min_order_amount THEN
+            e_ok[v_i] := false;
+            e_reason[v_i] := 'ORDER_AMOUNT_TOO_LOW';
+            e_why[v_i] := format('order amount %s is below the minimum %s', p_amounts[v_i], v.min_order_amount);
+        END IF;
+    END LOOP;
+
+    -- Sold out as far as the read shows: no element can take a use, so
+    -- nothing is written or locked (voucherd_reserve step d).
+    v_room := v.total_limit - v.used_count;
+    IF v_room > 0 THEN
+        -- 2. Placeholders, sorted by order_id, with the values of the first
+        -- eligible element carrying each orderId. A conflict waits for the
+        -- transaction that holds the orderId; once it committed, the row is
+        -- read below as a committed redemption.
+        WITH cand AS (
+            SELECT DISTINCT ON (e.u_order) e.u_order, e.u_customer, e.u_amount, e.u_now, e.u_n::integer AS u_n
+            FROM unnest(p_orders, p_customers, p_amounts, p_nows) WITH ORDINALITY
+                 AS e(u_order, u_customer, u_amount, u_now, u_n)
+            WHERE e_ok[e.u_n::integer]
+            ORDER BY e.u_order, e.u_n
+        ), ins AS (
+            INSERT INTO voucher_redemption AS x
+                (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
+            SELECT cand.u_order, p_code, cand.u_customer, cand.u_amount, v.discount_amount, 'RESERVED',
+                   cand.u_now, cand.u_now, cand.u_now + p_ttl
+            FROM cand
+            ORDER BY cand.u_order
+            ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
+            RETURNING x.order_id
+        )
+        SELECT coalesce(array_agg(cand.u_order ORDER BY cand.u_order), '{}'),
+               coalesce(array_agg(cand.u_n ORDER BY cand.u_order), '{}')
+        INTO k_orders, k_db
+        FROM cand JOIN ins ON ins.order_id = cand.u_order;
+
+        -- 3. The counters of every customer who may take a use: those of the
+        -- eligible elements whose orderId has a placeholder. ON CONFLICT DO
+        -- UPDATE locks the existing row even though its WHERE is false, so
+        -- existing rows are locked without a new row version; RETURNING
+        -- lists the rows this call created.
+        SELECT coalesce(array_agg(DISTINCT e.u_customer ORDER BY e.u_customer), '{}')
+        INTO c_ids
+        FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
+        WHERE e_ok[e.u_n::integer] AND e.u_order = ANY (k_orders);
+        IF cardinality(c_ids) > 0 THEN
+            WITH ins AS (
+                INSERT INTO voucher_customer_usage AS u (voucher_code, customer_id, held)
+                SELECT p_code, w.u_customer, 0 FROM unnest(c_ids) AS w(u_customer)
+                ORDER BY w.u_customer
+                ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey DO UPDATE SET held = u.held WHERE false
+                RETURNING u.customer_id
+            )
+            SELECT coalesce(array_agg(ins.customer_id), '{}') INTO c_created FROM ins;
+
+            EXECUTE 'SELECT coalesce(array_agg(u.held ORDER BY u.customer_id), ''{}'')
+                     FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer_id = ANY ($2)'
+            INTO c_start USING p_code, c_ids;
+            IF cardinality(c_start) <> cardinality(c_ids) THEN
+                RAISE EXCEPTION USING ERRCODE = 'VD900',
+                    MESSAGE = format('a usage counter of voucher %s vanished under its lock', p_code);
+            END IF;
+            c_new := array_fill(false, ARRAY[cardinality(c_ids)]);
+            FOR v_m IN 1..cardinality(c_ids) LOOP
+                c_new[v_m] := c_ids[v_m] = ANY (c_created);
+            END LOOP;
+        END IF;
+    END IF;
+    c_db := c_start;
+
+    -- The committed redemptions of the batch's orderIds, read after phase 2
+    -- so that an orderId another transaction committed meanwhile is seen.
+    EXECUTE 'SELECT coalesce(array_agg(x.order_id), ''{}''), coalesce(array_agg(x), ''{}'')
+             FROM voucher_redemption x WHERE x.order_id = ANY ($1) AND NOT (x.order_id = ANY ($2))'
+    INTO r_orders, r_rows USING p_orders, k_orders;
+
+    <<attempt>>
+    LOOP
+        -- 4. The decisions, in arrival order, in the order of checks of
+        -- voucherd_reserve: known orderId, eligibility, stock, per-user limit.
+        k_owner := array_fill(0, ARRAY[cardinality(k_orders)]);
+        c_held := c_start;
+        v_taken := 0;
+        e_error := array_fill(''::text, ARRAY[v_n]);
+        e_ans_reason := array_fill(''::text, ARRAY[v_n]);
+        e_message := array_fill(''::text, ARRAY[v_n]);
+        e_replay := array_fill(false, ARRAY[v_n]);
+        e_row := array_fill(NULL::voucher_redemption, ARRAY[v_n]);
+        FOR v_i IN 1..v_n LOOP
+            -- A committed redemption: a replay or a conflict; takes nothing.
+            v_j := array_position(r_orders, p_orders[v_i]);
+            IF v_j IS NOT NULL THEN
+                r := r_rows[v_j];
+                IF r.voucher_code <> p_code THEN
+                    e_error[v_i] := 'ORDER_CONFLICT';
+                    e_message[v_i] := format('order %s already uses voucher %s', r.order_id, r.voucher_code);
+                ELSIF r.customer_id <> p_customers[v_i] THEN
+                    e_error[v_i] := 'ORDER_CONFLICT';
+                    e_message[v_i] := format('order %s belongs to another customer', r.order_id);
+                ELSIF r.status = 'RELEASED' THEN
+                    e_error[v_i] := 'ORDER_RELEASED';
+                    e_message[v_i] := format('order %s was released; start a new attempt with a new orderId', r.order_id);
+                ELSE
+                    e_row[v_i] := r;
+                    e_replay[v_i] := true;
+                END IF;
+                CONTINUE;
+            END IF;
+
+            -- An orderId an earlier element of this batch took: the same.
+            v_k := array_position(k_orders, p_orders[v_i]);
+            IF v_k IS NOT NULL AND k_owner[v_k] > 0 THEN
+                r := e_row[k_owner[v_k]];
+                IF r.customer_id <> p_customers[v_i] THEN
+                    e_error[v_i] := 'ORDER_CONFLICT';
+                    e_message[v_i] := format('order %s belongs to another customer', r.order_id);
+                ELSE
+                    e_row[v_i] := r;
+                    e_replay[v_i] := true;
+                END IF;
+                CONTINUE;
+            END IF;
+
+            IF NOT e_ok[v_i] THEN
+                e_error[v_i] := 'NOT_ELIGIBLE';
+                e_ans_reason[v_i] := e_reason[v_i];
+                e_message[v_i] := e_why[v_i];
+                CONTINUE;
+            END IF;
+            IF v_taken >= v_room THEN
+                e_error[v_i] := 'OUT_OF_STOCK';
+                e_message[v_i] := format('voucher %s has no uses left', p_code);
+                CONTINUE;
+            END IF;
+            v_m := array_position(c_ids, p_customers[v_i]);
+            IF v_k IS NULL OR v_m IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = 'VD900',
+                    MESSAGE = format('order %s of a batch of voucher %s was not locked', p_orders[v_i], p_code);
+            END IF;
+            IF c_held[v_m] >= v.per_user_limit THEN
+                e_error[v_i] := 'ALREADY_USED';
+                e_message[v_i] := format('customer %s already holds %s use(s) of voucher %s',
+                                         p_customers[v_i], v.per_user_limit, p_code);
+                CONTINUE;
+            END IF;
+            c_held[v_m] := c_held[v_m] + 1;
+            k_owner[v_k] := v_i;
+            v_taken := v_taken + 1;
+            e_row[v_i] := ROW(p_orders[v_i], p_code, p_customers[v_i], p_amounts[v_i], v.discount_amount,
+                              'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl)::voucher_redemption;
+        END LOOP;
+
+        -- 5. The rows as decided. A placeholder is usually kept as inserted or
+        -- deleted; it is rewritten only when a later element with the same
+        -- orderId took the use its first eligible element did not get.
+        v_delete := '{}';
+        FOR v_k IN 1..coalesce(cardinality(k_orders), 0) LOOP
+            CONTINUE WHEN k_owner[v_k] = k_db[v_k];
+            IF k_owner[v_k] = 0 THEN
+                v_delete := v_delete || k_orders[v_k];
+            ELSIF k_db[v_k] = 0 THEN
+                -- The decisions are only ever made again with less stock, so
+                -- a deleted placeholder is never wanted back.
+                RAISE EXCEPTION USING ERRCODE = 'VD900',
+                    MESSAGE = format('order %s of a batch of voucher %s was deleted, then taken', k_orders[v_k], p_code);
+            ELSE
+                r := e_row[k_owner[v_k]];
+                UPDATE voucher_redemption x
+                SET customer_id = r.customer_id, order_amount = r.order_amount,
+                    created_at = r.created_at, updated_at = r.updated_at, expires_at = r.expires_at
+                WHERE x.order_id = r.order_id;
+            END IF;
+            k_db[v_k] := k_owner[v_k];
+        END LOOP;
+        IF cardinality(v_delete) > 0 THEN
+            EXECUTE 'DELETE FROM voucher_redemption x WHERE x.order_id = ANY ($1)' USING v_delete;
+        END IF;
+        IF c_held IS DISTINCT FROM c_db THEN
+            EXECUTE 'UPDATE voucher_customer_usage u SET held = d.u_held
+                     FROM unnest($2::bigint[], $3::integer[], $4::integer[]) AS d(u_customer, u_held, u_db)
+                     WHERE u.voucher_code = $1 AND u.customer_id = ANY ($2)
+                       AND u.customer_id = d.u_customer AND d.u_held <> d.u_db'
+            USING p_code, c_ids, c_held, c_db;
+            c_db := c_held;
+        END IF;
+        -- A counter created for a customer who took nothing goes again, as
+        -- voucherd_reserve's rollback would leave no row.
+        v_delete_customers := '{}';
+        FOR v_m IN 1..coalesce(cardinality(c_ids), 0) LOOP
+            IF c_new[v_m] AND c_held[v_m] = 0 THEN
+                v_delete_customers := v_delete_customers || c_ids[v_m];
+                c_new[v_m] := false;
+            END IF;
+        END LOOP;
+        IF cardinality(v_delete_customers) > 0 THEN
+            EXECUTE 'DELETE FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer_id = ANY ($2)'
+            USING p_code, v_delete_customers;
+        END IF;
+
+        -- 6. The hot row, last, once for the batch. Its conditions are
+        -- evaluated on the latest version of the row.
+        EXIT attempt WHEN v_taken = 0;
+        UPDATE voucher x SET used_count = x.used_count + v_taken
+        WHERE x.code = p_code
+          AND x.used_count + v_taken <= x.total_limit
+          AND x.starts_at = v.starts_at AND x.ends_at = v.ends_at
+          AND x.min_order_amount = v.min_order_amount AND x.per_user_limit = v.per_user_limit;
+        EXIT attempt WHEN FOUND;
+
+        SELECT x.* INTO v_locked FROM voucher x WHERE x.code = p_code FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'VD900', MESSAGE = format('voucher %s vanished', p_code);
+        END IF;
+        IF (v_locked.starts_at, v_locked.ends_at, v_locked.min_order_amount, v_locked.per_user_limit)
+           IS DISTINCT FROM (v.starts_at, v.ends_at, v.min_order_amount, v.per_user_limit) THEN
+            RAISE EXCEPTION USING ERRCODE = 'VD003',
+                MESSAGE = format('voucher %s changed under a batch of reservations', p_code);
+        END IF;
+        v_room := greatest(v_locked.total_limit - v_locked.used_count, 0);
+        IF v_taken <= v_room THEN
+            -- The update above ran on a snapshot older than the row now
+            -- locked (a PATCH raised total_limit in between): the room is
+            -- there, and the row cannot change any more.
+            UPDATE voucher x SET used_count = x.used_count + v_taken WHERE x.code = p_code;
+            EXIT attempt;
+        END IF;
+    END LOOP;
+
+    FOR v_i IN 1..v_n LOOP
+        o_n := v_i;
+        o_replay := e_replay[v_i];
+        o_error := e_error[v_i];
+        o_reason := e_ans_reason[v_i];
+        o_message := e_message[v_i];
+        IF e_error[v_i] = '' THEN
+            r := e_row[v_i];
+            o_order_id := r.order_id;
+            o_voucher_code := r.voucher_code;
+            o_customer_id := r.customer_id;
+            o_order_amount := r.order_amount;
+            o_discount_amount := r.discount_amount;
+            o_status := r.status;
+            o_created_at := r.created_at;
+            o_updated_at := r.updated_at;
+            o_expires_at := r.expires_at;
+        ELSE
+            o_order_id := p_orders[v_i];
+            o_voucher_code := p_code;
+            o_customer_id := p_customers[v_i];
+            o_order_amount := p_amounts[v_i];
+            o_discount_amount := 0;
+            o_status := '';
+            o_created_at := p_nows[v_i];
+            o_updated_at := p_nows[v_i];
+            o_expires_at := p_nows[v_i];
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;

@@ -1,0 +1,84 @@
+package voucher
+
+import (
+	"fmt"
+	"time"
+)
+
+// Facts are what the answer of a reservation rule is worded from. Every
+// implementation of a rule (the stored functions, the Redis gate, the
+// service) reports the code, the reason and these facts; Reject words them,
+// so that one rule answers in the same words on every path.
+type Facts struct {
+	// Voucher is the code of the voucher asked for.
+	Voucher string
+	// OrderID is the orderId asked with.
+	OrderID string
+	// UsesVoucher is, for ORDER_CONFLICT, the voucher the orderId already
+	// uses when it is known; "" or Voucher means another customer has it.
+	UsesVoucher string
+	// CustomerID and PerUserLimit word ALREADY_USED.
+	CustomerID   int64
+	PerUserLimit int32
+	// StartsAt, EndsAt, OrderAmount and MinOrderAmount word NOT_ELIGIBLE.
+	StartsAt, EndsAt            time.Time
+	OrderAmount, MinOrderAmount int64
+	// RetryAfter is, for HELD_OUT, the time until the earliest hold expires.
+	RetryAfter time.Duration
+}
+
+// ruleMessages is the one table of the rule answers' wording, by code.
+var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
+	CodeVoucherNotFound: func(_ Reason, f Facts) string {
+		return fmt.Sprintf("voucher %s not found", f.Voucher)
+	},
+	CodeReservationNotFound: func(_ Reason, f Facts) string {
+		return fmt.Sprintf("reservation %s of voucher %s not found", f.OrderID, f.Voucher)
+	},
+	CodeOrderConflict: func(_ Reason, f Facts) string {
+		if f.UsesVoucher != "" && f.UsesVoucher != f.Voucher {
+			return fmt.Sprintf("order %s already uses voucher %s", f.OrderID, f.UsesVoucher)
+		}
+		return fmt.Sprintf("order %s belongs to another customer", f.OrderID)
+	},
+	CodeOrderReleased: func(_ Reason, f Facts) string {
+		return fmt.Sprintf("order %s was released; start a new attempt with a new orderId", f.OrderID)
+	},
+	CodeNotEligible: func(r Reason, f Facts) string {
+		switch r {
+		case ReasonNotStarted:
+			return fmt.Sprintf("voucher %s starts at %s", f.Voucher, f.StartsAt.UTC().Format(time.RFC3339))
+		case ReasonExpired:
+			return fmt.Sprintf("voucher %s ended at %s", f.Voucher, f.EndsAt.UTC().Format(time.RFC3339))
+		case ReasonOrderAmountTooLow:
+			return fmt.Sprintf("order amount %d is below the minimum %d", f.OrderAmount, f.MinOrderAmount)
+		}
+		return fmt.Sprintf("voucher %s cannot be used for this order", f.Voucher)
+	},
+	CodeOutOfStock: func(_ Reason, f Facts) string {
+		return fmt.Sprintf("voucher %s has no uses left", f.Voucher)
+	},
+	CodeHeldOut: func(_ Reason, f Facts) string {
+		return fmt.Sprintf("voucher %s has no free uses; some are held by reservations that may still be released", f.Voucher)
+	},
+	CodeAlreadyUsed: func(_ Reason, f Facts) string {
+		return fmt.Sprintf("customer %d already holds %d use(s) of voucher %s", f.CustomerID, f.PerUserLimit, f.Voucher)
+	},
+}
+
+// Reject is the answer of a reservation rule: code and reason with the
+// message worded from f. HELD_OUT carries f.RetryAfter, at least a second (a
+// hold already past its expiry waits for the expiry job). A code outside the
+// rules keeps its code with a plain message.
+func Reject(code ErrorCode, reason Reason, f Facts) *Error {
+	e := &Error{Code: code, Reason: reason}
+	if word, ok := ruleMessages[code]; ok {
+		e.Message = word(reason, f)
+	} else {
+		e.Message = fmt.Sprintf("voucher %s: %s", f.Voucher, code)
+	}
+	if code == CodeHeldOut {
+		e.RetryAfter = max(f.RetryAfter, time.Second)
+	}
+	return e
+}
