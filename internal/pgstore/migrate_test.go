@@ -1,0 +1,227 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/testenv"
+)
+
+// releasedDir holds the migrations as the last release shipped them, stored
+// functions included: the schema a database upgraded in place starts from.
+const releasedDir = "testdata/released"
+
+// migrateReleased applies the released migrations to the database at url as
+// the released migrator did (each file, then its version recorded), and
+// returns the store, not yet migrated by this version.
+func migrateReleased(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	_, err = s.Pool().Exec(ctx, `CREATE TABLE voucherd_migration (
+	    version    integer     PRIMARY KEY,
+	    name       text        NOT NULL,
+	    applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(releasedDir, "*.sql"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	name := regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.sql$`)
+	for _, f := range files {
+		m := name.FindStringSubmatch(filepath.Base(f))
+		require.NotNil(t, m, f)
+		body, err := os.ReadFile(f)
+		require.NoError(t, err)
+		_, err = s.Pool().Exec(ctx, string(body))
+		require.NoError(t, err, f)
+		version, _ := strconv.Atoi(m[1])
+		_, err = s.Pool().Exec(ctx, "INSERT INTO voucherd_migration (version, name) VALUES ($1, $2)", version, m[2])
+		require.NoError(t, err)
+	}
+	return s
+}
+
+// catalog is what the schema of a database is made of, as comparable text:
+// every voucherd function with its definition, every column, index,
+// constraint and table option of the current schema.
+func catalog(t *testing.T, s *pgstore.Store) map[string][]string {
+	t.Helper()
+	queries := map[string]string{
+		"functions": `SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' || E'\n' || pg_get_functiondef(p.oid)
+			FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'voucherd%' ORDER BY 1`,
+		"columns": `SELECT format('%s.%s %s %s null=%s default=%s', c.table_name, c.column_name, c.ordinal_position,
+			       c.data_type, c.is_nullable, coalesce(c.column_default, ''))
+			FROM information_schema.columns c WHERE c.table_schema = current_schema() ORDER BY 1`,
+		"indexes": `SELECT i.indexname || ' ' || i.indexdef FROM pg_indexes i WHERE i.schemaname = current_schema() ORDER BY 1`,
+		"constraints": `SELECT format('%s %s %s', c.conrelid::regclass, c.conname, pg_get_constraintdef(c.oid))
+			FROM pg_constraint c WHERE c.connamespace = current_schema()::regnamespace ORDER BY 1`,
+		"tables": `SELECT format('%s %s %s', c.relname, c.relkind, coalesce(c.reloptions::text, ''))
+			FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+			ORDER BY 1`,
+	}
+	out := map[string][]string{}
+	for kind, q := range queries {
+		rows, err := s.Pool().Query(context.Background(), q)
+		require.NoError(t, err, kind)
+		items, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err, kind)
+		out[kind] = items
+	}
+	return out
+}
+
+// difference returns the items of a that b lacks, each cut to its first
+// line (a function's name and arguments).
+func difference(a, b []string) []string {
+	in := map[string]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			first, _, _ := strings.Cut(x, "\n")
+			out = append(out, first)
+		}
+	}
+	return out
+}
+
+// signatures returns the arguments and result of each function the
+// released queries call, by name.
+func signatures(t *testing.T, s *pgstore.Store) map[string]string {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `
+		SELECT p.proname, pg_get_function_arguments(p.oid) || ' -> ' || pg_get_function_result(p.oid)
+		FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY ($1)`,
+		calledByQueries(t))
+	require.NoError(t, err)
+	out := map[string]string{}
+	for rows.Next() {
+		var name, sig string
+		require.NoError(t, rows.Scan(&name, &sig))
+		out[name] = sig
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// calledByQueries lists the stored functions the query files call: the
+// interface a running binary depends on.
+func calledByQueries(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("queries/*.sql")
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	var names []string
+	call := regexp.MustCompile(`\b(voucherd_[a-z_]+)\s*\(`)
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range call.FindAllStringSubmatch(string(body), -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				names = append(names, m[1])
+			}
+		}
+	}
+	require.NotEmpty(t, names)
+	return names
+}
+
+// A database upgraded in place from the released schema and a fresh one end
+// with the same functions, columns, indexes and constraints.
+func TestMigrateFromReleasedEqualsFresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	upgraded := migrateReleased(t, testenv.Postgres(t).URL)
+	before := signatures(t, upgraded)
+	require.NoError(t, upgraded.Migrate(ctx))
+
+	fresh, err := pgstore.Open(ctx, pgstore.Config{URL: testenv.Postgres(t).URL, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(fresh.Close)
+	require.NoError(t, fresh.Migrate(ctx))
+
+	want, got := catalog(t, fresh), catalog(t, upgraded)
+	for _, kind := range []string{"functions", "columns", "indexes", "constraints", "tables"} {
+		require.NotEmpty(t, want[kind], kind)
+		onlyFresh, onlyUpgraded := difference(want[kind], got[kind]), difference(got[kind], want[kind])
+		require.Empty(t, onlyFresh, "%s of the fresh database missing or different in the upgraded one", kind)
+		require.Empty(t, onlyUpgraded, "%s of the upgraded database missing or different in the fresh one", kind)
+	}
+
+	// A binary of the released version keeps working while both run: every
+	// function its queries call keeps its arguments and result columns.
+	require.Equal(t, before, signatures(t, upgraded), "signatures the released queries rely on")
+}
+
+// Migrate applies a function file only when its checksum changed or the
+// function is missing, and records each file's checksum.
+func TestMigrateFunctionsByChecksum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: testenv.Postgres(t).URL, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	require.NoError(t, s.Migrate(ctx))
+
+	functions, err := pgstore.Functions()
+	require.NoError(t, err)
+	create := regexp.MustCompile(`(?m)^CREATE OR REPLACE FUNCTION (voucherd_[a-z0-9_]+)\(`)
+	for _, f := range functions {
+		m := create.FindAllStringSubmatch(f.SQL, -1)
+		require.Len(t, m, 1, "%s defines one function", f.Name)
+		require.Equal(t, f.Name, m[0][1], "file name and function name")
+		var sum string
+		require.NoError(t, s.Pool().QueryRow(ctx, "SELECT checksum FROM voucherd_function WHERE name = $1", f.Name).Scan(&sum))
+		require.Equal(t, f.Checksum, sum, f.Name)
+	}
+
+	stamp := func() map[string]string {
+		rows, err := s.Pool().Query(ctx, "SELECT name, applied_at::text FROM voucherd_function")
+		require.NoError(t, err)
+		out := map[string]string{}
+		for rows.Next() {
+			var n, at string
+			require.NoError(t, rows.Scan(&n, &at))
+			out[n] = at
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	first := stamp()
+	require.Len(t, first, len(functions))
+	require.NoError(t, s.Migrate(ctx))
+	require.Equal(t, first, stamp(), "unchanged files are not applied again")
+
+	// A changed checksum, or a function dropped behind the migrator's back,
+	// brings the file's text back.
+	_, err = s.Pool().Exec(ctx, "UPDATE voucherd_function SET checksum = 'old' WHERE name = 'voucherd_reserve'")
+	require.NoError(t, err)
+	_, err = s.Pool().Exec(ctx, "DROP FUNCTION voucherd_retry_ms(timestamptz, timestamptz)")
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	again := stamp()
+	for name, at := range first {
+		if name == "voucherd_reserve" || name == "voucherd_retry_ms" {
+			require.NotEqual(t, at, again[name], name)
+		} else {
+			require.Equal(t, at, again[name], name)
+		}
+	}
+	var n int
+	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE proname = 'voucherd_retry_ms'").Scan(&n))
+	require.Equal(t, 1, n)
+}
