@@ -1,0 +1,327 @@
+// Package conformance holds the reservation rule as data: cases, each a
+// voucher, what happened to it before, the requests asked and the answers
+// the rule gives. Every implementation of the rule runs every case that it
+// decides, in its own package's tests: voucherd_reserve and
+// voucherd_reserve_batch (pgstore), reserve.lua and the sold-out cache's
+// copy of it (redisgate), the fault suite's model (faults) and
+// voucher.Voucher.CheckEligible (this package). Adding a rule means adding
+// rows here; an implementation that answers otherwise fails its test.
+// docs/rules.md lists where each rule is implemented and why.
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// Impl names one implementation of the rule.
+type Impl string
+
+// The implementations that run the cases.
+const (
+	Reserve      Impl = "voucherd_reserve"
+	ReserveBatch Impl = "voucherd_reserve_batch"
+	Script       Impl = "reserve.lua"
+	SoldOutCache Impl = "sold-out cache"
+	Model        Impl = "fault model"
+	Eligibility  Impl = "Voucher.CheckEligible"
+)
+
+// Window places the voucher's validity window around Now.
+type Window int
+
+// Windows.
+const (
+	Open       Window = iota // started before Now, ends long after
+	NotStarted               // starts after Now
+	Ended                    // ended before Now
+)
+
+// Base is the start of an open window; Now is the clock of every request
+// and step, an hour into it.
+var (
+	Base = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	Now  = Base.Add(time.Hour)
+)
+
+// TTL is the reservation TTL of every reservation the cases make.
+const TTL = 15 * time.Minute
+
+// Amount is the order amount of a request that does not set one.
+const Amount = 250_000
+
+// VoucherSpec is the voucher of a case.
+type VoucherSpec struct {
+	TotalLimit     int32
+	PerUserLimit   int32
+	MinOrderAmount int64
+	Window         Window
+	// Missing: the voucher does not exist.
+	Missing bool
+}
+
+// Voucher returns the voucher of spec with the given code.
+func (s VoucherSpec) Voucher(code string) voucher.Voucher {
+	v := voucher.Voucher{Code: code, DiscountAmount: 100_000, MinOrderAmount: s.MinOrderAmount,
+		TotalLimit: s.TotalLimit, PerUserLimit: s.PerUserLimit, StartsAt: Base, EndsAt: Base.Add(30 * 24 * time.Hour)}
+	switch s.Window {
+	case NotStarted:
+		v.StartsAt, v.EndsAt = Now.Add(time.Hour), Now.Add(48*time.Hour)
+	case Ended:
+		v.EndsAt = Now.Add(-time.Minute)
+	}
+	return v
+}
+
+// StepKind is what a step did.
+type StepKind int
+
+// Steps.
+const (
+	StepReserve StepKind = iota + 1 // took a use (it must succeed)
+	StepRelease                     // gave the order's use back
+	StepConfirm                     // confirmed the order
+)
+
+// Step is one thing that happened before the requests, at Now.
+type Step struct {
+	Kind     StepKind
+	Customer int64
+	Order    string
+	// OtherVoucher: the step was on another voucher (open, roomy), not
+	// the case's.
+	OtherVoucher bool
+}
+
+// Request is one reservation asked of the case's voucher at Now.
+type Request struct {
+	Customer int64
+	Order    string
+	Amount   int64 // Amount when 0
+}
+
+// OrderAmount is the request's order amount.
+func (r Request) OrderAmount() int64 {
+	if r.Amount == 0 {
+		return Amount
+	}
+	return r.Amount
+}
+
+// Answer is what the rule answers one request.
+type Answer struct {
+	// Code is "" for a use taken or replayed.
+	Code   voucher.ErrorCode
+	Reason voucher.Reason
+	Replay bool
+	// Or is a second acceptable code, where two limits bind at once and
+	// implementations check them in different orders; both take nothing.
+	Or voucher.ErrorCode
+}
+
+// String is the answer in a word or two.
+func (a Answer) String() string {
+	switch {
+	case a.Code == "" && a.Replay:
+		return "replay"
+	case a.Code == "":
+		return "taken"
+	case a.Reason != "":
+		return string(a.Code) + "/" + string(a.Reason)
+	case a.Or != "":
+		return string(a.Code) + "|" + string(a.Or)
+	}
+	return string(a.Code)
+}
+
+// Accepts reports whether got, an implementation's answer, is a.
+func (a Answer) Accepts(got Answer) bool {
+	if got.Replay != a.Replay || got.Reason != a.Reason {
+		return false
+	}
+	return got.Code == a.Code || (a.Or != "" && got.Code == a.Or)
+}
+
+// AnswerOf is the Answer of a reservation's result; an error outside the
+// vocabulary is CodeInternal.
+func AnswerOf(res voucher.Reservation, err error) Answer {
+	if err != nil {
+		var ve *voucher.Error
+		if !errors.As(err, &ve) {
+			return Answer{Code: voucher.CodeInternal}
+		}
+		return Answer{Code: ve.Code, Reason: ve.Reason}
+	}
+	return Answer{Replay: res.Replay}
+}
+
+// Gate is the answer as the Redis gate gives it: the gate tells no held-out
+// from sold-out (the service does, from the store's holds), and answers
+// no eligibility (the service checks it before asking).
+func (a Answer) Gate() (want, or voucher.GateOutcome) {
+	return gateOutcome(a.Code, a.Replay), gateOutcome(a.Or, false)
+}
+
+func gateOutcome(code voucher.ErrorCode, replay bool) voucher.GateOutcome {
+	switch code {
+	case "":
+		if replay {
+			return voucher.GateReplay
+		}
+		return voucher.GateTaken
+	case voucher.CodeOrderConflict:
+		return voucher.GateConflict
+	case voucher.CodeOrderReleased:
+		return voucher.GateReleased
+	case voucher.CodeAlreadyUsed:
+		return voucher.GateQuotaHeld
+	case voucher.CodeOutOfStock, voucher.CodeHeldOut:
+		return voucher.GateSoldOut
+	}
+	return 0
+}
+
+// Case is one situation and the rule's answers to it.
+type Case struct {
+	Name    string
+	Voucher VoucherSpec
+	Before  []Step
+	// Requests are asked one after the other; a batch implementation gets
+	// them in one batch and must answer as if they ran one after the other.
+	Requests []Request
+	Want     []Answer
+	// Skip lists the implementations that do not decide this case, each
+	// with the reason (and where the case is decided instead).
+	Skip map[Impl]string
+}
+
+// Skips reports why impl does not run c, "" when it does.
+func (c Case) Skips(impl Impl) string { return c.Skip[impl] }
+
+// Code is the voucher code of the i-th case: short, valid, distinct.
+func Code(i int) string { return fmt.Sprintf("CF%02d", i) }
+
+// OrderID is the orderId the i-th case's order o is asked with: orderIds
+// are global, so each case has its own.
+func OrderID(i int, o string) string { return Code(i) + "-" + o }
+
+// OtherCode is the code of the i-th case's other voucher.
+func OtherCode(i int) string { return fmt.Sprintf("CF%02dX", i) }
+
+// Reasons shared by several cases.
+const (
+	eligibleFirst = "the service checks eligibility (Voucher.CheckEligible) before it asks the gate"
+	oneVoucher    = "the fault suite's model covers one voucher, always eligible"
+	perVoucher    = "the gate's keys are per voucher: the service checks an orderId across vouchers (Gate.ClaimOrder, Store.Order)"
+	noVoucher     = "the service looks the voucher up (Store.Voucher) before it asks the gate"
+	notSoldOut    = "the cache answers only for a voucher Redis found sold out"
+)
+
+var (
+	skipGate = map[Impl]string{Script: eligibleFirst, SoldOutCache: eligibleFirst, Model: oneVoucher}
+	skipAll  = map[Impl]string{Script: noVoucher, SoldOutCache: noVoucher, Model: oneVoucher, Eligibility: noVoucher}
+)
+
+func reserve(c int64, o string) Step { return Step{Kind: StepReserve, Customer: c, Order: o} }
+func release(o string) Step          { return Step{Kind: StepRelease, Order: o} }
+func confirm(o string) Step          { return Step{Kind: StepConfirm, Order: o} }
+func req(c int64, o string) Request  { return Request{Customer: c, Order: o} }
+
+var (
+	taken    = Answer{}
+	replay   = Answer{Replay: true}
+	conflict = Answer{Code: voucher.CodeOrderConflict}
+	released = Answer{Code: voucher.CodeOrderReleased}
+	quota    = Answer{Code: voucher.CodeAlreadyUsed}
+	soldOut  = Answer{Code: voucher.CodeOutOfStock}
+	heldOut  = Answer{Code: voucher.CodeHeldOut}
+)
+
+// Cases are the rule, one situation per row.
+var Cases = []Case{
+	{Name: "new order takes a use", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{taken}},
+	{Name: "replay of a held order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1")},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{replay}},
+	{Name: "replay of a confirmed order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), confirm("o1")},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{replay}},
+	{Name: "another customer's orderId", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1")},
+		Requests: []Request{req(2, "o1")}, Want: []Answer{conflict}},
+	{Name: "orderId used with another voucher", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Before:   []Step{{Kind: StepReserve, Customer: 1, Order: "o1", OtherVoucher: true}},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{conflict},
+		Skip: map[Impl]string{Script: perVoucher, SoldOutCache: perVoucher, Model: oneVoucher}},
+	{Name: "released orderId", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), release("o1")},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{released}},
+	{Name: "released orderId asked by another customer", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), release("o1")},
+		Requests: []Request{req(2, "o1")}, Want: []Answer{conflict}},
+	{Name: "quota full", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1")},
+		Requests: []Request{req(1, "o2")}, Want: []Answer{quota}},
+	{Name: "quota of two full", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 2},
+		Before:   []Step{reserve(1, "o1"), reserve(1, "o2")},
+		Requests: []Request{req(1, "o3"), req(2, "o4")}, Want: []Answer{quota, taken}},
+	{Name: "a released use counts no more against the quota", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), release("o1")},
+		Requests: []Request{req(1, "o2")}, Want: []Answer{taken}},
+	{Name: "sold out: every use confirmed", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), confirm("o1")},
+		Requests: []Request{req(2, "o2")}, Want: []Answer{soldOut}},
+	{Name: "held out: a use still RESERVED", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1")},
+		Requests: []Request{req(2, "o2")}, Want: []Answer{heldOut}},
+	{Name: "quota full and sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), confirm("o1")},
+		Requests: []Request{req(1, "o2")},
+		// PL/pgSQL and the cache check stock first, reserve.lua the quota.
+		Want: []Answer{{Code: voucher.CodeOutOfStock, Or: voucher.CodeAlreadyUsed}}},
+	{Name: "replay while sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), confirm("o1")},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{replay}},
+	{Name: "another customer's orderId while sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), confirm("o1")},
+		Requests: []Request{req(2, "o1")}, Want: []Answer{conflict}},
+	{Name: "released orderId while sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), release("o1"), reserve(2, "o2"), confirm("o2")},
+		Requests: []Request{req(1, "o1"), req(3, "o3")}, Want: []Answer{released, soldOut}},
+	{Name: "last use", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), confirm("o1")},
+		Requests: []Request{req(2, "o2"), req(3, "o3")}, Want: []Answer{taken, heldOut}},
+	{Name: "not started", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Window: NotStarted},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonNotStarted}},
+		Skip:     skipGate},
+	{Name: "ended", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Window: Ended},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonExpired}},
+		Skip:     skipGate},
+	{Name: "order amount too low", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, MinOrderAmount: 1000},
+		Requests: []Request{{Customer: 1, Order: "o1", Amount: 999}, {Customer: 1, Order: "o2", Amount: 1000}},
+		Want:     []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonOrderAmountTooLow}, taken},
+		Skip:     skipGate},
+	{Name: "ineligible, then the same orderId eligible", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, MinOrderAmount: 1000},
+		Requests: []Request{{Customer: 1, Order: "o1", Amount: 10}, {Customer: 1, Order: "o1", Amount: 5000}},
+		Want:     []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonOrderAmountTooLow}, taken},
+		Skip:     skipGate},
+	{Name: "unknown voucher", Voucher: VoucherSpec{Missing: true},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
+		Skip:     skipAll},
+	{Name: "same customer twice", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
+		Requests: []Request{req(1, "o1"), req(1, "o2")}, Want: []Answer{taken, quota}},
+	{Name: "same orderId twice", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
+		Requests: []Request{req(1, "o1"), req(1, "o1")}, Want: []Answer{taken, replay}},
+	{Name: "same orderId, two customers", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
+		Requests: []Request{req(1, "o1"), req(2, "o1")}, Want: []Answer{taken, conflict}},
+	{Name: "more requests than uses", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 2},
+		Requests: []Request{req(1, "o1"), req(2, "o2"), req(1, "o3"), req(2, "o2")},
+		Want:     []Answer{taken, taken, heldOut, replay}},
+	{Name: "quota full, released, taken again in one go", Voucher: VoucherSpec{TotalLimit: 3, PerUserLimit: 1},
+		Before:   []Step{reserve(1, "o1"), release("o1"), reserve(2, "o2")},
+		Requests: []Request{req(1, "o3"), req(1, "o4"), req(2, "o2")}, Want: []Answer{taken, quota, replay}},
+}

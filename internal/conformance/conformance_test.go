@@ -1,0 +1,50 @@
+package conformance
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+func TestCasesAreWellFormed(t *testing.T) {
+	t.Parallel()
+	names := map[string]bool{}
+	for _, c := range Cases {
+		require.False(t, names[c.Name], "case names are distinct: %s", c.Name)
+		names[c.Name] = true
+		require.NotEmpty(t, c.Requests, c.Name)
+		require.Len(t, c.Want, len(c.Requests), "%s: one answer per request", c.Name)
+		for impl, why := range c.Skip {
+			require.NotEmpty(t, why, "%s: %s is skipped without a reason", c.Name, impl)
+			require.NotContains(t, []Impl{Reserve, ReserveBatch}, impl, "%s: the store decides every case", c.Name)
+		}
+	}
+}
+
+// Voucher.CheckEligible, which the service runs before it asks the gate,
+// refuses exactly the requests the rule refuses as NOT_ELIGIBLE, with the
+// same reason.
+func TestCasesEligibility(t *testing.T) {
+	t.Parallel()
+	for i, c := range Cases {
+		if c.Skips(Eligibility) != "" {
+			continue
+		}
+		v := c.Voucher.Voucher(Code(i))
+		for j, r := range c.Requests {
+			var want voucher.Reason
+			if c.Want[j].Code == voucher.CodeNotEligible {
+				want = c.Want[j].Reason
+			}
+			require.Equal(t, want, v.Eligibility(r.OrderAmount(), Now), "%s: request %d", c.Name, j)
+			err := v.CheckEligible(r.OrderAmount(), Now)
+			if want == "" {
+				require.NoError(t, err, "%s: request %d", c.Name, j)
+				continue
+			}
+			require.Equal(t, c.Want[j], AnswerOf(voucher.Reservation{}, err), "%s: request %d", c.Name, j)
+		}
+	}
+}
