@@ -1,0 +1,107 @@
+package redisgate
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/conformance"
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// caseHold is the hold a case's reservation asks the gate to store.
+func caseHold(i int, customer int64, order string, amount int64) voucher.Hold {
+	return voucher.Hold{OrderID: conformance.OrderID(i, order), CustomerID: customer, OrderAmount: amount,
+		DiscountAmount: 100_000, ReservedAt: conformance.Now, ExpiresAt: conformance.Now.Add(conformance.TTL)}
+}
+
+// setUpGateCase loads case i's voucher into g and runs its steps. A confirm
+// changes nothing in the gate: a held use stays held.
+func setUpGateCase(t *testing.T, g *Gate, i int, c conformance.Case) (code string, perUser int32) {
+	t.Helper()
+	ctx := context.Background()
+	v := c.Voucher.Voucher(conformance.Code(i))
+	wrote, err := g.Load(ctx, voucher.Snapshot{Voucher: v})
+	require.NoError(t, err)
+	require.True(t, wrote)
+	for _, st := range c.Before {
+		require.False(t, st.OtherVoucher, "%s: the gate has no other voucher", c.Name)
+		switch st.Kind {
+		case conformance.StepReserve:
+			d, err := g.Reserve(ctx, v.Code, v.PerUserLimit, caseHold(i, st.Customer, st.Order, conformance.Amount))
+			require.NoError(t, err)
+			require.Equal(t, voucher.GateTaken, d.Outcome, "%s: step %+v", c.Name, st)
+		case conformance.StepRelease:
+			gave, err := g.Release(ctx, v.Code, conformance.OrderID(i, st.Order), voucher.ReleaseMark)
+			require.NoError(t, err)
+			require.True(t, gave)
+		}
+	}
+	return v.Code, v.PerUserLimit
+}
+
+// requireGateAnswer asserts that outcome is the case's answer as the gate
+// gives it.
+func requireGateAnswer(t *testing.T, c conformance.Case, j int, got voucher.GateOutcome) {
+	t.Helper()
+	want, or := c.Want[j].Gate()
+	require.NotZero(t, want, "%s: request %d: %s has no gate outcome", c.Name, j, c.Want[j])
+	if or != 0 && got == or {
+		return
+	}
+	require.Equal(t, want.String(), got.String(), "%s: request %d (%s)", c.Name, j, c.Want[j])
+}
+
+// reserve.lua answers every case of the rule it decides as the conformance
+// table says.
+func TestConformanceScript(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	for i, c := range conformance.Cases {
+		if c.Skips(conformance.Script) != "" {
+			continue
+		}
+		code, perUser := setUpGateCase(t, g, i, c)
+		for j, r := range c.Requests {
+			d, err := g.Reserve(ctx, code, perUser, caseHold(i, r.Customer, r.Order, r.OrderAmount()))
+			require.NoError(t, err)
+			requireGateAnswer(t, c, j, d.Outcome)
+		}
+	}
+}
+
+// The sold-out cache's copy of reserve.lua answers, from a copy of the
+// orders Redis holds, every case of the rule asked of a sold-out voucher as
+// the conformance table says.
+func TestConformanceSoldOutCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	client, err := g.conn()
+	require.NoError(t, err)
+	ran := 0
+	for i, c := range conformance.Cases {
+		if c.Skips(conformance.SoldOutCache) != "" {
+			continue
+		}
+		code, _ := setUpGateCase(t, g, i, c)
+		k := keysFor(g.cfg.KeyPrefix, code)
+		remaining, err := client.Do(ctx, client.B().Get().Key(k.remaining).Build()).AsInt64()
+		require.NoError(t, err)
+		if remaining > 0 {
+			continue // the cache holds sold-out vouchers only
+		}
+		orders, err := client.Do(ctx, client.B().Hgetall().Key(k.orders).Build()).AsStrMap()
+		require.NoError(t, err)
+		e := &soldOutEntry{orders: orders}
+		for j, r := range c.Requests {
+			d, ok := e.decide(conformance.OrderID(i, r.Order), r.Customer, false)
+			require.True(t, ok, "%s: request %d: the copy cannot answer", c.Name, j)
+			requireGateAnswer(t, c, j, d.Outcome)
+		}
+		ran++
+	}
+	require.GreaterOrEqual(t, ran, 4, "cases asked of a sold-out voucher")
+}
