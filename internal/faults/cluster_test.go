@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/redisgate"
 	"github.com/voucherd/voucherd/internal/testenv"
 )
@@ -334,7 +335,7 @@ func (c *cluster) dbState(code string) DBState {
 	conn, err := pgx.Connect(ctx, c.dbURL)
 	require.NoError(c.t, err)
 	defer conn.Close(context.Background())
-	st := DBState{Rows: map[string]Row{}, Usage: map[int64]int{}}
+	st := DBState{Rows: map[string]Row{}}
 	err = conn.QueryRow(ctx, `SELECT total_limit, per_user_limit, used_count FROM voucher WHERE code = $1`, code).
 		Scan(&st.TotalLimit, &st.PerUserLimit, &st.UsedCount)
 	require.NoError(c.t, err)
@@ -346,15 +347,11 @@ func (c *cluster) dbState(code string) DBState {
 		st.Rows[r.OrderID] = r
 	}
 	require.NoError(c.t, rows.Err())
-	rows, err = conn.Query(ctx, `SELECT customer_id, held FROM voucher_customer_usage WHERE voucher_code = $1`, code)
+	stored, err := pgstore.Violations(ctx, conn, code)
 	require.NoError(c.t, err)
-	for rows.Next() {
-		var cust int64
-		var held int
-		require.NoError(c.t, rows.Scan(&cust, &held))
-		st.Usage[cust] = held
+	for _, b := range stored {
+		st.Stored = append(st.Stored, b.Message)
 	}
-	require.NoError(c.t, rows.Err())
 	return st
 }
 

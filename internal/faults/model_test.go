@@ -273,7 +273,7 @@ func TestServiceFence(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, porcupine.Illegal, r.Result, "without the RELEASED row nothing released the order")
 
-	db := DBState{TotalLimit: 1, PerUserLimit: 1, UsedCount: 1, Rows: rows, Usage: map[int64]int{2: 1}}
+	db := DBState{TotalLimit: 1, PerUserLimit: 1, UsedCount: 1, Rows: rows}
 	require.Empty(t, CheckDatabase(spec, ops, db, true))
 	require.Len(t, CheckDatabase(spec, ops, db, false), 1)
 	require.Contains(t, CheckDatabase(spec, ops, db, false)[0], "RELEASED without a release")

@@ -186,4 +186,5 @@ var (
 	qFlashVouchers        = mustQuery("flash_vouchers")
 	qExtend               = mustQuery("extend")
 	qVoucherHolds         = mustQuery("voucher_holds")
+	qInvariants           = mustQuery("invariants")
 )

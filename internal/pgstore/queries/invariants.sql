@@ -1,0 +1,40 @@
+-- invariants: the invariants of the stored counters, one row per breach,
+-- for the vouchers whose codes are in $1 (every voucher when $1 is NULL).
+--   oversell        held redemptions (RESERVED, CONFIRMED) above total_limit
+--   used_count      voucher.used_count differs from its held redemptions
+--   customer usage  a voucher_customer_usage.held differs from the
+--                   customer's held redemptions of that voucher
+--   per-user limit  a customer holds more redemptions than per_user_limit
+-- Columns: kind, voucher code, message.
+WITH v AS (
+    SELECT x.code, x.total_limit, x.per_user_limit, x.used_count
+    FROM voucher x WHERE $1::text[] IS NULL OR x.code = ANY ($1::text[])
+), held AS (
+    SELECT r.voucher_code, r.customer_id, count(*)::integer AS n
+    FROM voucher_redemption r JOIN v ON v.code = r.voucher_code
+    WHERE r.status IN ('RESERVED', 'CONFIRMED')
+    GROUP BY r.voucher_code, r.customer_id
+), per_voucher AS (
+    SELECT v.code, v.total_limit, v.used_count, coalesce(sum(h.n), 0)::integer AS n
+    FROM v LEFT JOIN held h ON h.voucher_code = v.code
+    GROUP BY v.code, v.total_limit, v.used_count
+), per_customer AS (
+    SELECT coalesce(u.voucher_code, h.voucher_code) AS code, coalesce(u.customer_id, h.customer_id) AS customer_id,
+           coalesce(u.held, 0) AS counter, coalesce(h.n, 0) AS n
+    FROM (SELECT u.* FROM voucher_customer_usage u JOIN v ON v.code = u.voucher_code) u
+    FULL JOIN held h ON h.voucher_code = u.voucher_code AND h.customer_id = u.customer_id
+)
+SELECT 'oversell', p.code, format('%s: OVERSELL: %s held rows, totalLimit %s', p.code, p.n, p.total_limit)
+FROM per_voucher p WHERE p.n > p.total_limit
+UNION ALL
+SELECT 'used_count', p.code, format('%s: used_count %s != held rows %s', p.code, p.used_count, p.n)
+FROM per_voucher p WHERE p.used_count <> p.n
+UNION ALL
+SELECT 'customer usage', c.code, format('%s: voucher_customer_usage.held %s != held rows %s for customer %s',
+                                        c.code, c.counter, c.n, c.customer_id)
+FROM per_customer c WHERE c.counter <> c.n
+UNION ALL
+SELECT 'per-user limit', c.code, format('%s: customer %s holds %s uses, perUserLimit %s',
+                                        c.code, c.customer_id, c.n, v.per_user_limit)
+FROM per_customer c JOIN v ON v.code = c.code WHERE c.n > v.per_user_limit
+ORDER BY 2, 1, 3
