@@ -1,11 +1,11 @@
 // Package pgstore is the PostgreSQL adapter of voucherd: it implements
-// voucher.Store with pgx (a pgxpool, no ORM), owns the schema and its embedded
-// numbered migrations, and translates driver errors into *voucher.Error once,
-// in interpretError.
+// voucher.Store with pgx (a pgxpool, no ORM), owns the schema (embedded
+// numbered migrations) and the stored functions (one file each), and
+// translates driver errors into *voucher.Error once, in interpretError.
 //
 // Every state change of a redemption (reserve, confirm, release, expiry, the
 // Kafka consumer's batch) is one call of a plpgsql function defined in
-// migrations/: one round trip, one implicit transaction, and the same lock
+// functions/: one round trip, one implicit transaction, and the same lock
 // order everywhere (redemption rows, then customer counters, then voucher
 // rows), so that they never deadlock and the hot voucher row is locked last
 // and for as short a time as possible.
