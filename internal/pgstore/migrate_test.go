@@ -10,10 +10,12 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/testenv"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 // releasedDir holds the migrations as the last release shipped them, stored
@@ -228,4 +230,50 @@ func TestMigrateFunctionsByChecksum(t *testing.T) {
 	var n int
 	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE proname = 'voucherd_retry_ms'").Scan(&n))
 	require.Equal(t, 1, n)
+}
+
+// A binary of the released version reads a rejection as MESSAGE = the code,
+// HINT = the NOT_ELIGIBLE reason (VD001) or the milliseconds to wait
+// (VD004), and the batch's o_error, o_reason and o_retry_ms columns: the
+// functions of this version still answer so. Only the wording differs
+// (DETAIL and o_message carry facts, which such a binary shows as they are).
+func TestRejectionProtocolOfReleasedBinaries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
+	newVoucher(t, s, "PROTO", 1, 1, func(v *voucher.Voucher) { v.MinOrderAmount = 100 })
+	_, err := s.Reserve(ctx, request("PROTO", 1, "p-1"), now, ttl)
+	require.NoError(t, err)
+
+	raised := func(customer int64, order string, amount int64) *pgconn.PgError {
+		t.Helper()
+		rows, err := s.Pool().Query(ctx, "SELECT * FROM voucherd_reserve($1, $2, $3, $4, $5, $6)",
+			"PROTO", customer, order, amount, now, ttl)
+		require.NoError(t, err)
+		rows.Close()
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, rows.Err(), &pgErr)
+		return pgErr
+	}
+	e := raised(2, "p-2", 10)
+	require.Equal(t, []string{"VD001", "NOT_ELIGIBLE", "ORDER_AMOUNT_TOO_LOW"}, []string{e.Code, e.Message, e.Hint})
+	e = raised(2, "p-1", 250_000)
+	require.Equal(t, []string{"VD001", "ORDER_CONFLICT", ""}, []string{e.Code, e.Message, e.Hint})
+	e = raised(2, "p-3", 250_000)
+	require.Equal(t, []string{"VD004", "HELD_OUT"}, []string{e.Code, e.Message})
+	ms, err := strconv.ParseInt(e.Hint, 10, 64)
+	require.NoError(t, err)
+	require.Equal(t, ttl.Milliseconds(), ms)
+
+	answers, err := reserveBatchSQL(ctx, s, "PROTO", now, []elem{el(2, "p-4"), {customer: 3, order: "p-5", amount: 10}})
+	require.NoError(t, err)
+	require.Equal(t, voucher.CodeHeldOut, answers[0].Code)
+	require.Equal(t, ttl, answers[0].RetryAfter)
+	require.Equal(t, voucher.CodeNotEligible, answers[1].Code)
+	require.Equal(t, voucher.ReasonOrderAmountTooLow, answers[1].Reason)
+
+	_, err = s.Confirm(ctx, "PROTO", "p-1", now)
+	require.NoError(t, err)
+	e = raised(2, "p-6", 250_000)
+	require.Equal(t, []string{"VD001", "OUT_OF_STOCK", ""}, []string{e.Code, e.Message, e.Hint})
 }
