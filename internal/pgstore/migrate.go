@@ -21,9 +21,12 @@ import (
 // checksummed, so its text may lose what it no longer needs to say (the
 // function bodies that functions/ now holds) without touching the databases
 // that ran it. functions/ holds one file per stored function with its
-// current CREATE OR REPLACE, applied after the migrations whenever its
-// checksum differs from the one recorded in voucherd_function, like a
-// repeatable migration. docs/rules.md tells how to change either.
+// current CREATE OR REPLACE, applied after the migrations when its checksum
+// is new to the database, like a repeatable migration. voucherd_function
+// keeps every checksum applied, in order, so that an instance of an older
+// release starting while a newer one runs (a rolling upgrade) recognises
+// its texts as superseded and leaves the newer ones in place.
+// docs/rules.md tells how to change either.
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -42,10 +45,14 @@ const createMigrationTable = `CREATE TABLE IF NOT EXISTS voucherd_migration (
     applied_at timestamptz NOT NULL DEFAULT now()
 )`
 
+// createFunctionTable records each text of each function ever applied; the
+// highest seq of a name is its current text.
 const createFunctionTable = `CREATE TABLE IF NOT EXISTS voucherd_function (
-    name       text        PRIMARY KEY,
+    name       text        NOT NULL,
     checksum   text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
+    seq        bigserial   NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, checksum)
 )`
 
 // Migration is one embedded schema change, migrations/NNN_name.sql.
@@ -121,9 +128,10 @@ func Functions() ([]Function, error) {
 
 // Migrate brings the database up to date in one transaction under an
 // advisory lock: the migrations it has not recorded, in version order, then
-// every function whose file changed since it was last applied (or that is
-// missing). It is idempotent and safe to run from several processes at once;
-// a failure changes nothing.
+// every function whose text the database has never had (or whose current
+// text it is but that a migration dropped); a text the database had before
+// another one is older than it, and left alone. It is idempotent and safe to
+// run from several processes at once; a failure changes nothing.
 //
 // Functions are created in name order with PostgreSQL's checks on: a
 // PL/pgSQL body is parsed then, but what it calls is looked up only when it
@@ -152,16 +160,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return fmt.Errorf("pgstore: migration %03d_%s: %w", m.Version, m.Name, err)
 			}
 		}
-		names := make([]string, len(functions))
-		for i, f := range functions {
-			names[i] = f.Name
+		for _, f := range functions {
 			if err := applyFunction(ctx, tx, f); err != nil {
 				return fmt.Errorf("pgstore: function %s: %w", f.Name, err)
 			}
 		}
-		// A function whose file is gone was dropped by a migration.
-		_, err := tx.Exec(ctx, "DELETE FROM voucherd_function WHERE NOT (name = ANY ($1))", names)
-		return err
+		return nil
 	})
 }
 
@@ -183,17 +187,18 @@ func applyMigration(ctx context.Context, tx pgx.Tx, m Migration) error {
 	return err
 }
 
-// applyFunction runs f's CREATE OR REPLACE unless the recorded checksum is
-// f's and a function of that name exists (a migration may have dropped it).
+// applyFunction runs f's CREATE OR REPLACE when the database never had its
+// text, or has it as the current one but lacks the function.
 func applyFunction(ctx context.Context, tx pgx.Tx, f Function) error {
-	var current bool
+	var seen, current, exists bool
 	if err := tx.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM voucherd_function WHERE name = $1 AND checksum = $2)
-		   AND EXISTS (SELECT 1 FROM pg_proc WHERE proname = $1 AND pronamespace = current_schema()::regnamespace)`,
-		f.Name, f.Checksum).Scan(&current); err != nil {
+		SELECT EXISTS (SELECT 1 FROM voucherd_function WHERE name = $1 AND checksum = $2),
+		       coalesce((SELECT checksum = $2 FROM voucherd_function WHERE name = $1 ORDER BY seq DESC LIMIT 1), false),
+		       EXISTS (SELECT 1 FROM pg_proc WHERE proname = $1 AND pronamespace = current_schema()::regnamespace)`,
+		f.Name, f.Checksum).Scan(&seen, &current, &exists); err != nil {
 		return err
 	}
-	if current {
+	if seen && (!current || exists) {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, f.SQL); err != nil {
@@ -201,7 +206,7 @@ func applyFunction(ctx context.Context, tx pgx.Tx, f Function) error {
 	}
 	_, err := tx.Exec(ctx, `
 		INSERT INTO voucherd_function (name, checksum) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()`, f.Name, f.Checksum)
+		ON CONFLICT (name, checksum) DO UPDATE SET seq = DEFAULT, applied_at = now()`, f.Name, f.Checksum)
 	return err
 }
 

@@ -173,8 +173,10 @@ func TestMigrateFromReleasedEqualsFresh(t *testing.T) {
 	}
 }
 
-// Migrate applies a function file only when its checksum changed or the
-// function is missing, and records each file's checksum.
+// Migrate applies a function file only when the database never had its
+// text, or has it as the current one but lacks the function; it never
+// replaces a text applied after its own (an older release starting while a
+// newer one runs).
 func TestMigrateFunctionsByChecksum(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -190,45 +192,66 @@ func TestMigrateFunctionsByChecksum(t *testing.T) {
 		m := create.FindAllStringSubmatch(f.SQL, -1)
 		require.Len(t, m, 1, "%s defines one function", f.Name)
 		require.Equal(t, f.Name, m[0][1], "file name and function name")
-		var sum string
-		require.NoError(t, s.Pool().QueryRow(ctx, "SELECT checksum FROM voucherd_function WHERE name = $1", f.Name).Scan(&sum))
-		require.Equal(t, f.Checksum, sum, f.Name)
 	}
 
-	stamp := func() map[string]string {
-		rows, err := s.Pool().Query(ctx, "SELECT name, applied_at::text FROM voucherd_function")
+	// current returns each function's current checksum and its seq.
+	current := func() map[string]string {
+		rows, err := s.Pool().Query(ctx, `
+			SELECT DISTINCT ON (name) name, checksum || ' ' || seq FROM voucherd_function ORDER BY name, seq DESC`)
 		require.NoError(t, err)
 		out := map[string]string{}
 		for rows.Next() {
-			var n, at string
-			require.NoError(t, rows.Scan(&n, &at))
-			out[n] = at
+			var n, c string
+			require.NoError(t, rows.Scan(&n, &c))
+			out[n] = c
 		}
 		require.NoError(t, rows.Err())
 		return out
 	}
-	first := stamp()
+	first := current()
 	require.Len(t, first, len(functions))
+	for _, f := range functions {
+		require.True(t, strings.HasPrefix(first[f.Name], f.Checksum+" "), f.Name)
+	}
 	require.NoError(t, s.Migrate(ctx))
-	require.Equal(t, first, stamp(), "unchanged files are not applied again")
+	require.Equal(t, first, current(), "unchanged files are not applied again")
 
-	// A changed checksum, or a function dropped behind the migrator's back,
-	// brings the file's text back.
-	_, err = s.Pool().Exec(ctx, "UPDATE voucherd_function SET checksum = 'old' WHERE name = 'voucherd_reserve'")
-	require.NoError(t, err)
-	_, err = s.Pool().Exec(ctx, "DROP FUNCTION voucherd_retry_ms(timestamptz, timestamptz)")
-	require.NoError(t, err)
+	exec := func(sql string) {
+		t.Helper()
+		_, err := s.Pool().Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	retryMS := func() int64 {
+		var ms int64
+		require.NoError(t, s.Pool().QueryRow(ctx, "SELECT voucherd_retry_ms(now() + interval '2 seconds', now())").Scan(&ms))
+		return ms
+	}
+	// A newer release replaced voucherd_retry_ms: this one leaves it.
+	exec(`CREATE OR REPLACE FUNCTION voucherd_retry_ms(p_at timestamptz, p_now timestamptz)
+	      RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT 7::bigint $$`)
+	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_retry_ms', 'newer')`)
+	// The database has an older text of voucherd_reserve only.
+	exec(`DELETE FROM voucherd_function WHERE name = 'voucherd_reserve'`)
+	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_reserve', 'older')`)
+	// A migration dropped voucherd_quota_facts, whose text is current.
+	exec(`DROP FUNCTION voucherd_quota_facts(text, bigint, integer)`)
 	require.NoError(t, s.Migrate(ctx))
-	again := stamp()
-	for name, at := range first {
-		if name == "voucherd_reserve" || name == "voucherd_retry_ms" {
-			require.NotEqual(t, at, again[name], name)
-		} else {
-			require.Equal(t, at, again[name], name)
+
+	again := current()
+	require.Equal(t, int64(7), retryMS(), "a newer text stays")
+	require.True(t, strings.HasPrefix(again["voucherd_retry_ms"], "newer "))
+	for name, was := range first {
+		switch name {
+		case "voucherd_retry_ms":
+		case "voucherd_reserve", "voucherd_quota_facts":
+			require.NotEqual(t, was, again[name], name)
+			require.Equal(t, strings.Fields(was)[0], strings.Fields(again[name])[0], "%s is this release's text again", name)
+		default:
+			require.Equal(t, was, again[name], name)
 		}
 	}
 	var n int
-	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE proname = 'voucherd_retry_ms'").Scan(&n))
+	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE proname = 'voucherd_quota_facts'").Scan(&n))
 	require.Equal(t, 1, n)
 }
 
