@@ -89,11 +89,6 @@ func Errorf(code ErrorCode, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// NotEligible returns a NOT_ELIGIBLE error with its reason.
-func NotEligible(reason Reason, format string, args ...any) *Error {
-	return &Error{Code: CodeNotEligible, Reason: reason, Message: fmt.Sprintf(format, args...)}
-}
-
 // Unavailable wraps a dependency failure: the client gets 503 and nothing was
 // taken.
 func Unavailable(cause error, format string, args ...any) *Error {
