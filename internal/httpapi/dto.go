@@ -16,6 +16,7 @@ type voucherJSON struct {
 	StartsAt       time.Time `json:"startsAt"`
 	EndsAt         time.Time `json:"endsAt"`
 	FlashSale      bool      `json:"flashSale"`
+	Active         bool      `json:"active"`
 	Reserved       int32     `json:"reserved"`
 	Confirmed      int32     `json:"confirmed"`
 	Remaining      int32     `json:"remaining"`
@@ -27,7 +28,7 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 	return voucherJSON{
 		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
-		StartsAt: v.StartsAt.UTC(), EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale,
+		StartsAt: v.StartsAt.UTC(), EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
 		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining(),
 		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(),
 	}
@@ -87,13 +88,14 @@ type patchVoucherRequest struct {
 	StartsAt       *time.Time `json:"startsAt"`
 	EndsAt         *time.Time `json:"endsAt"`
 	FlashSale      *bool      `json:"flashSale"`
+	Active         *bool      `json:"active"`
 }
 
 func (r patchVoucherRequest) toPatch() voucher.Patch {
 	return voucher.Patch{
 		DiscountAmount: r.DiscountAmount, MinOrderAmount: r.MinOrderAmount,
 		TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
-		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale,
+		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
 	}
 }
 

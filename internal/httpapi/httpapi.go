@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -58,18 +57,24 @@ func StatusOf(code voucher.ErrorCode) int {
 
 // Metrics receives one observation per request. Route is the pattern that
 // matched (for example "POST /vouchers/{code}/reservations"), outcome "ok" or
-// the error code.
+// the error code, key the name of the API key (AnonymousKey when none
+// matched).
 type Metrics interface {
-	ObserveRequest(route, outcome string, status int, d time.Duration)
+	ObserveRequest(route, key, outcome string, status int, d time.Duration)
 }
 
 // Config configures the API server.
 type Config struct {
 	// Service is required.
 	Service *voucher.Service
-	// APIToken guards the reservation routes; empty means loopback-only.
+	// Keys are the named API keys; nil means the keyring of APIToken
+	// (named "api") and AdminToken (named "admin").
+	Keys *Keyring
+	// APIToken guards the reservation routes when Keys is nil; empty means
+	// loopback-only.
 	APIToken string
-	// AdminToken guards voucher administration; empty means loopback-only.
+	// AdminToken guards voucher administration when Keys is nil; empty
+	// means loopback-only.
 	AdminToken string
 	// Ready reports whether the instance should receive traffic (/readyz).
 	Ready func(ctx context.Context) error
@@ -96,6 +101,7 @@ type Server struct {
 	cfg      Config
 	svc      *voucher.Service
 	mux      *http.ServeMux
+	keys     *Keyring
 	log      *slog.Logger
 	draining atomic.Bool
 }
@@ -111,7 +117,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReconcileGrace <= 0 {
 		cfg.ReconcileGrace = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), log: cfg.Logger}
+	if cfg.Keys == nil {
+		var keys []Key
+		if cfg.APIToken != "" {
+			keys = append(keys, Key{Name: "api", Secret: cfg.APIToken})
+		}
+		if cfg.AdminToken != "" {
+			keys = append(keys, Key{Name: "admin", Secret: cfg.AdminToken, Admin: true})
+		}
+		k, err := NewKeyring(keys)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Keys = k
+	}
+	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), keys: cfg.Keys, log: cfg.Logger}
 	s.routes()
 	return s, nil
 }
@@ -143,6 +163,7 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(api.OpenAPI)
 	})
+	s.adminRoutes()
 	if s.cfg.MetricsHandler != nil {
 		s.mux.Handle("GET /metrics", s.cfg.MetricsHandler)
 	}
@@ -182,10 +203,12 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 		}
 		rec := &statusRecorder{ResponseWriter: w}
 		var err error
+		key := AnonymousKey
 		if !public {
-			err = s.authorize(r, admin)
+			key, err = s.authenticate(r, admin)
 		}
 		if err == nil {
+			r = r.WithContext(voucher.WithActor(ctx, key))
 			err = h(rec, r)
 		}
 		if err != nil {
@@ -197,42 +220,16 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 		}
 		d := time.Since(start)
 		if s.cfg.Metrics != nil {
-			s.cfg.Metrics.ObserveRequest(route, outcome, rec.status, d)
+			s.cfg.Metrics.ObserveRequest(route, key, outcome, rec.status, d)
 		}
 		level := slog.LevelDebug
 		if rec.status >= 500 {
 			level = slog.LevelError
 		}
 		s.log.LogAttrs(ctx, level, "request", slog.String("request_id", id), slog.String("route", route),
-			slog.Int("status", rec.status), slog.String("outcome", outcome), slog.Duration("duration", d))
+			slog.String("key", key), slog.Int("status", rec.status), slog.String("outcome", outcome), slog.Duration("duration", d))
 	})
 }
-
-// authorize checks the bearer token. A route whose token is not configured
-// accepts only loopback clients, so that a forgotten token never opens the
-// service to the network.
-func (s *Server) authorize(r *http.Request, admin bool) error {
-	want := s.cfg.APIToken
-	if admin {
-		want = s.cfg.AdminToken
-	}
-	if want == "" {
-		if isLoopback(r.RemoteAddr) {
-			return nil
-		}
-		return voucher.Errorf(voucher.CodeForbidden, "no token is configured for this route; only loopback clients are accepted")
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return voucher.Errorf(voucher.CodeUnauthorized, "missing bearer token")
-	}
-	if tokenEqual(got, want) || (!admin && s.cfg.AdminToken != "" && tokenEqual(got, s.cfg.AdminToken)) {
-		return nil
-	}
-	return voucher.Errorf(voucher.CodeUnauthorized, "invalid bearer token")
-}
-
-func tokenEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 func isLoopback(remote string) bool {
 	host, _, err := net.SplitHostPort(remote)

@@ -59,8 +59,9 @@ func New(counts Counts) *Metrics {
 	m := &Metrics{Registry: reg}
 	m.RequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "voucherd", Name: "http_request_duration_seconds",
-		Help: "HTTP request latency by route, outcome (ok or error code) and status.", Buckets: latencyBuckets,
-	}, []string{"route", "outcome", "status"})
+		Help: "HTTP request latency by route, API key name (never the secret), outcome (ok or error code) and status.",
+		Buckets: latencyBuckets,
+	}, []string{"route", "key", "outcome", "status"})
 	m.Reservations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "reservations_total",
 		Help: "Reserve calls by path (standard, flash-sync, flash-kafka) and outcome (ok, replay or error code).",
@@ -135,8 +136,8 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // ObserveRequest implements httpapi.Metrics.
-func (m *Metrics) ObserveRequest(route, outcome string, status int, d time.Duration) {
-	m.RequestDuration.WithLabelValues(route, outcome, statusText(status)).Observe(d.Seconds())
+func (m *Metrics) ObserveRequest(route, key, outcome string, status int, d time.Duration) {
+	m.RequestDuration.WithLabelValues(route, key, outcome, statusText(status)).Observe(d.Seconds())
 }
 
 // Reserved implements voucher.Observer.

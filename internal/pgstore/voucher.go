@@ -10,11 +10,11 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// scanVoucher scans the eleven voucher columns of the queries, then extra.
+// scanVoucher scans the twelve voucher columns of the queries, then extra.
 func scanVoucher(row pgx.Row, v *voucher.Voucher, extra ...any) error {
 	dest := append([]any{
 		&v.Code, &v.DiscountAmount, &v.MinOrderAmount, &v.TotalLimit, &v.PerUserLimit,
-		&v.StartsAt, &v.EndsAt, &v.FlashSale, &v.UsedCount, &v.CreatedAt, &v.UpdatedAt,
+		&v.StartsAt, &v.EndsAt, &v.FlashSale, &v.UsedCount, &v.CreatedAt, &v.UpdatedAt, &v.Disabled,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
@@ -34,16 +34,22 @@ func voucherNotFound(code string) error {
 	return voucher.Reject(voucher.CodeVoucherNotFound, "", voucher.Facts{Voucher: code})
 }
 
-// CreateVoucher inserts v (used_count 0, timestamps set by the database);
-// CodeVoucherExists when the code is taken.
+// CreateVoucher inserts v (used_count 0, timestamps set by the database)
+// and its audit entry in one transaction; CodeVoucherExists when the code is
+// taken. A new voucher is active.
 func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.Voucher, error) {
 	if err := v.Validate(); err != nil {
 		return voucher.Voucher{}, err
 	}
 	var out voucher.Voucher
-	err := scanVoucherCounts(s.pool.QueryRow(ctx, qVoucherInsert,
-		v.Code, v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit,
-		v.StartsAt, v.EndsAt, v.FlashSale), &out)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherInsert,
+			v.Code, v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit,
+			v.StartsAt, v.EndsAt, v.FlashSale), &out); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))
+	})
 	if err != nil {
 		if code, pgErr := pgCode(err); code == sqlstateUniqueViolation && pgErr.ConstraintName == "voucher_pkey" {
 			return voucher.Voucher{}, voucher.Errorf(voucher.CodeVoucherExists, "voucher %s already exists", v.Code)
@@ -66,7 +72,8 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 }
 
 // PatchVoucher applies p in one transaction under the voucher's row lock and
-// returns the voucher before and after. A total limit below used_count, or a
+// returns the voucher before and after; the change's audit entry is
+// written in the same transaction. A total limit below used_count, or a
 // per-user limit below the largest count a customer holds, is refused with
 // CodeLimitBelowHeld. Reservations keep running meanwhile: they wait for the
 // row lock only at their last step and then see the new limits.
@@ -106,13 +113,14 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		}
 		if err := scanVoucher(tx.QueryRow(ctx, qVoucherUpdate, code,
 			next.DiscountAmount, next.MinOrderAmount, next.TotalLimit, next.PerUserLimit,
-			next.StartsAt, next.EndsAt, next.FlashSale), &after); err != nil {
+			next.StartsAt, next.EndsAt, next.FlashSale, next.Disabled), &after); err != nil {
 			return err
 		}
 		// A patch changes no redemption: the counts read under the lock
 		// describe both versions.
 		after.Reserved, after.Confirmed = before.Reserved, before.Confirmed
-		return nil
+		return recordAudit(ctx, tx, code, voucher.PatchAction(p), voucher.ActorOf(ctx),
+			voucher.AuditFields(before), voucher.AuditFields(after))
 	})
 	if err != nil {
 		return voucher.Voucher{}, voucher.Voucher{}, interpretError(err)

@@ -47,6 +47,8 @@ const (
 	ReasonNotStarted        Reason = "NOT_STARTED"
 	ReasonExpired           Reason = "EXPIRED"
 	ReasonOrderAmountTooLow Reason = "ORDER_AMOUNT_TOO_LOW"
+	// ReasonDisabled: the voucher was stopped (PATCH "active": false).
+	ReasonDisabled Reason = "DISABLED"
 )
 
 // Error is a domain error: a code from the vocabulary, a human message, and

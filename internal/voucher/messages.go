@@ -46,6 +46,8 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 	},
 	CodeNotEligible: func(r Reason, f Facts) string {
 		switch r {
+		case ReasonDisabled:
+			return fmt.Sprintf("voucher %s is disabled", f.Voucher)
 		case ReasonNotStarted:
 			return fmt.Sprintf("voucher %s starts at %s", f.Voucher, f.StartsAt.UTC().Format(time.RFC3339))
 		case ReasonExpired:

@@ -120,6 +120,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		return rep, nil
 	}
 	rep.Repaired = true
+	defer func() { s.auditReconcile(ctx, rep) }()
 
 	// Safe direction first: the gate learns of holds it lost.
 	for _, id := range rep.Missing {

@@ -56,6 +56,9 @@ type Voucher struct {
 	StartsAt       time.Time
 	EndsAt         time.Time
 	FlashSale      bool
+	// Disabled vouchers refuse new reservations; their holds may still be
+	// confirmed or released.
+	Disabled bool
 
 	// UsedCount is the number of held uses as the voucher row counts them.
 	UsedCount int32
@@ -107,12 +110,14 @@ type Patch struct {
 	StartsAt       *time.Time
 	EndsAt         *time.Time
 	FlashSale      *bool
+	// Active stops (false) or restarts (true) a voucher.
+	Active *bool
 }
 
 // Empty reports whether the patch changes nothing.
 func (p Patch) Empty() bool {
 	return p.DiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
-		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil
+		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil
 }
 
 // Apply returns v with the patch applied and validated. It does not check
@@ -138,6 +143,9 @@ func (p Patch) Apply(v Voucher) (Voucher, error) {
 	}
 	if p.FlashSale != nil {
 		v.FlashSale = *p.FlashSale
+	}
+	if p.Active != nil {
+		v.Disabled = !*p.Active
 	}
 	return v, v.Validate()
 }
@@ -170,7 +178,8 @@ func checkNotEnded(endsAt, now time.Time) error {
 }
 
 // CheckEligible applies the reserve-time rules that do not depend on stock:
-// the validity window [StartsAt, EndsAt) and the minimum order amount.
+// not disabled, the validity window [StartsAt, EndsAt) and the minimum order
+// amount.
 func (v Voucher) CheckEligible(orderAmount int64, now time.Time) error {
 	if reason := v.Eligibility(orderAmount, now); reason != "" {
 		return Reject(CodeNotEligible, reason, v.EligibilityFacts(orderAmount))
@@ -182,6 +191,8 @@ func (v Voucher) CheckEligible(orderAmount int64, now time.Time) error {
 // orderAmount may use v at now, else the NOT_ELIGIBLE reason.
 func (v Voucher) Eligibility(orderAmount int64, now time.Time) Reason {
 	switch {
+	case v.Disabled:
+		return ReasonDisabled
 	case now.Before(v.StartsAt):
 		return ReasonNotStarted
 	case !now.Before(v.EndsAt):

@@ -86,6 +86,7 @@ BEGIN
     UPDATE voucher x SET used_count = x.used_count + 1
     WHERE x.code = p_code
       AND x.used_count < x.total_limit
+      AND NOT x.disabled
       AND x.starts_at <= p_now AND p_now < x.ends_at
       AND x.min_order_amount <= p_amount
       AND x.per_user_limit >= v_held

@@ -329,6 +329,7 @@ BEGIN
         UPDATE voucher x SET used_count = x.used_count + v_taken
         WHERE x.code = p_code
           AND x.used_count + v_taken <= x.total_limit
+          AND NOT x.disabled
           AND x.starts_at = v.starts_at AND x.ends_at = v.ends_at
           AND x.min_order_amount = v.min_order_amount AND x.per_user_limit = v.per_user_limit
         RETURNING x.used_count, x.total_limit INTO v_used, v_total;
@@ -338,8 +339,8 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'VD900', MESSAGE = format('voucher %s vanished', p_code);
         END IF;
-        IF (v_locked.starts_at, v_locked.ends_at, v_locked.min_order_amount, v_locked.per_user_limit)
-           IS DISTINCT FROM (v.starts_at, v.ends_at, v.min_order_amount, v.per_user_limit) THEN
+        IF (v_locked.starts_at, v_locked.ends_at, v_locked.min_order_amount, v_locked.per_user_limit, v_locked.disabled)
+           IS DISTINCT FROM (v.starts_at, v.ends_at, v.min_order_amount, v.per_user_limit, v.disabled) THEN
             RAISE EXCEPTION USING ERRCODE = 'VD003',
                 MESSAGE = format('voucher %s changed under a batch of reservations', p_code);
         END IF;

@@ -2,7 +2,7 @@
 -- redemptions (index voucher_redemption_code_status_idx).
 -- $1 code
 SELECT v.code, v.discount_amount, v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
-       v.flash_sale, v.used_count, v.created_at, v.updated_at,
+       v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
        (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'RESERVED')::integer,
        (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'CONFIRMED')::integer
 FROM voucher v

@@ -4,4 +4,4 @@
 INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale,
-          used_count, created_at, updated_at, 0, 0
+          used_count, created_at, updated_at, disabled, 0, 0

@@ -1,0 +1,129 @@
+package voucher
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// AuditAction names a change recorded in the audit trail.
+type AuditAction string
+
+// Audited changes.
+const (
+	AuditCreate     AuditAction = "create"
+	AuditPatch      AuditAction = "patch"
+	AuditActivate   AuditAction = "activate"
+	AuditDeactivate AuditAction = "deactivate"
+	AuditReconcile  AuditAction = "reconcile"
+)
+
+// SystemActor is the actor of changes no API key asked for (background
+// reconciliation).
+const SystemActor = "system"
+
+// AuditEntry is one recorded change of a voucher. Before and After are the
+// voucher's settings as JSON (AuditFields), Before null for a create; a
+// reconciliation records its report as After.
+type AuditEntry struct {
+	ID      int64
+	Code    string
+	Action  AuditAction
+	KeyName string
+	At      time.Time
+	Before  json.RawMessage
+	After   json.RawMessage
+}
+
+// AuditPage is one page of a voucher's audit trail; an empty Next means the
+// last page.
+type AuditPage struct {
+	Entries []AuditEntry
+	Next    string
+}
+
+type actorKey struct{}
+
+// WithActor returns ctx carrying the name of the API key a change is made
+// with; the store records it in the audit trail.
+func WithActor(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, actorKey{}, name)
+}
+
+// ActorOf returns the key name carried by ctx, or SystemActor.
+func ActorOf(ctx context.Context) string {
+	if name, ok := ctx.Value(actorKey{}).(string); ok && name != "" {
+		return name
+	}
+	return SystemActor
+}
+
+// auditFields are the settings of a voucher the audit trail records: what a
+// create or patch can set, not the counters.
+type auditFields struct {
+	Code           string    `json:"code"`
+	DiscountAmount int64     `json:"discountAmount"`
+	MinOrderAmount int64     `json:"minOrderAmount"`
+	TotalLimit     int32     `json:"totalLimit"`
+	PerUserLimit   int32     `json:"perUserLimit"`
+	StartsAt       time.Time `json:"startsAt"`
+	EndsAt         time.Time `json:"endsAt"`
+	FlashSale      bool      `json:"flashSale"`
+	Active         bool      `json:"active"`
+}
+
+// AuditFields returns the settings of v as the audit trail records them.
+func AuditFields(v Voucher) json.RawMessage {
+	b, _ := json.Marshal(auditFields{
+		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
+		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit, StartsAt: v.StartsAt.UTC(),
+		EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
+	})
+	return b
+}
+
+// PatchAction is the audit action of p: activate or deactivate when p only
+// sets Active, patch otherwise.
+func PatchAction(p Patch) AuditAction {
+	only := p
+	only.Active = nil
+	if p.Active != nil && only.Empty() {
+		if *p.Active {
+			return AuditActivate
+		}
+		return AuditDeactivate
+	}
+	return AuditPatch
+}
+
+// Audit returns one page of a voucher's audit trail; CodeVoucherNotFound for
+// an unknown voucher.
+func (s *Service) Audit(ctx context.Context, code string, p PageRequest) (AuditPage, error) {
+	var err error
+	if p.Limit, err = checkLimit(p.Limit); err != nil {
+		return AuditPage{}, err
+	}
+	if _, err := s.Voucher(ctx, code); err != nil {
+		return AuditPage{}, err
+	}
+	a, err := s.adminStore()
+	if err != nil {
+		return AuditPage{}, err
+	}
+	return a.Audit(ctx, code, p)
+}
+
+// auditReconcile records the repairs of a reconciliation; a failure to
+// record is logged, the repairs stand.
+func (s *Service) auditReconcile(ctx context.Context, rep ReconcileReport) {
+	a, err := s.adminStore()
+	if err != nil {
+		return
+	}
+	after, _ := json.Marshal(rep)
+	err = a.RecordAudit(ctx, AuditEntry{Code: rep.Code, Action: AuditReconcile, KeyName: ActorOf(ctx),
+		At: s.cfg.Clock().UTC(), After: after})
+	if err != nil {
+		s.log.Error("reconciliation repairs not recorded in the audit trail", "code", rep.Code, "err", err)
+	}
+}
