@@ -32,6 +32,7 @@ type App struct {
 	kafka   *kafkaParts
 	svc     *voucher.Service
 	api     *httpapi.Server
+	keys    *keySource
 	metrics *metrics.Metrics
 	expiry  *jobs.Expiry
 	recon   *jobs.Reconcile
@@ -118,8 +119,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	if err != nil {
 		return nil, err
 	}
+	if a.keys, err = newKeySource(cfg, log); err != nil {
+		return nil, err
+	}
 	a.api, err = httpapi.New(httpapi.Config{
-		Service: a.svc, APIToken: cfg.APIToken, AdminToken: cfg.AdminToken,
+		Service: a.svc, Keys: a.keys.ring,
 		Logger: log, Metrics: a.metrics, MetricsHandler: a.metrics.Handler(), Ready: a.ready,
 		ReconcileGrace: cfg.ReconcileGrace,
 		Extra:          httpapi.LiveRoutes(a.live),
@@ -175,6 +179,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.ln = ln
 	a.warnAboutTokens()
+	a.keys.start()
 	a.server = &http.Server{
 		Handler:           a.api.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -200,11 +205,22 @@ func (a *App) Start(ctx context.Context) error {
 }
 
 func (a *App) warnAboutTokens() {
-	for _, t := range []struct{ name, val string }{{"VOUCHERD_API_TOKEN", a.cfg.APIToken}, {"VOUCHERD_ADMIN_TOKEN", a.cfg.AdminToken}} {
-		if t.val == "" {
-			a.log.Warn("!!! " + t.name + " is not set: its routes accept requests from loopback clients only, without authentication. Set it before exposing voucherd.")
+	api, admin := a.keys.ring.Names()
+	for _, t := range []struct {
+		name  string
+		names []string
+	}{{"VOUCHERD_API_TOKEN", api}, {"VOUCHERD_ADMIN_TOKEN", admin}} {
+		if len(t.names) == 0 {
+			a.log.Warn("!!! " + t.name + " is not set (nor any key of its role): its routes accept requests from loopback clients only, without authentication. Set it before exposing voucherd.")
 		}
 	}
+	a.log.Info("API keys loaded", "api", api, "admin", admin)
+}
+
+// ReloadKeys reads the API keys again, as SIGHUP does.
+func (a *App) ReloadKeys() error {
+	_, err := a.keys.reload(true)
+	return err
 }
 
 // Addr is the address the server listens on.
@@ -241,6 +257,9 @@ func (a *App) Close() error {
 	}
 	if a.recon != nil {
 		a.recon.Stop()
+	}
+	if a.keys != nil {
+		a.keys.close()
 	}
 	a.closeDeps()
 	a.log.Info("voucherd stopped")

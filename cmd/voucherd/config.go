@@ -15,12 +15,17 @@ import (
 // Config is everything `serve` needs, read from flags whose defaults come
 // from VOUCHERD_* environment variables. It is read here and nowhere else.
 type Config struct {
-	Addr            string
-	DatabaseURL     string
-	RedisAddrs      []string
-	RedisKeyPrefix  string
-	APIToken        string
-	AdminToken      string
+	Addr           string
+	DatabaseURL    string
+	RedisAddrs     []string
+	RedisKeyPrefix string
+	APIToken       string
+	AdminToken     string
+	// APIKeys and AdminKeys are name:secret lists; KeysFile holds more
+	// keys and is read again on SIGHUP and when it changes (keys.go).
+	APIKeys         string
+	AdminKeys       string
+	KeysFile        string
 	ReservationTTL  time.Duration
 	ExpiryInterval  time.Duration
 	FlashWrites     string
@@ -141,6 +146,9 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.RedisKeyPrefix, "redis-key-prefix", envOr("VOUCHERD_REDIS_KEY_PREFIX", ""), "prefix of every Redis key (VOUCHERD_REDIS_KEY_PREFIX)")
 	cfg.APIToken = os.Getenv("VOUCHERD_API_TOKEN")
 	cfg.AdminToken = os.Getenv("VOUCHERD_ADMIN_TOKEN")
+	cfg.APIKeys = os.Getenv("VOUCHERD_API_KEYS")
+	cfg.AdminKeys = os.Getenv("VOUCHERD_ADMIN_KEYS")
+	fs.StringVar(&cfg.KeysFile, "keys-file", envOr("VOUCHERD_KEYS_FILE", ""), "file of named API keys, one \"api|admin NAME SECRET\" a line, read again on SIGHUP and on change (VOUCHERD_KEYS_FILE)")
 	fs.DurationVar(&cfg.ReservationTTL, "reservation-ttl", envDuration("VOUCHERD_RESERVATION_TTL", 15*time.Minute), "how long a RESERVED hold lasts (VOUCHERD_RESERVATION_TTL)")
 	fs.DurationVar(&cfg.MaxHold, "max-hold", envDuration("VOUCHERD_MAX_HOLD", 0), "longest total time a reservation may stay RESERVED when extended, from its creation; at least the reservation TTL; 0 means 1h, or the reservation TTL if longer (VOUCHERD_MAX_HOLD)")
 	fs.Float64Var(&cfg.LowStockShare, "low-stock-share", envFloat("VOUCHERD_LOW_STOCK_SHARE", 0.1), "share of totalLimit below which free uses emit VoucherLowStock; negative disables threshold events (VOUCHERD_LOW_STOCK_SHARE)")

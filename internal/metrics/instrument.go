@@ -146,3 +146,60 @@ func (e *Events) PublishReserved(ctx context.Context, ev voucher.ReservedEvent) 
 	e.m.ObserveDependency("kafka", "produce", time.Since(start), err)
 	return err
 }
+
+// admin returns the wrapped store's administration side.
+func (s *Store) admin() (voucher.AdminStore, error) {
+	a, ok := s.Store.(voucher.AdminStore)
+	if !ok {
+		return nil, voucher.Errorf(voucher.CodeInternal, "the store does not support administration")
+	}
+	return a, nil
+}
+
+// ListVouchers implements voucher.AdminStore.
+func (s *Store) ListVouchers(ctx context.Context, f voucher.VoucherFilter, now time.Time) (voucher.VoucherPage, error) {
+	a, err := s.admin()
+	if err != nil {
+		return voucher.VoucherPage{}, err
+	}
+	start := time.Now()
+	p, err := a.ListVouchers(ctx, f, now)
+	s.observe("list_vouchers", start, err)
+	return p, err
+}
+
+// ListRedemptions implements voucher.AdminStore.
+func (s *Store) ListRedemptions(ctx context.Context, f voucher.RedemptionFilter) (voucher.RedemptionPage, error) {
+	a, err := s.admin()
+	if err != nil {
+		return voucher.RedemptionPage{}, err
+	}
+	start := time.Now()
+	p, err := a.ListRedemptions(ctx, f)
+	s.observe("list_redemptions", start, err)
+	return p, err
+}
+
+// Audit implements voucher.AdminStore.
+func (s *Store) Audit(ctx context.Context, code string, p voucher.PageRequest) (voucher.AuditPage, error) {
+	a, err := s.admin()
+	if err != nil {
+		return voucher.AuditPage{}, err
+	}
+	start := time.Now()
+	page, err := a.Audit(ctx, code, p)
+	s.observe("audit", start, err)
+	return page, err
+}
+
+// RecordAudit implements voucher.AdminStore.
+func (s *Store) RecordAudit(ctx context.Context, e voucher.AuditEntry) error {
+	a, err := s.admin()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = a.RecordAudit(ctx, e)
+	s.observe("record_audit", start, err)
+	return err
+}

@@ -59,7 +59,7 @@ func New(counts Counts) *Metrics {
 	m := &Metrics{Registry: reg}
 	m.RequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "voucherd", Name: "http_request_duration_seconds",
-		Help: "HTTP request latency by route, API key name (never the secret), outcome (ok or error code) and status.",
+		Help:    "HTTP request latency by route, API key name (never the secret), outcome (ok or error code) and status.",
 		Buckets: latencyBuckets,
 	}, []string{"route", "key", "outcome", "status"})
 	m.Reservations = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -55,7 +55,7 @@ func decodeCursor(s, listing string) (*cursor, error) {
 }
 
 // voucherListing is how one state of the voucher listing is read: its
-// condition at $1 (now), its order, the index that serves both, and the
+// condition at {now}, its order, the index that serves both, and the
 // time column its cursor carries ("" when ordered by code alone).
 type voucherListing struct {
 	where   string
@@ -73,11 +73,11 @@ var voucherListings = map[voucher.VoucherState]voucherListing{
 	// voucher_disabled_code_idx.
 	voucher.StateDisabled: {where: "v.disabled"},
 	// voucher_starts_idx: the next to start first.
-	voucher.StateScheduled: {where: "NOT v.disabled AND v.starts_at > $1", timeCol: "v.starts_at"},
+	voucher.StateScheduled: {where: "NOT v.disabled AND v.starts_at > {now}", timeCol: "v.starts_at"},
 	// voucher_ends_idx: the first to end first.
-	voucher.StateActive: {where: "NOT v.disabled AND v.ends_at > $1 AND v.starts_at <= $1", timeCol: "v.ends_at"},
+	voucher.StateActive: {where: "NOT v.disabled AND v.ends_at > {now} AND v.starts_at <= {now}", timeCol: "v.ends_at"},
 	// voucher_ends_idx backwards: the last to have ended first.
-	voucher.StateEnded: {where: "NOT v.disabled AND v.ends_at <= $1", timeCol: "v.ends_at", desc: true},
+	voucher.StateEnded: {where: "NOT v.disabled AND v.ends_at <= {now}", timeCol: "v.ends_at", desc: true},
 }
 
 const voucherColumns = `v.code, v.discount_amount, v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
@@ -105,12 +105,15 @@ func (s *Store) ListVouchers(ctx context.Context, f voucher.VoucherFilter, now t
 	if after != nil && (l.timeCol != "") != (after.Time != nil) {
 		return voucher.VoucherPage{}, voucher.Errorf(voucher.CodeInvalidRequest, "after is not a cursor of this listing")
 	}
-	args := []any{now}
+	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
 	where := []string{l.where}
+	if strings.Contains(l.where, "{now}") {
+		where[0] = strings.ReplaceAll(l.where, "{now}", arg(now)+"::timestamptz")
+	}
 	if f.FlashSale != nil {
 		where = append(where, "v.flash_sale = "+arg(*f.FlashSale))
 	}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/voucherd/voucherd/internal/httpapi"
+)
+
+// keysFilePoll is how often the keys file is checked for a change.
+const keysFilePoll = time.Second
+
+// parseKeyList reads name:secret,name:secret (VOUCHERD_API_KEYS,
+// VOUCHERD_ADMIN_KEYS). A secret may hold ':' but not ','.
+func parseKeyList(env, list string, admin bool) ([]httpapi.Key, error) {
+	var keys []httpapi.Key
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, secret, ok := strings.Cut(item, ":")
+		if !ok || name == "" || secret == "" {
+			return nil, fmt.Errorf("%s: %q is not name:secret", env, redact(item))
+		}
+		keys = append(keys, httpapi.Key{Name: name, Secret: secret, Admin: admin})
+	}
+	return keys, nil
+}
+
+// parseKeysFile reads the keys file: one key a line, "api NAME SECRET" or
+// "admin NAME SECRET"; blank lines and lines starting with # are skipped.
+func parseKeysFile(path string, data []byte) ([]httpapi.Key, error) {
+	var keys []httpapi.Key
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 || (f[0] != "api" && f[0] != "admin") {
+			return nil, fmt.Errorf("%s:%d: want \"api|admin NAME SECRET\"", path, n)
+		}
+		keys = append(keys, httpapi.Key{Name: f[1], Secret: f[2], Admin: f[0] == "admin"})
+	}
+	return keys, sc.Err()
+}
+
+// redact hides the secret of a name:secret item in error messages.
+func redact(item string) string {
+	if name, _, ok := strings.Cut(item, ":"); ok {
+		return name + ":***"
+	}
+	return "***"
+}
+
+// keySource is where serve's API keys come from: the fixed ones of the
+// environment (VOUCHERD_API_TOKEN, VOUCHERD_ADMIN_TOKEN, VOUCHERD_API_KEYS,
+// VOUCHERD_ADMIN_KEYS) and a keys file read again on SIGHUP and whenever its
+// content changes. A reload that fails is logged and the keys in use stay.
+type keySource struct {
+	fixed []httpapi.Key
+	file  string
+	ring  *httpapi.Keyring
+	log   *slog.Logger
+
+	sum  [sha256.Size]byte // of the file content last applied
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// envKeys returns the keys of cfg's environment variables.
+func envKeys(cfg Config) ([]httpapi.Key, error) {
+	var keys []httpapi.Key
+	if cfg.APIToken != "" {
+		keys = append(keys, httpapi.Key{Name: "api", Secret: cfg.APIToken})
+	}
+	if cfg.AdminToken != "" {
+		keys = append(keys, httpapi.Key{Name: "admin", Secret: cfg.AdminToken, Admin: true})
+	}
+	api, err := parseKeyList("VOUCHERD_API_KEYS", cfg.APIKeys, false)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := parseKeyList("VOUCHERD_ADMIN_KEYS", cfg.AdminKeys, true)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(keys, api...), admin...), nil
+}
+
+// newKeySource reads every source once; an error here stops serve.
+func newKeySource(cfg Config, log *slog.Logger) (*keySource, error) {
+	fixed, err := envKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ks := &keySource{fixed: fixed, file: cfg.KeysFile, log: log}
+	keys, sum, err := ks.read()
+	if err != nil {
+		return nil, err
+	}
+	if ks.ring, err = httpapi.NewKeyring(keys); err != nil {
+		return nil, err
+	}
+	ks.sum = sum
+	return ks, nil
+}
+
+// read returns the fixed keys and those of the file, with the file's hash.
+func (ks *keySource) read() ([]httpapi.Key, [sha256.Size]byte, error) {
+	keys := append([]httpapi.Key(nil), ks.fixed...)
+	if ks.file == "" {
+		return keys, [sha256.Size]byte{}, nil
+	}
+	data, err := os.ReadFile(ks.file)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, fmt.Errorf("keys file: %w", err)
+	}
+	fileKeys, err := parseKeysFile(ks.file, data)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	return append(keys, fileKeys...), sha256.Sum256(data), nil
+}
+
+// reload reads the sources again and applies them if the file changed or
+// force is set; it reports whether the keys were replaced.
+func (ks *keySource) reload(force bool) (bool, error) {
+	keys, sum, err := ks.read()
+	if err != nil {
+		return false, err
+	}
+	if !force && sum == ks.sum {
+		return false, nil
+	}
+	if err := ks.ring.Set(keys); err != nil {
+		return false, err
+	}
+	ks.sum = sum
+	api, admin := ks.ring.Names()
+	ks.log.Info("API keys loaded", "api", api, "admin", admin)
+	return true, nil
+}
+
+// start reloads on SIGHUP and, with a keys file, on every change of it.
+func (ks *keySource) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	ks.stop, ks.done = cancel, make(chan struct{})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer close(ks.done)
+		defer signal.Stop(hup)
+		tick := time.NewTicker(keysFilePoll)
+		defer tick.Stop()
+		for {
+			force := false
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				force = true
+			case <-tick.C:
+				if ks.file == "" {
+					continue
+				}
+			}
+			if _, err := ks.reload(force); err != nil {
+				ks.log.Error("API keys not reloaded; the keys in use stay", "err", err)
+			}
+		}
+	}()
+}
+
+// close stops the reloading.
+func (ks *keySource) close() {
+	if ks.stop != nil {
+		ks.stop()
+		<-ks.done
+	}
+}
