@@ -152,6 +152,9 @@ type Voucher struct {
 	StartsAt       time.Time `json:"startsAt"`
 	EndsAt         time.Time `json:"endsAt"`
 	FlashSale      bool      `json:"flashSale"`
+	// Active is false once the voucher was stopped (Deactivate); read only:
+	// a new voucher is always active.
+	Active bool `json:"active,omitempty"`
 
 	Reserved  int32     `json:"reserved,omitempty"`
 	Confirmed int32     `json:"confirmed,omitempty"`
@@ -184,6 +187,8 @@ type VoucherPatch struct {
 	StartsAt       *time.Time `json:"startsAt,omitempty"`
 	EndsAt         *time.Time `json:"endsAt,omitempty"`
 	FlashSale      *bool      `json:"flashSale,omitempty"`
+	// Active stops (false) or restarts (true) the voucher; see Deactivate.
+	Active *bool `json:"active,omitempty"`
 }
 
 // Redemption states.

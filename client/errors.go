@@ -36,6 +36,9 @@ const (
 	ReasonNotStarted        = "NOT_STARTED"
 	ReasonExpired           = "EXPIRED"
 	ReasonOrderAmountTooLow = "ORDER_AMOUNT_TOO_LOW"
+	// ReasonDisabled: the voucher was stopped; holds made before may still
+	// be confirmed or released.
+	ReasonDisabled = "DISABLED"
 )
 
 // Error is an error answered by the server: the HTTP status and the body's

@@ -40,11 +40,11 @@ func (f adminFlags) client() *client.Client {
 
 func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "Usage: voucherd voucher create|get|patch [flags]   (voucherd voucher create --help)")
+		fmt.Fprintln(stderr, "Usage: voucherd voucher create|get|patch|"+strings.ReplaceAll(voucherAdminNames, ", ", "|")+" [flags]   (voucherd voucher create --help)")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return errors.New("voucher needs a subcommand: create, get or patch")
+		return errors.New("voucher needs a subcommand: create, get, patch, " + voucherAdminNames)
 	}
 	sub, args := args[0], args[1:]
 	var f adminFlags
@@ -126,7 +126,10 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return printVoucher(stdout, f.json, v)
 	}
-	return fmt.Errorf("unknown voucher subcommand %q (create, get, patch)", sub)
+	if run, ok := voucherAdminCommands[sub]; ok {
+		return run(ctx, fs, &f, args, stdout)
+	}
+	return fmt.Errorf("unknown voucher subcommand %q (create, get, patch, %s)", sub, voucherAdminNames)
 }
 
 func parseTimeOr(s string, def time.Time) (time.Time, error) {
@@ -151,6 +154,7 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 	fmt.Fprintf(tw, "uses\t%d total, %d per customer\n", v.TotalLimit, v.PerUserLimit)
 	fmt.Fprintf(tw, "window\t%s .. %s\n", v.StartsAt.UTC().Format(time.RFC3339), v.EndsAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "flash sale\t%v\n", v.FlashSale)
+	fmt.Fprintf(tw, "active\t%v\n", v.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", v.Reserved, v.Confirmed, v.Remaining)
 	return tw.Flush()
 }
