@@ -74,7 +74,8 @@ type keySource struct {
 	ring  *httpapi.Keyring
 	log   *slog.Logger
 
-	sum  [sha256.Size]byte // of the file content last applied
+	sum    [sha256.Size]byte // of the file content last applied
+	failed [sha256.Size]byte // of the last content refused, logged once
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -117,7 +118,8 @@ func newKeySource(cfg Config, log *slog.Logger) (*keySource, error) {
 	return ks, nil
 }
 
-// read returns the fixed keys and those of the file, with the file's hash.
+// read returns the fixed keys and those of the file, with the hash of the
+// file's content (also when the content is refused).
 func (ks *keySource) read() ([]httpapi.Key, [sha256.Size]byte, error) {
 	keys := append([]httpapi.Key(nil), ks.fixed...)
 	if ks.file == "" {
@@ -125,26 +127,33 @@ func (ks *keySource) read() ([]httpapi.Key, [sha256.Size]byte, error) {
 	}
 	data, err := os.ReadFile(ks.file)
 	if err != nil {
-		return nil, [sha256.Size]byte{}, fmt.Errorf("keys file: %w", err)
+		// The error's hash stands for the content: it is reported once.
+		return nil, sha256.Sum256([]byte(err.Error())), fmt.Errorf("keys file: %w", err)
 	}
+	sum := sha256.Sum256(data)
 	fileKeys, err := parseKeysFile(ks.file, data)
 	if err != nil {
-		return nil, [sha256.Size]byte{}, err
+		return nil, sum, err
 	}
-	return append(keys, fileKeys...), sha256.Sum256(data), nil
+	return append(keys, fileKeys...), sum, nil
 }
 
 // reload reads the sources again and applies them if the file changed or
-// force is set; it reports whether the keys were replaced.
+// force is set; it reports whether the keys were replaced. Content refused
+// once is not reported again until it changes or force is set.
 func (ks *keySource) reload(force bool) (bool, error) {
 	keys, sum, err := ks.read()
-	if err != nil {
-		return false, err
-	}
-	if !force && sum == ks.sum {
+	if !force && (sum == ks.sum || (sum == ks.failed && err == nil)) {
 		return false, nil
 	}
-	if err := ks.ring.Set(keys); err != nil {
+	if err == nil {
+		err = ks.ring.Set(keys)
+	}
+	if err != nil {
+		if !force && sum == ks.failed {
+			return false, nil
+		}
+		ks.failed = sum
 		return false, err
 	}
 	ks.sum = sum
