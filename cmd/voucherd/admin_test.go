@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -432,4 +433,36 @@ func (s *stack) createVoucherWith(secret string, total int) string {
 	}, secret)
 	require.Equal(s.t, http.StatusCreated, r.status, string(r.raw))
 	return code
+}
+
+// The CLI drives every administration route through the Go client.
+func TestAdminCLI(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 77, code+"-o1", 100).status)
+	cli := func(args ...string) string {
+		var out, errOut strings.Builder
+		args = append(args[:2:2], append([]string{"--url", s.base, "--token", testAdminToken}, args[2:]...)...)
+		require.NoError(t, run(t.Context(), args, &out, &errOut), errOut.String())
+		return out.String()
+	}
+	require.Contains(t, cli("voucher", "deactivate", code), "active      false")
+	out := cli("voucher", "list", "--state", "disabled", "--prefix", code, "--json")
+	var page struct {
+		Vouchers []struct {
+			Code   string `json:"code"`
+			Active bool   `json:"active"`
+		} `json:"vouchers"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &page))
+	require.Len(t, page.Vouchers, 1)
+	require.Equal(t, code, page.Vouchers[0].Code)
+	require.Contains(t, cli("voucher", "reservations", "--status", "RESERVED", code), code+"-o1")
+	require.Contains(t, cli("customer", "redemptions", "77"), code+"-o1")
+	audit := cli("voucher", "audit", "--all", "--limit", "1", code)
+	require.Contains(t, audit, "create")
+	require.Contains(t, audit, "deactivate")
+	require.NotContains(t, audit, testAdminToken)
+	require.Contains(t, cli("voucher", "activate", code), "active      true")
 }
