@@ -93,17 +93,50 @@ const codeUpper = "~"
 // from the fixed fragments above (no client text in it), one text per
 // combination of filters, so each gets its own prepared plan.
 func (s *Store) ListVouchers(ctx context.Context, f voucher.VoucherFilter, now time.Time) (voucher.VoucherPage, error) {
-	l, ok := voucherListings[f.State]
-	if !ok {
-		return voucher.VoucherPage{}, voucher.Errorf(voucher.CodeInvalidRequest, "unknown state %q", f.State)
-	}
-	name := "v:" + string(f.State)
-	after, err := decodeCursor(f.After, name)
+	q, args, err := voucherPageQuery(f, now)
 	if err != nil {
 		return voucher.VoucherPage{}, err
 	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return voucher.VoucherPage{}, interpretError(err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Voucher, error) {
+		var v voucher.Voucher
+		return v, scanVoucherCounts(row, &v)
+	})
+	if err != nil {
+		return voucher.VoucherPage{}, interpretError(err)
+	}
+	page := voucher.VoucherPage{Vouchers: list}
+	if len(list) > f.Limit {
+		page.Vouchers = list[:f.Limit]
+		last := page.Vouchers[f.Limit-1]
+		c := cursor{Listing: "v:" + string(f.State), Key: last.Code}
+		switch voucherListings[f.State].timeCol {
+		case "v.starts_at":
+			c.Time = &last.StartsAt
+		case "v.ends_at":
+			c.Time = &last.EndsAt
+		}
+		page.Next = c.encode()
+	}
+	return page, nil
+}
+
+// voucherPageQuery returns the statement of one page of f (limit+1 rows) and
+// its arguments.
+func voucherPageQuery(f voucher.VoucherFilter, now time.Time) (string, []any, error) {
+	l, ok := voucherListings[f.State]
+	if !ok {
+		return "", nil, voucher.Errorf(voucher.CodeInvalidRequest, "unknown state %q", f.State)
+	}
+	after, err := decodeCursor(f.After, "v:"+string(f.State))
+	if err != nil {
+		return "", nil, err
+	}
 	if after != nil && (l.timeCol != "") != (after.Time != nil) {
-		return voucher.VoucherPage{}, voucher.Errorf(voucher.CodeInvalidRequest, "after is not a cursor of this listing")
+		return "", nil, voucher.Errorf(voucher.CodeInvalidRequest, "after is not a cursor of this listing")
 	}
 	var args []any
 	arg := func(v any) string {
@@ -139,31 +172,7 @@ func (s *Store) ListVouchers(ctx context.Context, f voucher.VoucherFilter, now t
 	}
 	q := "SELECT " + voucherColumns + "\nFROM voucher v\nWHERE " + strings.Join(where, " AND ") +
 		"\nORDER BY " + order + "\nLIMIT " + arg(f.Limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return voucher.VoucherPage{}, interpretError(err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Voucher, error) {
-		var v voucher.Voucher
-		return v, scanVoucherCounts(row, &v)
-	})
-	if err != nil {
-		return voucher.VoucherPage{}, interpretError(err)
-	}
-	page := voucher.VoucherPage{Vouchers: list}
-	if len(list) > f.Limit {
-		page.Vouchers = list[:f.Limit]
-		last := page.Vouchers[f.Limit-1]
-		c := cursor{Listing: name, Key: last.Code}
-		switch l.timeCol {
-		case "v.starts_at":
-			c.Time = &last.StartsAt
-		case "v.ends_at":
-			c.Time = &last.EndsAt
-		}
-		page.Next = c.encode()
-	}
-	return page, nil
+	return q, args, nil
 }
 
 const redemptionColumns = `r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status,
@@ -176,16 +185,42 @@ const redemptionColumns = `r.order_id, r.voucher_code, r.customer_id, r.order_am
 // voucher_redemption_customer_created_idx, the voucher and status then
 // filtering that customer's rows.
 func (s *Store) ListRedemptions(ctx context.Context, f voucher.RedemptionFilter) (voucher.RedemptionPage, error) {
-	name := "r:" + f.Code
-	after, err := decodeCursor(f.After, name)
+	q, args, err := redemptionPageQuery(f)
 	if err != nil {
 		return voucher.RedemptionPage{}, err
 	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return voucher.RedemptionPage{}, interpretError(err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
+		var r voucher.Redemption
+		return r, scanRedemption(row, &r)
+	})
+	if err != nil {
+		return voucher.RedemptionPage{}, interpretError(err)
+	}
+	page := voucher.RedemptionPage{Redemptions: list}
+	if len(list) > f.Limit {
+		page.Redemptions = list[:f.Limit]
+		last := page.Redemptions[f.Limit-1]
+		page.Next = cursor{Listing: "r:" + f.Code, Time: &last.CreatedAt, Key: last.OrderID}.encode()
+	}
+	return page, nil
+}
+
+// redemptionPageQuery returns the statement of one page of f (limit+1
+// rows) and its arguments.
+func redemptionPageQuery(f voucher.RedemptionFilter) (string, []any, error) {
+	after, err := decodeCursor(f.After, "r:"+f.Code)
+	if err != nil {
+		return "", nil, err
+	}
 	if after != nil && after.Time == nil {
-		return voucher.RedemptionPage{}, voucher.Errorf(voucher.CodeInvalidRequest, "after is not a cursor of this listing")
+		return "", nil, voucher.Errorf(voucher.CodeInvalidRequest, "after is not a cursor of this listing")
 	}
 	if f.Code == "" && f.CustomerID <= 0 {
-		return voucher.RedemptionPage{}, voucher.Errorf(voucher.CodeInvalidRequest, "a voucher or a customer is required")
+		return "", nil, voucher.Errorf(voucher.CodeInvalidRequest, "a voucher or a customer is required")
 	}
 	var args []any
 	arg := func(v any) string {
@@ -207,24 +242,7 @@ func (s *Store) ListRedemptions(ctx context.Context, f voucher.RedemptionFilter)
 	}
 	q := "SELECT " + redemptionColumns + "\nFROM voucher_redemption r\nWHERE " + strings.Join(where, " AND ") +
 		"\nORDER BY r.created_at, r.order_id\nLIMIT " + arg(f.Limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return voucher.RedemptionPage{}, interpretError(err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
-		var r voucher.Redemption
-		return r, scanRedemption(row, &r)
-	})
-	if err != nil {
-		return voucher.RedemptionPage{}, interpretError(err)
-	}
-	page := voucher.RedemptionPage{Redemptions: list}
-	if len(list) > f.Limit {
-		page.Redemptions = list[:f.Limit]
-		last := page.Redemptions[f.Limit-1]
-		page.Next = cursor{Listing: name, Time: &last.CreatedAt, Key: last.OrderID}.encode()
-	}
-	return page, nil
+	return q, args, nil
 }
 
 // Audit implements voucher.AdminStore.

@@ -1,6 +1,10 @@
 package pgstore
 
-import "github.com/voucherd/voucherd/internal/voucher"
+import (
+	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
 
 // CombinerWaiting returns the number of reservations of code queued for the
 // next batch (0 when combining is off).
@@ -28,4 +32,14 @@ func SetBeforeWrite(s *Store, f func(code string, orderIDs []string)) {
 // answered: code, reason, facts and retry milliseconds.
 func Rejection(code, reason, facts string, retryMS int64) *voucher.Error {
 	return rejection(code, reason, facts, retryMS)
+}
+
+// VoucherPageQuery exposes the statement of a voucher page, for plans.
+func VoucherPageQuery(f voucher.VoucherFilter, now time.Time) (string, []any, error) {
+	return voucherPageQuery(f, now)
+}
+
+// RedemptionPageQuery exposes the statement of a redemption page, for plans.
+func RedemptionPageQuery(f voucher.RedemptionFilter) (string, []any, error) {
+	return redemptionPageQuery(f)
 }
