@@ -76,8 +76,8 @@ type keySource struct {
 
 	sum    [sha256.Size]byte // of the file content last applied
 	failed [sha256.Size]byte // of the last content refused, logged once
-	stop context.CancelFunc
-	done chan struct{}
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // envKeys returns the keys of cfg's environment variables.

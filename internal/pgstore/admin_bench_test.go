@@ -171,4 +171,3 @@ func BenchmarkAdminListings(b *testing.B) {
 		b.ReportMetric(float64(h.ValueAtQuantile(99))/1000, "p99-ms")
 	})
 }
-
