@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 const (
@@ -465,4 +467,29 @@ func TestAdminCLI(t *testing.T) {
 	require.Contains(t, audit, "deactivate")
 	require.NotContains(t, audit, testAdminToken)
 	require.Contains(t, cli("voucher", "activate", code), "active      true")
+}
+
+// A reconciliation that repairs something is recorded in the audit trail
+// with the key that asked for it; a dry run and a repair that finds nothing
+// are not.
+func TestReconciliationRepairIsAudited(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true, tweak: withPromoKey})
+	code := s.createVoucher(voucherSpec{TotalLimit: 10})
+	now := time.Now()
+	d, err := s.app.gate.Reserve(t.Context(), code, 1, voucher.Hold{OrderID: "orphan-a", CustomerID: 9, OrderAmount: 100,
+		DiscountAmount: 10, ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+	require.Equal(t, http.StatusOK, s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil).status)
+	r := s.doToken(http.MethodPost, "/vouchers/"+code+"/reconciliation", nil, promoSecret)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, true, r.body["repaired"])
+	require.Equal(t, http.StatusOK, s.do(http.MethodPost, "/vouchers/"+code+"/reconciliation", nil).status)
+
+	audit := s.pages("/vouchers/"+code+"/audit", "entries", "id", 10)
+	require.Equal(t, []string{"create", "reconcile"}, column(audit, "action"))
+	require.Equal(t, promoKey, audit[1]["keyName"])
+	require.Equal(t, []any{"orphan-a"}, audit[1]["after"].(map[string]any)["orphans"])
+	s.assertConsistent(code)
 }
