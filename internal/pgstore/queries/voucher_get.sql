@@ -1,5 +1,5 @@
 -- voucher_get: a voucher with live counts of RESERVED and CONFIRMED
--- redemptions (index voucher_redemption_code_status_idx).
+-- redemptions (index voucher_redemption_code_status_created_idx).
 -- $1 code
 SELECT v.code, v.discount_amount, v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
