@@ -40,9 +40,10 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 			require.Equal(t, 1.0, testutil.ToFloat64(mt.Reservations.WithLabelValues(mode, "replay")))
 			require.Equal(t, 1.0, testutil.ToFloat64(mt.Reservations.WithLabelValues(mode, "HELD_OUT")))
 			route := "POST /vouchers/{code}/reservations"
-			// Bad input is rejected by the HTTP layer before any path is chosen.
-			require.EqualValues(t, 1, observations(t, mt.RequestDuration, route, "INVALID_REQUEST", "400"))
-			require.EqualValues(t, 3, observations(t, mt.RequestDuration, route, "ok", "201"))
+			// Bad input is rejected by the HTTP layer before any path is chosen;
+			// the key label is the name of the API token's key.
+			require.EqualValues(t, 1, observations(t, mt.RequestDuration, route, "api", "INVALID_REQUEST", "400"))
+			require.EqualValues(t, 3, observations(t, mt.RequestDuration, route, "api", "ok", "201"))
 			if m.opts.flash {
 				require.Equal(t, 2.0, testutil.ToFloat64(mt.GateDecisions.WithLabelValues("taken")))
 				require.Equal(t, 1.0, testutil.ToFloat64(mt.GateDecisions.WithLabelValues("replay")))
