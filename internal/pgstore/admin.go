@@ -80,10 +80,18 @@ var voucherListings = map[voucher.VoucherState]voucherListing{
 	voucher.StateEnded: {where: "NOT v.disabled AND v.ends_at <= {now}", timeCol: "v.ends_at", desc: true},
 }
 
+// voucherColumns are voucher_get's columns for a page. The counts cost one
+// index range per voucher, not two: used_count is the number of RESERVED and
+// CONFIRMED rows (every writer changes both in one transaction), so the
+// RESERVED count is used_count less the CONFIRMED one.
 const voucherColumns = `v.code, v.discount_amount, v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
-       (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'RESERVED')::integer,
-       (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'CONFIRMED')::integer`
+       v.used_count - c.confirmed, c.confirmed`
+
+// voucherFrom joins each listed voucher with its CONFIRMED count.
+const voucherFrom = `voucher v CROSS JOIN LATERAL (
+    SELECT count(*)::integer AS confirmed FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'CONFIRMED'
+) c`
 
 // codeUpper is above every character a code may hold, in byte order: a code
 // starts with p exactly when p <= code < p + codeUpper.
@@ -170,7 +178,7 @@ func voucherPageQuery(f voucher.VoucherFilter, now time.Time) (string, []any, er
 			where = append(where, `v.code COLLATE "C" `+cmp+" "+arg(after.Key)+`::text COLLATE "C"`)
 		}
 	}
-	q := "SELECT " + voucherColumns + "\nFROM voucher v\nWHERE " + strings.Join(where, " AND ") +
+	q := "SELECT " + voucherColumns + "\nFROM " + voucherFrom + "\nWHERE " + strings.Join(where, " AND ") +
 		"\nORDER BY " + order + "\nLIMIT " + arg(f.Limit+1)
 	return q, args, nil
 }
