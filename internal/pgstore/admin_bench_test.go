@@ -31,14 +31,20 @@ var benchNow = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 // and foreign key are dropped during the load and built again after it.
 func buildDataSet(b *testing.B, s *pgstore.Store) {
 	ctx := context.Background()
+	// One connection, so that its settings apply to every step.
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
 	exec := func(what, sql string, args ...any) {
 		start := time.Now()
-		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
 			b.Fatalf("%s: %v", what, err)
 		}
 		b.Logf("%-32s %6.1fs", what, time.Since(start).Seconds())
 	}
-	rows, err := s.Pool().Query(ctx, `SELECT indexdef FROM pg_indexes
+	rows, err := conn.Query(ctx, `SELECT indexdef FROM pg_indexes
 		WHERE tablename = 'voucher_redemption' AND indexname <> 'voucher_redemption_pkey'`)
 	if err != nil {
 		b.Fatal(err)
@@ -54,6 +60,7 @@ func buildDataSet(b *testing.B, s *pgstore.Store) {
 	if rows.Err() != nil {
 		b.Fatal(rows.Err())
 	}
+	exec("maintenance_work_mem", `SET maintenance_work_mem = '256MB'`)
 	exec("drop redemption indexes", `DO $$ DECLARE i text; BEGIN
 		FOR i IN SELECT indexname FROM pg_indexes WHERE tablename = 'voucher_redemption' AND indexname <> 'voucher_redemption_pkey'
 		LOOP EXECUTE 'DROP INDEX ' || i; END LOOP;
@@ -87,7 +94,6 @@ func buildDataSet(b *testing.B, s *pgstore.Store) {
 		SELECT code, 'create', 'bench', '{}'::jsonb FROM voucher
 		UNION ALL
 		SELECT $1, 'patch', 'bench', '{}'::jsonb FROM generate_series(1, 10000)`, hotVoucher)
-	exec("maintenance_work_mem", `SET maintenance_work_mem = '256MB'`)
 	for _, def := range indexes {
 		exec(def[len("CREATE INDEX "):][:30], def)
 	}
