@@ -88,7 +88,10 @@ func TestAdminListingsAndAudit(t *testing.T) {
 	}
 	act := create("-act", -time.Hour, time.Hour, false)
 	create("-sch", time.Hour, 2*time.Hour, false)
-	create("-end", -2*time.Hour, -time.Hour, false)
+	// A voucher cannot be created already ended: move its window back.
+	ended := create("-end", -2*time.Hour, time.Hour, false)
+	_, err := s.db.Exec(t.Context(), `UPDATE voucher SET ends_at = $2 WHERE code = $1`, ended, now.Add(-time.Hour))
+	require.NoError(t, err)
 	create("-fl", -time.Hour, 2*time.Hour, true)
 	dis := create("-dis", -time.Hour, time.Hour, false)
 	r := s.doToken(http.MethodPatch, "/vouchers/"+dis, map[string]any{"active": false}, promoSecret)
