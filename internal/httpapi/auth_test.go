@@ -162,6 +162,10 @@ func TestKeyringSetWhileServing(t *testing.T) {
 	for i := int64(1); i <= rotations; i++ {
 		require.NoError(t, s.keys.Set([]Key{key(i - 1), key(i)}))
 		current.Store(i)
+		// Some requests with the new key, then none left with the old.
+		for seen := sent.Load(); sent.Load() < seen+4; {
+			time.Sleep(100 * time.Microsecond)
+		}
 		for inflight[i-1].Load() > 0 {
 			time.Sleep(100 * time.Microsecond)
 		}
