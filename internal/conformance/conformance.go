@@ -59,6 +59,8 @@ type VoucherSpec struct {
 	PerUserLimit   int32
 	MinOrderAmount int64
 	Window         Window
+	// Disabled: the voucher was stopped.
+	Disabled bool
 	// Missing: the voucher does not exist.
 	Missing bool
 }
@@ -66,7 +68,8 @@ type VoucherSpec struct {
 // Voucher returns the voucher of spec with the given code.
 func (s VoucherSpec) Voucher(code string) voucher.Voucher {
 	v := voucher.Voucher{Code: code, DiscountAmount: 100_000, MinOrderAmount: s.MinOrderAmount,
-		TotalLimit: s.TotalLimit, PerUserLimit: s.PerUserLimit, StartsAt: Base, EndsAt: Base.Add(30 * 24 * time.Hour)}
+		TotalLimit: s.TotalLimit, PerUserLimit: s.PerUserLimit, StartsAt: Base, EndsAt: Base.Add(30 * 24 * time.Hour),
+		Disabled: s.Disabled}
 	switch s.Window {
 	case NotStarted:
 		v.StartsAt, v.EndsAt = Now.Add(time.Hour), Now.Add(48*time.Hour)
@@ -309,6 +312,12 @@ var Cases = []Case{
 		Requests: []Request{{Customer: 1, Order: "o1", Amount: 10}, {Customer: 1, Order: "o1", Amount: 5000}},
 		Want:     []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonOrderAmountTooLow}, taken},
 		Skip:     skipGate},
+	{Name: "disabled", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Disabled: true},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonDisabled}},
+		Skip: skipGate},
+	{Name: "disabled before its window", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Disabled: true, Window: NotStarted},
+		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonDisabled}},
+		Skip: skipGate},
 	{Name: "unknown voucher", Voucher: VoucherSpec{Missing: true},
 		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
 		Skip: skipAll},

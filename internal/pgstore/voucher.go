@@ -36,7 +36,8 @@ func voucherNotFound(code string) error {
 
 // CreateVoucher inserts v (used_count 0, timestamps set by the database)
 // and its audit entry in one transaction; CodeVoucherExists when the code is
-// taken. A new voucher is active.
+// taken. The API creates active vouchers only; v.Disabled is stored as
+// given.
 func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.Voucher, error) {
 	if err := v.Validate(); err != nil {
 		return voucher.Voucher{}, err
@@ -45,7 +46,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherInsert,
 			v.Code, v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit,
-			v.StartsAt, v.EndsAt, v.FlashSale), &out); err != nil {
+			v.StartsAt, v.EndsAt, v.FlashSale, v.Disabled), &out); err != nil {
 			return err
 		}
 		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))

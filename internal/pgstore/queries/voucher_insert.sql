@@ -1,7 +1,8 @@
 -- voucher_insert: create a voucher; used_count starts at 0.
 -- $1 code, $2 discount_amount, $3 min_order_amount, $4 total_limit,
--- $5 per_user_limit, $6 starts_at, $7 ends_at, $8 flash_sale
-INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+-- $5 per_user_limit, $6 starts_at, $7 ends_at, $8 flash_sale, $9 disabled
+INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale,
+                     disabled)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale,
           used_count, created_at, updated_at, disabled, 0, 0
