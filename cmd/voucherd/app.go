@@ -217,12 +217,6 @@ func (a *App) warnAboutTokens() {
 	a.log.Info("API keys loaded", "api", api, "admin", admin)
 }
 
-// ReloadKeys reads the API keys again, as SIGHUP does.
-func (a *App) ReloadKeys() error {
-	_, err := a.keys.reload(true)
-	return err
-}
-
 // Addr is the address the server listens on.
 func (a *App) Addr() string { return a.ln.Addr().String() }
 
