@@ -11,9 +11,10 @@ import (
 )
 
 // Proxy is a TCP proxy on a free loopback port in front of one server (a
-// PostgreSQL, say), which can cut a connection right after the server
-// answered: the request was processed, its answer never arrives. It lives
-// until the test's cleanup.
+// PostgreSQL, say), which can cut a connection at a chosen request or
+// answer: cutting a request means the server never got it; cutting an
+// answer, that the server processed the request but its answer never
+// arrives. It lives until the test's cleanup.
 type Proxy struct {
 	// Addr is host:port of the proxy.
 	Addr string
@@ -21,11 +22,23 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu     sync.Mutex
-	marker []byte        // armed: cut the first answer containing it
-	settle time.Duration // how long the server's output is drained after a cut
-	cut    chan struct{} // closed when the armed cut happened
-	conns  map[net.Conn]bool
+	mu    sync.Mutex
+	cuts  [2]*cut // armed cuts by direction
+	conns map[net.Conn]bool
+}
+
+// Directions of a proxied connection.
+const (
+	toServer = 0
+	toClient = 1
+)
+
+// cut is one armed cut: the first chunk containing marker is dropped, the
+// sender's output is drained for settle, then both sides are closed.
+type cut struct {
+	marker []byte
+	settle time.Duration
+	done   chan struct{}
 }
 
 // NewProxy starts a proxy to target (host:port).
@@ -52,18 +65,29 @@ func (p *Proxy) URL(t testing.TB, rawURL string) string {
 	return u.String()
 }
 
-// CutAnswerContaining arms the proxy: the first chunk the server sends on
-// any connection that contains marker is not forwarded; the proxy keeps
-// reading and dropping that server's output for settle (so the server
-// finishes what it was doing, a COMMIT included) and then closes both sides
-// of the connection. The returned channel is closed once the cut is done.
+// CutAnswerContaining arms the proxy: the first chunk a server sends on any
+// connection that contains marker is not forwarded; the proxy keeps reading
+// and dropping that server's output for settle (so that the server finishes
+// what it was doing, a COMMIT included) and then closes both sides of the
+// connection. The returned channel is closed once the cut is done.
 func (p *Proxy) CutAnswerContaining(marker []byte, settle time.Duration) <-chan struct{} {
+	return p.arm(toClient, marker, settle)
+}
+
+// CutRequestContaining arms the proxy: the first chunk a client sends on any
+// connection that contains marker never reaches the server, and both sides
+// of the connection are closed. The returned channel is closed once the cut
+// is done.
+func (p *Proxy) CutRequestContaining(marker []byte) <-chan struct{} {
+	return p.arm(toServer, marker, 0)
+}
+
+func (p *Proxy) arm(dir int, marker []byte, settle time.Duration) <-chan struct{} {
+	c := &cut{marker: bytes.Clone(marker), settle: settle, done: make(chan struct{})}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.marker = bytes.Clone(marker)
-	p.cut = make(chan struct{})
-	p.settle = settle
-	return p.cut
+	p.cuts[dir] = c
+	p.mu.Unlock()
+	return c.done
 }
 
 func (p *Proxy) accept() {
@@ -80,37 +104,38 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns[c], p.conns[s] = true, true
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-		go p.serverToClient(s, c)
+		go p.pipe(c, s, toServer)
+		go p.pipe(s, c, toClient)
 	}
 }
 
-// serverToClient forwards the server's output, unless an armed marker shows
-// up in it.
-func (p *Proxy) serverToClient(s, c net.Conn) {
-	defer c.Close()
-	defer s.Close()
+// pipe forwards from's output to to, unless an armed cut of its direction
+// matches it.
+func (p *Proxy) pipe(from, to net.Conn, dir int) {
+	defer to.Close()
+	defer from.Close()
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := s.Read(buf)
+		n, err := from.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			hit := p.marker != nil && bytes.Contains(buf[:n], p.marker)
-			var cut chan struct{}
-			settle := p.settle
+			c := p.cuts[dir]
+			hit := c != nil && bytes.Contains(buf[:n], c.marker)
 			if hit {
-				p.marker, cut = nil, p.cut
+				p.cuts[dir] = nil
 			}
 			p.mu.Unlock()
 			if hit {
-				_ = s.SetReadDeadline(time.Now().Add(settle))
-				_, _ = io.Copy(io.Discard, s)
-				_ = c.Close()
-				_ = s.Close()
-				close(cut)
+				if c.settle > 0 {
+					_ = from.SetReadDeadline(time.Now().Add(c.settle))
+					_, _ = io.Copy(io.Discard, from)
+				}
+				_ = to.Close()
+				_ = from.Close()
+				close(c.done)
 				return
 			}
-			if _, werr := c.Write(buf[:n]); werr != nil {
+			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
