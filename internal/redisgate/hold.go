@@ -71,6 +71,9 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 		ExpiresAt:      fromUnixMilli(nums[4]),
 	}
 	if len(parts) == 7 {
+		if !validOwner(parts[6]) {
+			return voucher.Hold{}, errBadHold
+		}
 		h.Owner = parts[6]
 	}
 	switch parts[0][0] {
@@ -99,4 +102,18 @@ func fromUnixMilli(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
+}
+
+// validOwner reports whether s can be a hold's owner: an instance id of
+// 1-64 letters, digits, '-' and '_' (voucher.ServiceConfig.Instance).
+func validOwner(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
