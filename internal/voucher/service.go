@@ -427,7 +427,10 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 					res, err := s.reserveStandard(ctx, req)
 					return res, true, err
 				}
-				return Reservation{}, false, Unavailable(nil, "voucher %s is not loaded into Redis yet; retry", req.Code)
+				// The consumer may be behind with this very order's event
+				// (a retry after Redis lost its hold): not "nothing taken".
+				return Reservation{}, false, &Error{Code: CodeUnavailable, OutcomeUnknown: true,
+					Message: "voucher " + req.Code + " is not loaded into Redis yet and events may still be on their way to the database; retry with the same orderId"}
 			}
 			if _, err := s.Warmup(ctx, req.Code); err != nil && !IsCode(err, CodeUnavailable) {
 				return Reservation{}, false, err
