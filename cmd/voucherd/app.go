@@ -142,6 +142,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 				a.metrics.Drift.WithLabelValues(r.Code).Set(float64(r.Drift))
 				if r.Repaired {
 					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(len(r.Orphans)))
+					a.metrics.DriftRepairs.WithLabelValues("abandoned").Add(float64(len(r.Abandoned)))
 					a.metrics.DriftRepairs.WithLabelValues("stale").Add(float64(len(r.Stale)))
 					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
 					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))

@@ -37,8 +37,8 @@ func (s *Service) Heartbeat(ctx context.Context) error {
 }
 
 // SettleUnknown decides the flash-sync orders whose durable write ended
-// with an unknown outcome and that no retry has settled since (older than
-// settleDelay). It fences each in the store (fenceHold): the row the write
+// with an unknown outcome at least settleDelay ago and that no retry has
+// settled since. It fences each in the store (fenceHold): the row the write
 // committed is found and the gate keeps its use, or a RELEASED row makes
 // sure a write still on its way takes nothing and the gate's use is given
 // back. It returns how many it settled; orders it could not settle (the
@@ -47,9 +47,9 @@ func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	due := make(map[orderKey]Hold, len(s.unsettled))
 	now := s.cfg.Clock()
-	for k, h := range s.unsettled {
-		if now.Sub(h.ReservedAt) >= settleDelay {
-			due[k] = h
+	for k, u := range s.unsettled {
+		if now.Sub(u.since) >= settleDelay {
+			due[k] = u.hold
 		}
 	}
 	s.mu.Unlock()

@@ -135,10 +135,17 @@ type Service struct {
 	// unsettled holds the flash-sync orders whose durable write ended with
 	// an unknown outcome, keyed by code and orderId, until SettleUnknown
 	// or a retry of the order settles them; guarded by mu.
-	unsettled map[orderKey]Hold
+	unsettled map[orderKey]unsettledWrite
 }
 
 type orderKey struct{ code, orderID string }
+
+// unsettledWrite is a hold whose write ended with an unknown outcome at
+// since.
+type unsettledWrite struct {
+	hold  Hold
+	since time.Time
+}
 
 type cachedVoucher struct {
 	v       Voucher
@@ -207,7 +214,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.Observer = nopObserver{}
 	}
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
-		cache: map[string]cachedVoucher{}, unsettled: map[orderKey]Hold{}}, nil
+		cache: map[string]cachedVoucher{}, unsettled: map[orderKey]unsettledWrite{}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -455,7 +462,7 @@ func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, hold Hold)
 	}
 	if IsOutcomeUnknown(err) {
 		s.mu.Lock()
-		s.unsettled[orderKey{req.Code, req.OrderID}] = hold
+		s.unsettled[orderKey{req.Code, req.OrderID}] = unsettledWrite{hold: hold, since: s.cfg.Clock()}
 		s.mu.Unlock()
 		s.log.Warn("durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
 		return Reservation{}, err
