@@ -20,10 +20,10 @@ const (
 	// reservations are being written, start it again: commits in progress
 	// complete with their answers lost
 	faultImmediatePostgres = "immediate-stop-postgres"
-	faultKillRedis     = "kill-redis"     // kill -9 Redis (no persistence: it comes back empty)
-	faultKillKafka     = "kill-kafka"     // kill -9 the Kafka broker, start it again
-	faultKillConsumer  = "kill-consumer"  // kill -9 `voucherd consume`, start it again
-	faultPauseConsumer = "pause-consumer" // SIGSTOP `voucherd consume`, SIGCONT it
+	faultKillRedis         = "kill-redis"     // kill -9 Redis (no persistence: it comes back empty)
+	faultKillKafka         = "kill-kafka"     // kill -9 the Kafka broker, start it again
+	faultKillConsumer      = "kill-consumer"  // kill -9 `voucherd consume`, start it again
+	faultPauseConsumer     = "pause-consumer" // SIGSTOP `voucherd consume`, SIGCONT it
 )
 
 // faultsFor lists the faults that apply to a mode. Client timeouts and

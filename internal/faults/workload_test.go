@@ -35,7 +35,7 @@ type workload struct {
 	// client keeps an earlier unknown outcome instead); CheckFinal503
 	// checks the promise.
 	giveUp503 float64
-	think          time.Duration
+	think     time.Duration
 	// rush is how long the clients start without thinking, as a flash
 	// sale's opening does: reservations overlap on the voucher row, where
 	// a check-then-act write path loses updates.
