@@ -153,3 +153,43 @@ func TestRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
 		require.True(t, IsOutcomeUnknown(err), "%v", err)
 	})
 }
+
+type downGate struct{ Gate }
+
+func (downGate) Reserve(context.Context, string, int32, Hold) (GateDecision, error) {
+	return GateDecision{}, Unavailable(errors.New("connection refused"), "redis reserve")
+}
+
+// rowStore has the row of order "taken" (customer 7) and no other.
+type rowStore struct{ *outcomeStore }
+
+func (rowStore) Redemption(_ context.Context, code, orderID string) (Redemption, error) {
+	if orderID != "taken" {
+		return Redemption{}, Errorf(CodeReservationNotFound, "no row")
+	}
+	return Redemption{OrderID: orderID, VoucherCode: code, CustomerID: 7, Status: StatusReserved}, nil
+}
+
+// With the gate down, a retry of an order the store has is answered from
+// its row, not with "nothing was taken"; in Kafka mode an order the store
+// does not have yet is unknown while the consumer is behind.
+func TestGateDownAnswersFromTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	syncSvc, err := NewService(ServiceConfig{Store: rowStore{&outcomeStore{}}, Gate: downGate{}})
+	require.NoError(t, err)
+	res, err := syncSvc.Reserve(ctx, reserveReq("taken"))
+	require.NoError(t, err)
+	require.True(t, res.Replay)
+	_, err = syncSvc.Reserve(ctx, reserveReq("new"))
+	require.True(t, IsCode(err, CodeUnavailable))
+	require.False(t, IsOutcomeUnknown(err), "nothing was taken for an order the store does not have")
+
+	kafka, err := NewService(ServiceConfig{Store: rowStore{&outcomeStore{}}, Gate: downGate{}, Events: behindLog{}, FlashWrites: FlashKafka})
+	require.NoError(t, err)
+	res, err = kafka.Reserve(ctx, reserveReq("taken"))
+	require.NoError(t, err)
+	require.True(t, res.Replay)
+	_, err = kafka.Reserve(ctx, reserveReq("new"))
+	require.True(t, IsOutcomeUnknown(err), "its event may still be on its way: %v", err)
+}

@@ -359,7 +359,8 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				res, err := s.reserveStandard(ctx, req)
 				return res, true, err
 			}
-			return Reservation{}, false, err
+			res, err := s.gateDown(ctx, req, err)
+			return res, false, err
 		}
 		s.obs.GateDecided(dec.Outcome)
 		switch dec.Outcome {
@@ -469,6 +470,29 @@ func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, hold Hold)
 	}
 	s.compensate(ctx, req.Code, req.OrderID, ModeFlashSync, err)
 	return Reservation{}, err
+}
+
+// gateDown answers a flash reservation the gate could not decide (gateErr)
+// from the orderId's row, so that a retry of an order an earlier attempt
+// took is not told that nothing was taken: the row's reservation (a
+// replay), ORDER_RELEASED or ORDER_CONFLICT when the store has one. Without
+// a row the answer is gateErr, marked OutcomeUnknown in Kafka mode while
+// the consumer has not caught up (the order's event may be on its way).
+func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr error) (Reservation, error) {
+	row, err := s.store.Redemption(ctx, req.Code, req.OrderID)
+	switch {
+	case err == nil && row.CustomerID != req.CustomerID:
+		return Reservation{}, orderConflict(req.OrderID)
+	case err == nil && row.Status == StatusReleased:
+		return Reservation{}, orderReleased(req.OrderID)
+	case err == nil:
+		return Reservation{Redemption: row, Replay: true}, nil
+	case IsCode(err, CodeReservationNotFound) && s.cfg.FlashWrites == FlashKafka:
+		if s.cfg.Events.CaughtUp(ctx) != nil {
+			return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
+		}
+	}
+	return Reservation{}, gateErr
 }
 
 // settled drops orderID from the unsettled orders: a retry got an answer
