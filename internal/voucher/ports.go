@@ -28,11 +28,13 @@ type Store interface {
 	// Order returns the redemption of an orderId whatever its voucher;
 	// CodeReservationNotFound when the orderId is unknown.
 	Order(ctx context.Context, orderID string) (Redemption, error)
-	// AbandonOrder fences a gate hold of code whose reservation event has
-	// not reached the store (Kafka mode): a RELEASED row for h.OrderID,
-	// which takes no use, unless the orderId has a row already. It returns
-	// the orderId's row and whether this call inserted it; an event of the
-	// order arriving later changes nothing.
+	// AbandonOrder fences a gate hold of code whose write has not reached
+	// the store (a Kafka event, or a flash-sync write of unknown outcome or
+	// of a dead instance): a RELEASED row for h.OrderID, which takes no
+	// use, unless the orderId has a row already (a write of it still in
+	// progress is waited for). It returns the orderId's row and whether
+	// this call inserted it; a write of the order arriving later changes
+	// nothing.
 	AbandonOrder(ctx context.Context, code string, h Hold, now time.Time) (Redemption, bool, error)
 	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
 	// CodeReservationReleased when released or expired.
