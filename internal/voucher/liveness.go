@@ -2,6 +2,7 @@ package voucher
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -13,6 +14,44 @@ const DefaultHeartbeatTTL = 3 * time.Second
 // settleDelay is how long an order whose write had an unknown outcome is
 // left to the client's retry before SettleUnknown decides it.
 const settleDelay = time.Second
+
+// confirmedDead returns those of instances that have had no live heartbeat
+// (alive) at every look for at least HeartbeatTTL. A heartbeat key can
+// vanish while its instance lives: Redis restarted empty, or the instance
+// stalled for a moment; a live instance beats again within a third of the
+// TTL, so one absent look proves nothing. Instances seen alive are
+// forgotten.
+func (s *Service) confirmedDead(instances []string, alive map[string]bool) map[string]bool {
+	now := s.cfg.Clock()
+	dead := map[string]bool{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range instances {
+		if alive[id] {
+			delete(s.absentSince, id)
+			continue
+		}
+		since, seen := s.absentSince[id]
+		if !seen {
+			s.absentSince[id] = now
+			continue
+		}
+		if now.Sub(since) >= s.cfg.HeartbeatTTL {
+			dead[id] = true
+		}
+	}
+	return dead
+}
+
+// forgetAbsent drops instances from the absent ones (they were recovered
+// and removed from the registry).
+func (s *Service) forgetAbsent(instances []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range instances {
+		delete(s.absentSince, id)
+	}
+}
 
 // validInstance reports whether id may name an instance: it is stored in
 // gate holds and keys, so only 1-64 letters, digits, '-' and '_'.
@@ -96,7 +135,7 @@ func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool
 }
 
 // RecoverDead looks for registered instances whose heartbeat has expired
-// and, if there are any, reconciles every flash voucher with repairs on, so
+// and stayed so (confirmedDead) and, if there are any, reconciles every flash voucher with repairs on, so
 // that the holds they took without writing them are fenced and given back
 // at once instead of after the grace period (Reconcile). The dead
 // instances are then dropped from the registry, unless a repair was
@@ -106,9 +145,28 @@ func (s *Service) RecoverDead(ctx context.Context, grace, keep time.Duration) ([
 	if s.gate == nil {
 		return nil, nil
 	}
-	dead, err := s.gate.DeadInstances(ctx)
-	if err != nil || len(dead) == 0 {
+	absent, err := s.gate.DeadInstances(ctx)
+	if err != nil {
 		return nil, err
+	}
+	// Every registered instance not absent now is alive: its absence, if
+	// one was seen, is over.
+	s.mu.Lock()
+	for id := range s.absentSince {
+		if !slices.Contains(absent, id) {
+			delete(s.absentSince, id)
+		}
+	}
+	s.mu.Unlock()
+	confirmed := s.confirmedDead(absent, nil)
+	var dead []string
+	for _, id := range absent {
+		if confirmed[id] {
+			dead = append(dead, id)
+		}
+	}
+	if len(dead) == 0 {
+		return nil, nil
 	}
 	reports, err := s.ReconcileAll(ctx, true, grace, keep)
 	if err != nil {
@@ -124,6 +182,7 @@ func (s *Service) RecoverDead(ctx context.Context, grace, keep time.Duration) ([
 			return nil, err
 		}
 	}
+	s.forgetAbsent(dead)
 	s.log.Warn("instances gone; their holds reconciled", "instances", dead)
 	return dead, nil
 }

@@ -193,3 +193,24 @@ func TestGateDownAnswersFromTheRow(t *testing.T) {
 	_, err = kafka.Reserve(ctx, reserveReq("new"))
 	require.True(t, IsOutcomeUnknown(err), "its event may still be on its way: %v", err)
 }
+
+// An instance counts as dead only after its heartbeat has been missing at
+// every look for HeartbeatTTL: a heartbeat lost with Redis's data comes
+// back within a beat.
+func TestConfirmedDead(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	svc, err := NewService(ServiceConfig{Store: &outcomeStore{}, HeartbeatTTL: 3 * time.Second,
+		Clock: func() time.Time { return at }})
+	require.NoError(t, err)
+	look := func(d time.Duration, alive map[string]bool) map[string]bool {
+		svc.cfg.Clock = func() time.Time { return at.Add(d) }
+		return svc.confirmedDead([]string{"a", "b"}, alive)
+	}
+	require.Empty(t, look(0, nil), "one absent look proves nothing")
+	require.Empty(t, look(2*time.Second, map[string]bool{"b": true}))
+	require.Equal(t, map[string]bool{"a": true}, look(3*time.Second, map[string]bool{"b": true}))
+	require.Empty(t, look(4*time.Second, map[string]bool{"a": true, "b": true}), "beating again")
+	require.Empty(t, look(8*time.Second, nil), "absent again: the wait starts over")
+	require.Equal(t, map[string]bool{"a": true, "b": true}, look(11*time.Second, nil))
+}

@@ -25,8 +25,8 @@ type ReconcileReport struct {
 	// the grace period: their write may still be coming.
 	InFlight []string `json:"inFlight"`
 	// Abandoned are gate holds without a database row, younger than the
-	// grace period, taken by an instance whose heartbeat is gone: nothing
-	// will write them. Repaired by fencing the orderId in the store (a
+	// grace period, taken by an instance whose heartbeat has been gone for
+	// at least its TTL: nothing will write them. Repaired by fencing the orderId in the store (a
 	// RELEASED row, so that a write still on its way takes nothing) and
 	// releasing them in the gate; a retry is answered ORDER_RELEASED.
 	Abandoned []string `json:"abandoned"`
@@ -180,7 +180,8 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 }
 
 // findAbandoned moves from rep.InFlight to rep.Abandoned the holds whose
-// owner is another instance with no live heartbeat. This instance's own
+// owner is another instance with no live heartbeat for a while
+// (confirmedDead). This instance's own
 // holds are in flight here or settled by SettleUnknown; holds without an
 // owner wait for the grace period. When liveness cannot be read, every
 // hold stays in flight.
@@ -201,9 +202,10 @@ func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, gs Ga
 		s.log.Warn("instance liveness not read; holds of gone instances wait for the grace period", "code", rep.Code, "err", err)
 		return
 	}
+	dead := s.confirmedDead(owners, alive)
 	inFlight := rep.InFlight[:0]
 	for _, id := range rep.InFlight {
-		if o := gs.Orders[id].Owner; seen[o] && !alive[o] {
+		if o := gs.Orders[id].Owner; dead[o] {
 			rep.Abandoned = append(rep.Abandoned, id)
 			continue
 		}

@@ -136,6 +136,9 @@ type Service struct {
 	// an unknown outcome, keyed by code and orderId, until SettleUnknown
 	// or a retry of the order settles them; guarded by mu.
 	unsettled map[orderKey]unsettledWrite
+	// absentSince records, per instance id seen without a live heartbeat,
+	// when that was first seen (confirmedDead); guarded by mu.
+	absentSince map[string]time.Time
 }
 
 type orderKey struct{ code, orderID string }
@@ -214,7 +217,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.Observer = nopObserver{}
 	}
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
-		cache: map[string]cachedVoucher{}, unsettled: map[orderKey]unsettledWrite{}}, nil
+		cache: map[string]cachedVoucher{}, unsettled: map[orderKey]unsettledWrite{}, absentSince: map[string]time.Time{}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
