@@ -485,7 +485,7 @@ func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr erro
 	row, err := s.store.Redemption(ctx, req.Code, req.OrderID)
 	switch {
 	case err == nil && row.CustomerID != req.CustomerID:
-		return Reservation{}, orderConflict(req.OrderID)
+		return Reservation{}, orderConflict(req.Code, req.OrderID, "")
 	case err == nil && row.Status == StatusReleased:
 		return Reservation{}, orderReleased(req.OrderID)
 	case err == nil:
