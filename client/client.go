@@ -327,11 +327,16 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, ret
 		attempts = c.maxAttempts
 	}
 	var lastErr error
+	// unknown: an earlier attempt may have taken effect (a transport
+	// failure, or a 503 marked OutcomeUnknown).
+	unknown := false
 	for attempt := 1; ; attempt++ {
 		err := c.do(ctx, method, path, payload, out)
 		if err == nil {
 			return nil
 		}
+		err = stickyUnknown(err, unknown)
+		unknown = unknown || mayHaveTakenEffect(err)
 		lastErr = err
 		if ctx.Err() != nil {
 			return fmt.Errorf("client: %s %s: %w (last attempt: %w)", method, path, ctx.Err(), lastErr)

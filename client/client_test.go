@@ -357,3 +357,35 @@ func TestConnectionRefusedIsRetriedThenReturned(t *testing.T) {
 	require.True(t, errors.As(err, &tErr), "got %T %v", err, err)
 	require.True(t, client.Retryable(err))
 }
+
+// TestOutcomeUnknownSticksThroughPlain503s: once an attempt may have taken
+// effect, a later plain 503 (that retry took nothing itself) does not make
+// the call look like nothing was taken.
+func TestOutcomeUnknownSticksThroughPlain503s(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		if calls.Add(1) == 1 {
+			_, _ = w.Write([]byte(`{"error":"UNAVAILABLE","message":"reply lost","outcomeUnknown":true}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"error":"UNAVAILABLE","message":"the database is unavailable"}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, err := fastClient(srv.URL, client.WithMaxAttempts(3)).Reserve(context.Background(), "CODE1",
+		client.ReserveRequest{CustomerID: 1, OrderID: "order-1", OrderAmount: 100})
+	require.Equal(t, int32(3), calls.Load())
+	var apiErr *client.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "the database is unavailable", apiErr.Message, "the last answer")
+	require.True(t, apiErr.OutcomeUnknown, "the first attempt's outcome is still unknown")
+
+	// Plain 503s alone stay plain.
+	calls.Store(1)
+	_, err = fastClient(srv.URL, client.WithMaxAttempts(2)).Reserve(context.Background(), "CODE1",
+		client.ReserveRequest{CustomerID: 1, OrderID: "order-2", OrderAmount: 100})
+	require.ErrorAs(t, err, &apiErr)
+	require.False(t, apiErr.OutcomeUnknown)
+}

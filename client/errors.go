@@ -51,11 +51,14 @@ type Error struct {
 	Message string
 	// RetryAfter is the server's Retry-After header, when it sent one.
 	RetryAfter time.Duration
-	// OutcomeUnknown is set on the rare 503 after which the request may
-	// still take effect (Kafka mode: the event was not acknowledged in
-	// time). Retry with the same orderId to learn the outcome; ORDER_RELEASED
-	// then means the event never reached the database in time and the
-	// order was given up: start again with a new orderId.
+	// OutcomeUnknown is set on a 503 of Reserve after which the order may
+	// hold a use: its write may have reached the database or Kafka without
+	// an answer coming back, or it is a retry of such an order that could
+	// not settle it yet. Every other 503 took nothing. Retry with the same
+	// orderId to learn the outcome: a reservation (replayed) once the row
+	// can be read, or ORDER_RELEASED when voucherd gave the order up first
+	// (its use went back): start again with a new orderId. Never treat an
+	// order as not taken while its last answer carried this flag.
 	OutcomeUnknown bool
 }
 
@@ -132,4 +135,29 @@ func Retryable(err error) bool {
 	}
 	var tErr *TransportError
 	return errors.As(err, &tErr)
+}
+
+// mayHaveTakenEffect reports whether the request that failed with err may
+// still have taken effect: a transport failure, or a 503 marked
+// OutcomeUnknown.
+func mayHaveTakenEffect(err error) bool {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr.OutcomeUnknown
+	}
+	var tErr *TransportError
+	return errors.As(err, &tErr)
+}
+
+// stickyUnknown marks a plain 503 answered to a retry OutcomeUnknown when an
+// earlier attempt of the same call may have taken effect: the retry took
+// nothing itself, but the call as a whole is still undecided.
+func stickyUnknown(err error, unknown bool) error {
+	var apiErr *Error
+	if !unknown || !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || apiErr.OutcomeUnknown {
+		return err
+	}
+	marked := *apiErr
+	marked.OutcomeUnknown = true
+	return &marked
 }

@@ -36,7 +36,10 @@ type App struct {
 	metrics *metrics.Metrics
 	expiry  *jobs.Expiry
 	recon   *jobs.Reconcile
-	live    *live.Hub // live sale view (issue 9)
+	// liveness beats this instance's heartbeat and settles what dead
+	// instances and unknown write outcomes left (flash modes only).
+	liveness *jobs.Liveness
+	live     *live.Hub // live sale view (issue 9)
 	// notifier publishes threshold events to Kafka (issue 9); nil without
 	// Kafka brokers.
 	notifier *kafkalog.Notifier
@@ -100,7 +103,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		ReservationTTL: cfg.ReservationTTL, FlashFallback: cfg.FlashFallback,
 		VoucherCacheTTL: cfg.VoucherCacheTTL, WriteTimeout: cfg.WriteTimeout,
 		Logger: log, Observer: liveObserver{Observer: a.metrics, hub: a.live},
-		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare,
+		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
 		if a.notifier, err = openNotifier(ctx, cfg, log); err != nil {
@@ -132,6 +135,10 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		return nil, err
 	}
 	a.expiry = jobs.NewExpiry(a.svc, jobs.ExpiryConfig{Interval: cfg.ExpiryInterval, Logger: log})
+	if a.gate != nil {
+		a.liveness = jobs.NewLiveness(a.svc, jobs.LivenessConfig{
+			Beat: cfg.HeartbeatTTL / 3, Grace: cfg.ReconcileGrace, Logger: log})
+	}
 	if a.gate != nil && cfg.ReconcileEvery > 0 {
 		a.recon = jobs.NewReconcile(a.svc, jobs.ReconcileConfig{
 			Interval: cfg.ReconcileEvery, Grace: cfg.ReconcileGrace, Logger: log,
@@ -139,6 +146,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 				a.metrics.Drift.WithLabelValues(r.Code).Set(float64(r.Drift))
 				if r.Repaired {
 					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(len(r.Orphans)))
+					a.metrics.DriftRepairs.WithLabelValues("abandoned").Add(float64(len(r.Abandoned)))
 					a.metrics.DriftRepairs.WithLabelValues("stale").Add(float64(len(r.Stale)))
 					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
 					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))
@@ -189,6 +197,11 @@ func (a *App) Start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	a.server.RegisterOnShutdown(a.live.Close) // live streams would hold Shutdown until its timeout
+	// The first heartbeat before the first request: a hold is never taken
+	// by an instance the gate does not know alive.
+	if a.liveness != nil {
+		a.liveness.Start(context.WithoutCancel(ctx))
+	}
 	a.served = make(chan error, 1)
 	go func() { a.served <- a.server.Serve(ln) }()
 	a.expiry.Start(context.WithoutCancel(ctx))
@@ -254,6 +267,9 @@ func (a *App) Close() error {
 	}
 	if a.keys != nil {
 		a.keys.close()
+	}
+	if a.liveness != nil {
+		a.liveness.Stop()
 	}
 	a.closeDeps()
 	a.log.Info("voucherd stopped")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 // Config is everything `serve` needs, read from flags whose defaults come
@@ -41,9 +42,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	ReconcileEvery  time.Duration
 	ReconcileGrace  time.Duration
-	LogFormat       string
-	LogLevel        string
-	MaxDBConns      int
+	// HeartbeatTTL is how long an instance that stopped beating still
+	// counts as alive; after it, the holds it took without writing them
+	// are fenced and given back.
+	HeartbeatTTL time.Duration
+	LogFormat    string
+	LogLevel     string
+	MaxDBConns   int
 	// MinDBConns connections are opened at start and kept open, so that a
 	// sale's first second does not wait for them; 0 opens them on demand.
 	MinDBConns      int
@@ -172,6 +177,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("VOUCHERD_SHUTDOWN_TIMEOUT", 15*time.Second), "graceful shutdown bound (VOUCHERD_SHUTDOWN_TIMEOUT)")
 	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", envDuration("VOUCHERD_RECONCILE_INTERVAL", 30*time.Second), "how often flash vouchers are reconciled; 0 disables (VOUCHERD_RECONCILE_INTERVAL)")
 	fs.DurationVar(&cfg.ReconcileGrace, "reconcile-grace", envDuration("VOUCHERD_RECONCILE_GRACE", 30*time.Second), "age after which a Redis hold without a database row is released (VOUCHERD_RECONCILE_GRACE)")
+	fs.DurationVar(&cfg.HeartbeatTTL, "heartbeat-ttl", envDuration("VOUCHERD_HEARTBEAT_TTL", voucher.DefaultHeartbeatTTL), "how long an instance that stopped beating (every third of this) counts as alive before the Redis holds it did not write are fenced and given back (VOUCHERD_HEARTBEAT_TTL)")
 	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("VOUCHERD_LOG_LEVEL", "info"), "debug, info, warn or error (VOUCHERD_LOG_LEVEL)")
@@ -225,6 +231,12 @@ func (c *Config) validate() error {
 	}
 	if c.LowStockShare > 1 {
 		return fmt.Errorf("--low-stock-share must be at most 1")
+	}
+	if c.HeartbeatTTL == 0 {
+		c.HeartbeatTTL = voucher.DefaultHeartbeatTTL
+	}
+	if c.HeartbeatTTL < 300*time.Millisecond {
+		return fmt.Errorf("--heartbeat-ttl must be at least 300ms")
 	}
 	if c.MaxDBConns <= 0 {
 		return fmt.Errorf("--db-max-conns must be positive")

@@ -45,8 +45,10 @@ type GateState struct {
 //
 // mayFence allows a RELEASED row that no client released when every
 // reservation attempt of its customer had an unknown outcome (or was
-// refused): Kafka mode fences such an order whose event has not reached
-// PostgreSQL long after (docs/faults.md, finding 8).
+// refused): the flash modes fence such an order whose write never reached
+// PostgreSQL (Kafka mode: its event, long after; both: a write whose
+// outcome was unknown, or a hold of an instance that died; docs/faults.md,
+// finding 8).
 func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []string {
 	var bad []string
 	failf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
@@ -124,6 +126,45 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 			failf("order %s: release acknowledged but the row is %s\n%s", id, row.Status, opsText(attempts))
 		case confirmed && !releaseTried && row.Status != "CONFIRMED":
 			failf("order %s: confirm acknowledged but the row is %s\n%s", id, row.Status, opsText(attempts))
+		}
+	}
+	return bad
+}
+
+// CheckFinal503 checks the promise of a plain 503 ("nothing was taken"):
+// an order whose last reservation attempt by its row's customer was
+// answered 503 without outcomeUnknown holds no use at the end. Excused are
+// orders with an attempt of that customer answered 201, or lost on the
+// client's side (a timeout, a broken connection: nothing voucherd can
+// know of). A 503 with outcomeUnknown (Unknown with status 503) excuses
+// nothing: a retry of an order whose outcome is still unknown must say so
+// too, so a client that reads the last answer is never misled.
+func CheckFinal503(ops []Op, db DBState) []string {
+	var bad []string
+	byOrder := map[string][]Op{}
+	for _, op := range ops {
+		if op.Kind != Reserve || op.Outcome == NotSent {
+			continue
+		}
+		if row, ok := db.Rows[op.OrderID]; ok && row.Held() && op.Customer == row.Customer {
+			byOrder[op.OrderID] = append(byOrder[op.OrderID], op)
+		}
+	}
+	for _, id := range sortedKeys(byOrder) {
+		attempts := byOrder[id]
+		sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].Call < attempts[j].Call })
+		if attempts[len(attempts)-1].Outcome != Unavailable {
+			continue
+		}
+		excused := false
+		for _, op := range attempts {
+			if op.Outcome == OK || (op.Outcome == Unknown && op.Status != 503) {
+				excused = true
+			}
+		}
+		if !excused {
+			bad = append(bad, fmt.Sprintf("order %s: last answer a plain 503 (\"nothing was taken\") but the row is %s\n%s",
+				id, db.Rows[id].Status, opsText(attempts)))
 		}
 	}
 	return bad

@@ -271,6 +271,7 @@ type reconcileReport struct {
 	RedisRemaining    int64    `json:"redisRemaining"`
 	ExpectedRemaining int64    `json:"expectedRemaining"`
 	InFlight          []string `json:"inFlight"`
+	Abandoned         []string `json:"abandoned"`
 	Orphans           []string `json:"orphans"`
 	Stale             []string `json:"stale"`
 	Missing           []string `json:"missing"`
@@ -279,7 +280,7 @@ type reconcileReport struct {
 }
 
 func (r reconcileReport) settled() bool {
-	return r.Loaded && r.Drift == 0 && len(r.InFlight) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 &&
+	return r.Loaded && r.Drift == 0 && len(r.InFlight) == 0 && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 &&
 		len(r.Missing) == 0 && len(r.Uncommitted) == 0
 }
 

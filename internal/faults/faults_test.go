@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,7 +135,7 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	hist := NewHistory()
 	w := &workload{
 		spec: spec, hist: hist, addrs: c.addrs, clients: 8, customers: customers,
-		attemptTimeout: 800 * time.Millisecond, shortTimeouts: 0.03, think: 15 * time.Millisecond, rush: 1500 * time.Millisecond, seed: sc.seed,
+		attemptTimeout: 800 * time.Millisecond, shortTimeouts: 0.03, giveUp503: 0.2, think: 15 * time.Millisecond, rush: 1500 * time.Millisecond, seed: sc.seed,
 	}
 
 	// The schedule: in the short form three faults of the mode, one at a
@@ -168,7 +169,7 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	default:
 		kinds := map[string][]string{
 			modeStandard: {faultKillInstance, faultKillPostgres, faultPauseInstance},
-			modeSync:     {faultKillRedis, faultPauseInstance, faultKillInstance},
+			modeSync:     {faultKillRedis, faultPauseInstance, faultKillInstance, faultImmediatePostgres},
 			modeKafka:    {faultKillKafka, faultKillConsumer, faultKillRedis},
 		}[sc.mode]
 		rnd.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
@@ -253,8 +254,9 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 
 	db := c.dbState(spec.Code)
 	var problems []string
-	problems = append(problems, CheckDatabase(spec, ops, db, sc.mode == modeKafka)...)
+	problems = append(problems, CheckDatabase(spec, ops, db, sc.mode != modeStandard)...)
 	problems = append(problems, CheckReplays(ops)...)
+	problems = append(problems, CheckFinal503(ops, db)...)
 	if sc.mode != modeStandard {
 		for _, p := range CheckGate(db, c.gateState(spec.Code)) {
 			problems = append(problems, "after reconciliation: "+p)
@@ -422,7 +424,7 @@ func TestRecheck(t *testing.T) {
 		}
 		t.Logf("strict=%v: %s in %s (%d operations, %d open-ended)\n%s", strict, lin.Result, lin.Took, lin.Ops, lin.Unknown, lin.Explain)
 	}
-	for _, p := range append(CheckDatabase(r.Spec, r.Ops, r.DB, r.Mode == modeKafka), CheckReplays(r.Ops)...) {
+	for _, p := range slices.Concat(CheckDatabase(r.Spec, r.Ops, r.DB, r.Mode != modeStandard), CheckReplays(r.Ops), CheckFinal503(r.Ops, r.DB)) {
 		t.Error(p)
 	}
 }

@@ -280,3 +280,35 @@ func TestServiceFence(t *testing.T) {
 	answered := seq(res(1, "a", OK), res(2, "b", OK))
 	require.Len(t, CheckDatabase(spec, answered, db, true), 1, "an order answered 201 is never fenced")
 }
+
+// TestCheckFinal503: a held row whose order's last answer was a plain 503
+// breaks the promise, unless the client saw a 201 or lost an attempt on
+// its side; a 503 marked outcomeUnknown does not excuse a later plain one.
+func TestCheckFinal503(t *testing.T) {
+	t.Parallel()
+	flagged := res(1, "a", Unknown)
+	flagged.Status = 503
+	timedOut := res(1, "a", Unknown)
+	held := DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: 1, Status: "RESERVED"}}}
+	released := DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: 1, Status: "RELEASED"}}}
+	tests := []struct {
+		name string
+		ops  []Op
+		db   DBState
+		bad  bool
+	}{
+		{"only plain 503s, row held", seq(res(1, "a", Unavailable), res(1, "a", Unavailable)), held, true},
+		{"flagged, then a plain 503, row held", seq(flagged, res(1, "a", Unavailable)), held, true},
+		{"flagged last, row held", seq(res(1, "a", Unavailable), flagged), held, false},
+		{"client timeout, then a plain 503", seq(timedOut, res(1, "a", Unavailable)), held, false},
+		{"201, then a late plain 503", seq(res(1, "a", OK), res(1, "a", Unavailable)), held, false},
+		{"plain 503s, row fenced", seq(flagged, res(1, "a", Unavailable)), released, false},
+		{"plain 503 of another customer", seq(res(1, "a", OK), res(2, "a", Unavailable)), held, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.bad, len(CheckFinal503(tc.ops, tc.db)) > 0)
+		})
+	}
+}

@@ -16,16 +16,20 @@ const (
 	faultPauseInstance = "pause-instance" // SIGSTOP a voucherd serve, SIGCONT it
 	faultKillPostgres  = "kill-postgres"  // kill -9 PostgreSQL, start it again (crash recovery)
 	faultStopPostgres  = "stop-postgres"  // fast shutdown of PostgreSQL, start it again
-	faultKillRedis     = "kill-redis"     // kill -9 Redis (no persistence: it comes back empty)
-	faultKillKafka     = "kill-kafka"     // kill -9 the Kafka broker, start it again
-	faultKillConsumer  = "kill-consumer"  // kill -9 `voucherd consume`, start it again
-	faultPauseConsumer = "pause-consumer" // SIGSTOP `voucherd consume`, SIGCONT it
+	// immediate shutdown of PostgreSQL (pg_ctl stop -m immediate) while
+	// reservations are being written, start it again: commits in progress
+	// complete with their answers lost
+	faultImmediatePostgres = "immediate-stop-postgres"
+	faultKillRedis         = "kill-redis"     // kill -9 Redis (no persistence: it comes back empty)
+	faultKillKafka         = "kill-kafka"     // kill -9 the Kafka broker, start it again
+	faultKillConsumer      = "kill-consumer"  // kill -9 `voucherd consume`, start it again
+	faultPauseConsumer     = "pause-consumer" // SIGSTOP `voucherd consume`, SIGCONT it
 )
 
 // faultsFor lists the faults that apply to a mode. Client timeouts and
 // retries are not listed: the workload injects them all along.
 func faultsFor(mode string) []string {
-	f := []string{faultKillInstance, faultPauseInstance, faultKillPostgres, faultStopPostgres, faultKillRedis}
+	f := []string{faultKillInstance, faultPauseInstance, faultKillPostgres, faultStopPostgres, faultImmediatePostgres, faultKillRedis}
 	if mode == modeKafka {
 		f = append(f, faultKillKafka, faultKillConsumer, faultPauseConsumer)
 	}
@@ -140,12 +144,16 @@ func (n *nemesis) inject(f fault) error {
 		c.consumer.pause()
 		time.Sleep(f.Dur)
 		c.consumer.resume()
-	case faultKillPostgres, faultStopPostgres:
+	case faultKillPostgres, faultStopPostgres, faultImmediatePostgres:
 		c.lockDep("postgres")
 		defer c.unlockDep("postgres")
-		if f.Kind == faultKillPostgres {
+		switch f.Kind {
+		case faultKillPostgres:
 			c.pg.Kill(t)
-		} else {
+		case faultImmediatePostgres:
+			n.waitForWrites()
+			c.pg.StopImmediate(t)
+		default:
 			c.pg.Stop(t)
 		}
 		time.Sleep(f.Dur)
@@ -166,6 +174,29 @@ func (n *nemesis) inject(f fault) error {
 		return fmt.Errorf("unknown fault %q", f.Kind)
 	}
 	return nil
+}
+
+// waitForWrites returns when reservations are being answered, or after a
+// second: a stop then likely lands while a (combined) write commits.
+func (n *nemesis) waitForWrites() {
+	deadline := time.Now().Add(time.Second)
+	before := reservesStarted(n.hist)
+	for time.Now().Before(deadline) && reservesStarted(n.hist)-before < 4 {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// reservesStarted counts the reservation attempts started so far.
+func reservesStarted(h *History) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for i := range h.ops {
+		if h.ops[i].Kind == Reserve {
+			n++
+		}
+	}
+	return n
 }
 
 func (n *nemesis) faults() []fault {

@@ -15,7 +15,8 @@ import (
 // reservations, and probe idempotency with replays and conflicting
 // customers. Every attempt that gets no definite answer is retried with
 // the same orderId, on the next instance, until one comes or the hard
-// deadline passes.
+// deadline passes; a share of reservations answered nothing but plain
+// 503s stops at one, as the contract allows.
 type workload struct {
 	spec      VoucherSpec
 	hist      *History
@@ -28,7 +29,13 @@ type workload struct {
 	// timeout" fault).
 	attemptTimeout time.Duration
 	shortTimeouts  float64
-	think          time.Duration
+	// giveUp503 is the share of reservations whose client takes a plain
+	// 503 as the final answer ("nothing was taken") when every attempt so
+	// far was one, as a client that reads the last answer does (the Go
+	// client keeps an earlier unknown outcome instead); CheckFinal503
+	// checks the promise.
+	giveUp503 float64
+	think     time.Duration
 	// rush is how long the clients start without thinking, as a flash
 	// sale's opening does: reservations overlap on the voucher row, where
 	// a check-then-act write path loses updates.
@@ -109,13 +116,15 @@ func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Ran
 	}
 }
 
-// do runs one operation: attempts until a definite outcome or the hard
-// deadline, and returns the last outcome.
+// do runs one operation: attempts until a definite outcome, the hard
+// deadline, or (giveUp503) a plain 503 after nothing but plain 503s, and
+// returns the last outcome.
 func (w *workload) do(c *client, rnd *rand.Rand, op Op) Outcome {
 	op.Seq = int(w.seq.Add(1))
 	op.Voucher = w.spec.Code
 	op.Client = c.id
 	backoff := 20 * time.Millisecond
+	only503 := true
 	for {
 		timeout := w.attemptTimeout
 		if rnd.Float64() < w.shortTimeouts {
@@ -123,6 +132,10 @@ func (w *workload) do(c *client, rnd *rand.Rand, op Op) Outcome {
 		}
 		out := c.attempt(op, timeout)
 		if out.Definite() {
+			return out
+		}
+		only503 = only503 && (out == Unavailable || out == NotSent)
+		if op.Kind == Reserve && out == Unavailable && only503 && rnd.Float64() < w.giveUp503 {
 			return out
 		}
 		if time.Now().UnixNano() > w.hard.Load() {

@@ -1,5 +1,7 @@
 // Package jobs runs voucherd's background work inside `voucherd serve`: the
-// expiry of RESERVED holds and the reconciliation of Redis with PostgreSQL.
+// expiry of RESERVED holds, the reconciliation of Redis with PostgreSQL, and
+// the liveness of the instance (heartbeat, writes of unknown outcome, holds
+// of dead instances).
 // Each job has Start, Stop and a runOnce that tests call directly.
 package jobs
 

@@ -122,11 +122,11 @@ func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.R
 }
 
 // Commit implements voucher.Gate.
-func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) error {
+func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
 	start := time.Now()
-	err := g.Gate.Commit(ctx, code, hold)
+	ok, err := g.Gate.Commit(ctx, code, hold)
 	g.m.ObserveDependency("redis", "commit", time.Since(start), err)
-	return err
+	return ok, err
 }
 
 // Events times the Kafka produce of reservations.

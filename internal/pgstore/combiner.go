@@ -257,8 +257,8 @@ func (c *combiner) waiting(code string) int {
 // contexts of all its reservations have ended, so a write nobody waits for
 // any more is cancelled, and one somebody still waits for is not. As with a
 // single reservation whose context ends while its statement runs, the
-// callers then get CodeUnavailable although the write may have committed;
-// retrying with the same orderId tells (a replay).
+// callers then get CodeUnavailable with OutcomeUnknown: the write may have
+// committed, and retrying with the same orderId tells (a replay).
 func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var left atomic.Int64
@@ -284,7 +284,8 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 // the voucher's rules changed under the batch (VD003) each reservation is
 // written on its own instead. A failure of the batch as a whole is every
 // reservation's answer. A batch of one is written by voucherd_reserve, which
-// gives the same answer for less work.
+// gives the same answer for less work. A failure after the batch may have
+// reached the server is every reservation's OutcomeUnknown answer.
 func (s *Store) writeBatch(code string, batch []*pending) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
@@ -301,7 +302,7 @@ func (s *Store) writeBatch(code string, batch []*pending) {
 		return
 	}
 	if err != nil {
-		err = interpretError(err)
+		err = interpretWriteError(err)
 		for _, p := range batch {
 			p.res, p.err = voucher.Reservation{}, err
 		}
@@ -322,7 +323,12 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 		customers[i], orders[i], amounts[i], nows[i] = p.req.CustomerID, p.req.OrderID, p.req.OrderAmount, p.now
 	}
 	ttl := pgtype.Interval{Microseconds: batch[0].ttl.Microseconds(), Valid: true}
-	rows, err := s.pool.Query(ctx, qReserveBatch, code, customers, orders, amounts, nows, ttl)
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, qReserveBatch, code, customers, orders, amounts, nows, ttl)
 	if err != nil {
 		return err
 	}
@@ -372,17 +378,24 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 	return nil
 }
 
-// reserveOne takes one use in its own transaction (voucherd_reserve).
+// reserveOne takes one use in its own transaction (voucherd_reserve). A
+// failure after the statement may have reached the server is answered
+// OutcomeUnknown (interpretWriteError).
 func (s *Store) reserveOne(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
 	var res voucher.Reservation
 	var used, total int32
 	err := s.rerunRolledBack(ctx, func() error {
-		return scanRedemption(s.pool.QueryRow(ctx, qReserve,
+		conn, err := s.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		return scanRedemption(conn.QueryRow(ctx, qReserve,
 			r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
 			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay, &used, &total)
 	})
 	if err != nil {
-		return voucher.Reservation{}, interpretError(err)
+		return voucher.Reservation{}, interpretWriteError(err)
 	}
 	return withTaken(res, used, total), nil
 }

@@ -41,6 +41,8 @@ type answer struct {
 	Replay     bool
 	Redemption voucher.Redemption // zero for a rejection
 	Taken      *voucher.Stock     // a use taken: the stock right after it
+	// OutcomeUnknown: a CodeUnavailable after which the use may be taken.
+	OutcomeUnknown bool
 }
 
 func answerOf(res voucher.Reservation, err error) answer {
@@ -49,7 +51,7 @@ func answerOf(res voucher.Reservation, err error) answer {
 		if !errors.As(err, &ve) {
 			return answer{Code: voucher.CodeInternal, Message: err.Error()}
 		}
-		return answer{Code: ve.Code, Reason: ve.Reason, Message: ve.Message, RetryAfter: ve.RetryAfter}
+		return answer{Code: ve.Code, Reason: ve.Reason, Message: ve.Message, RetryAfter: ve.RetryAfter, OutcomeUnknown: ve.OutcomeUnknown}
 	}
 	return answer{Replay: res.Replay, Redemption: res.Redemption, Taken: res.Taken}
 }

@@ -80,6 +80,54 @@ func interpretError(err error) error {
 	return voucher.Unavailable(err, "the database is unavailable")
 }
 
+// notSent marks a write that failed before its statement reached the
+// server: no connection could be had from the pool.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return "not sent: " + e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
+// interpretWriteError is interpretError for a write statement that runs in
+// its own implicit transaction. A CodeUnavailable answer is marked
+// OutcomeUnknown unless the write provably changed nothing (mayHaveApplied).
+func interpretWriteError(err error) error {
+	out := interpretError(err)
+	var e *voucher.Error
+	if !errors.As(out, &e) || e.Code != voucher.CodeUnavailable || !mayHaveApplied(err) {
+		return out
+	}
+	return &voucher.Error{Code: voucher.CodeUnavailable, OutcomeUnknown: true, Err: err,
+		Message: "the database did not answer; the reservation may or may not stand: retry with the same orderId"}
+}
+
+// mayHaveApplied reports whether a write statement that ended with err may
+// have committed. Conservative: only three failures prove it did not:
+//   - no connection was had for it (notSent);
+//   - pgx reports that nothing was sent (pgconn.SafeToRetry);
+//   - the server answered an error of severity ERROR: the statement failed,
+//     and with it its implicit transaction, whose commit runs after the
+//     statement.
+//
+// Everything else may have reached the server and committed: a connection
+// lost or a reply cut after the statement was sent (the COMMIT's reply
+// included), a context that ended while the statement ran, a FATAL or PANIC
+// ending the session, an error decoding the reply.
+func mayHaveApplied(err error) bool {
+	var ns notSent
+	if errors.As(err, &ns) || pgconn.SafeToRetry(err) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev != "ERROR"
+	}
+	return true
+}
+
 // transientSQLState reports whether a server error says nothing about the
 // request itself, so that the same request may succeed later.
 func transientSQLState(code string) bool {

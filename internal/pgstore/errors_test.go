@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 
@@ -81,6 +82,40 @@ func TestRolledBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			require.Equal(t, tc.want, rolledBack(tc.err))
+		})
+	}
+}
+
+func TestInterpretWriteError(t *testing.T) {
+	t.Parallel()
+	sent := errors.New("connection refused")
+	tests := []struct {
+		name    string
+		err     error
+		code    voucher.ErrorCode
+		unknown bool
+	}{
+		// Provably not applied.
+		{"no connection from the pool", notSent{sent}, voucher.CodeUnavailable, false},
+		{"server error", &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "57014"}, voucher.CodeUnavailable, false},
+		{"injected connection failure raised as ERROR", &pgconn.PgError{SeverityUnlocalized: "ERROR", Code: "08006"}, voucher.CodeUnavailable, false},
+		{"deadlock", &pgconn.PgError{SeverityUnlocalized: "ERROR", Code: "40P01"}, voucher.CodeUnavailable, false},
+		{"rejection", &pgconn.PgError{SeverityUnlocalized: "ERROR", Code: "VD001", Message: "OUT_OF_STOCK"}, voucher.CodeOutOfStock, false},
+		// May have committed.
+		{"reply lost", io.ErrUnexpectedEOF, voucher.CodeUnavailable, true},
+		{"connection reset", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, voucher.CodeUnavailable, true},
+		{"deadline while the statement ran", context.DeadlineExceeded, voucher.CodeUnavailable, true},
+		{"session terminated", &pgconn.PgError{SeverityUnlocalized: "FATAL", Code: "57P01"}, voucher.CodeUnavailable, true},
+		{"server error without severity", &pgconn.PgError{Code: "08006"}, voucher.CodeUnavailable, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var ve *voucher.Error
+			require.True(t, errors.As(interpretWriteError(tc.err), &ve))
+			require.Equal(t, tc.code, ve.Code)
+			require.Equal(t, tc.unknown, ve.OutcomeUnknown)
+			require.Equal(t, tc.unknown, voucher.IsOutcomeUnknown(ve))
 		})
 	}
 }

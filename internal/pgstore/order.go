@@ -38,11 +38,12 @@ func (s *Store) ReleasedCount(ctx context.Context, code string) (int64, error) {
 
 var qAbandonOrder = mustQuery("abandon_order")
 
-// AbandonOrder fences a gate hold of code whose reservation event has not
-// reached the database (Kafka mode): it inserts a RELEASED row for
-// h.OrderID, which takes no use, unless the orderId has a row already. It
-// returns the orderId's row and whether this call inserted it. An event of
-// the order that arrives later meets the row and changes nothing.
+// AbandonOrder fences a gate hold of code whose write has not reached the
+// database (a Kafka event not applied yet, a flash-sync write of unknown
+// outcome or of a dead instance): it inserts a RELEASED row for h.OrderID,
+// which takes no use, unless the orderId has a row already. It returns the
+// orderId's row and whether this call inserted it. A write of the order
+// that arrives later meets the row and changes nothing.
 // CodeUnavailable, with nothing decided, when a row committed concurrently
 // could not be read.
 func (s *Store) AbandonOrder(ctx context.Context, code string, h voucher.Hold, now time.Time) (voucher.Redemption, bool, error) {

@@ -125,6 +125,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// acquire takes a connection for a write whose failure must be classified
+// (interpretWriteError): a failure here is marked notSent.
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, notSent{err}
+	}
+	return conn, nil
+}
+
 // Close closes the pool, waiting for the connections in use to be returned.
 func (s *Store) Close() { s.pool.Close() }
 

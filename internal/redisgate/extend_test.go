@@ -21,6 +21,7 @@ func TestExtend(t *testing.T) {
 	loadEmpty(t, g, v)
 
 	h1 := testHold("o-1", 1)
+	h1.Owner = "1234567890" // an owner of digits follows the expiry
 	d, err := g.Reserve(ctx, v.Code, 1, h1)
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)
@@ -45,6 +46,7 @@ func TestExtend(t *testing.T) {
 	// A pending hold (Kafka mode) keeps its state.
 	h2 := testHold("o-2", 2)
 	h2.Pending = true
+	h2.Owner = "inst-2a"
 	_, err = g.Reserve(ctx, v.Code, 1, h2)
 	require.NoError(t, err)
 	changed, err = g.Extend(ctx, v.Code, "o-2", later)
@@ -54,6 +56,7 @@ func TestExtend(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.Pending)
 	require.Equal(t, later, got.ExpiresAt)
+	require.Equal(t, "inst-2a", got.Owner, "the owner is kept")
 
 	// Sold out now: a replay answered from the sold-out cache has the new
 	// expiry once extended again.

@@ -335,26 +335,28 @@ func (g *Gate) Lookup(ctx context.Context, code, orderID string) (voucher.Hold, 
 	return h, true, nil
 }
 
-// Commit marks the pending hold of hold.OrderID durable. It does nothing for
-// a hold that is not pending (already committed, released, unknown).
-func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) error {
+// Commit marks the pending hold of hold.OrderID durable and reports whether
+// it did. It does nothing for a hold that is not pending (already committed,
+// released, unknown).
+func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
 	if err := checkCode(code); err != nil {
-		return err
+		return false, err
 	}
 	if err := checkOrderID(hold.OrderID); err != nil {
-		return err
+		return false, err
 	}
 	client, err := g.conn()
 	if err != nil {
-		return interpretError(err, "commit", code)
+		return false, interpretError(err, "commit", code)
 	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	if err := commitScript.Exec(ctx, client, []string{k.orders, k.version}, []string{hold.OrderID}).Error(); err != nil {
-		return interpretError(err, "commit", code)
+	n, err := commitScript.Exec(ctx, client, []string{k.orders, k.version}, []string{hold.OrderID}).AsInt64()
+	if err != nil {
+		return false, interpretError(err, "commit", code)
 	}
-	return nil
+	return n == 1, nil
 }
 
 // Release gives the use of orderID back if it holds one, and reports whether

@@ -277,8 +277,12 @@ func TestPendingAndCommit(t *testing.T) {
 	require.True(t, found)
 	require.True(t, got.Pending)
 
-	require.NoError(t, g.Commit(ctx, v.Code, h))
-	require.NoError(t, g.Commit(ctx, v.Code, h), "commit is idempotent")
+	ok, err := g.Commit(ctx, v.Code, h)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = g.Commit(ctx, v.Code, h)
+	require.NoError(t, err, "commit is idempotent")
+	require.False(t, ok, "already durable")
 	d, err = g.Reserve(ctx, v.Code, 1, h)
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateReplay, d.Outcome)
@@ -291,8 +295,12 @@ func TestPendingAndCommit(t *testing.T) {
 	released, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark)
 	require.NoError(t, err)
 	require.True(t, released)
-	require.NoError(t, g.Commit(ctx, v.Code, h))
-	require.NoError(t, g.Commit(ctx, v.Code, testHold("unknown", 1)))
+	ok, err = g.Commit(ctx, v.Code, h)
+	require.NoError(t, err)
+	require.False(t, ok, "a released hold is not committed")
+	ok, err = g.Commit(ctx, v.Code, testHold("unknown", 1))
+	require.NoError(t, err)
+	require.False(t, ok)
 	got, _, err = g.Lookup(ctx, v.Code, "o-1")
 	require.NoError(t, err)
 	require.True(t, got.Released)
@@ -884,8 +892,8 @@ func TestVersionChangesWithTheOrders(t *testing.T) {
 		{"replay", func() error { _, err := g.Reserve(ctx, v.Code, 2, testHold("o-1", 1)); return err }, false},
 		{"take pending", func() error { _, err := g.Reserve(ctx, v.Code, 2, pending); return err }, true},
 		{"quota held", func() error { _, err := g.Reserve(ctx, v.Code, 2, testHold("o-3", 1)); return err }, false},
-		{"commit", func() error { return g.Commit(ctx, v.Code, pending) }, true},
-		{"commit again", func() error { return g.Commit(ctx, v.Code, pending) }, false},
+		{"commit", func() error { _, err := g.Commit(ctx, v.Code, pending); return err }, true},
+		{"commit again", func() error { _, err := g.Commit(ctx, v.Code, pending); return err }, false},
 		{"release", func() error { _, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark); return err }, true},
 		{"release again", func() error { _, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark); return err }, false},
 		{"release forget", func() error { _, err := g.Release(ctx, v.Code, "o-2", voucher.ReleaseForget); return err }, true},
@@ -949,7 +957,7 @@ func gateCalls(g *Gate, v voucher.Voucher) map[string]func() error {
 	return map[string]func() error{
 		"reserve": func() error { _, err := g.Reserve(ctx, v.Code, 1, testHold("o-1", 1)); return err },
 		"lookup":  func() error { _, _, err := g.Lookup(ctx, v.Code, "o-1"); return err },
-		"commit":  func() error { return g.Commit(ctx, v.Code, testHold("o-1", 1)) },
+		"commit":  func() error { _, err := g.Commit(ctx, v.Code, testHold("o-1", 1)); return err },
 		"release": func() error { _, err := g.Release(ctx, v.Code, "o-1", voucher.ReleaseMark); return err },
 		"load":    func() error { _, err := g.Load(ctx, voucher.Snapshot{Voucher: v}); return err },
 		"loaded":  func() error { _, err := g.Loaded(ctx, v.Code); return err },

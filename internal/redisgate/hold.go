@@ -21,11 +21,13 @@ var errBadHold = errors.New("redisgate: malformed hold")
 
 // encodeHold renders a hold as the value of the orders hash:
 //
-//	STATE|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs
+//	STATE|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner]
 //
 // A compact, fixed field order keeps each hold to a few dozen bytes (a sale
 // of a million uses stays small) and lets the scripts read the state and the
-// customer with one pattern match. A zero time is written as 0.
+// customer with one pattern match. A zero time is written as 0. The owner,
+// the instance that took the use and writes it to the store, is left out
+// when unknown (holds loaded or adopted from the store).
 func encodeHold(state byte, h voucher.Hold) string {
 	b := make([]byte, 0, 64)
 	b = append(b, state, '|')
@@ -38,6 +40,10 @@ func encodeHold(state byte, h voucher.Hold) string {
 	b = strconv.AppendInt(b, unixMilli(h.ReservedAt), 10)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, unixMilli(h.ExpiresAt), 10)
+	if h.Owner != "" {
+		b = append(b, '|')
+		b = append(b, h.Owner...)
+	}
 	return string(b)
 }
 
@@ -45,11 +51,11 @@ func encodeHold(state byte, h voucher.Hold) string {
 // value (it is the hash field) and is copied into the result.
 func decodeHold(orderID, s string) (voucher.Hold, error) {
 	parts := strings.Split(s, "|")
-	if len(parts) != 6 || len(parts[0]) != 1 {
+	if (len(parts) != 6 && len(parts) != 7) || len(parts[0]) != 1 {
 		return voucher.Hold{}, errBadHold
 	}
 	var nums [5]int64
-	for i, p := range parts[1:] {
+	for i, p := range parts[1:6] {
 		n, err := strconv.ParseInt(p, 10, 64)
 		if err != nil {
 			return voucher.Hold{}, errBadHold
@@ -63,6 +69,12 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 		DiscountAmount: nums[2],
 		ReservedAt:     fromUnixMilli(nums[3]),
 		ExpiresAt:      fromUnixMilli(nums[4]),
+	}
+	if len(parts) == 7 {
+		if !validOwner(parts[6]) {
+			return voucher.Hold{}, errBadHold
+		}
+		h.Owner = parts[6]
 	}
 	switch parts[0][0] {
 	case stateHeld:
@@ -90,4 +102,18 @@ func fromUnixMilli(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
+}
+
+// validOwner reports whether s can be a hold's owner: an instance id of
+// 1-64 letters, digits, '-' and '_' (voucher.ServiceConfig.Instance).
+func validOwner(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

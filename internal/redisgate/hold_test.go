@@ -22,6 +22,7 @@ func TestHoldRoundTrip(t *testing.T) {
 			"H|42|250000|100000|1796205600123|1796206500123"},
 		{"pending", statePending, voucher.Hold{OrderID: "o", CustomerID: 1, Pending: true}, "P|1|0|0|0|0"},
 		{"released", stateReleased, voucher.Hold{OrderID: "o", CustomerID: 9223372036854775807, Released: true}, "R|9223372036854775807|0|0|0|0"},
+		{"with its owner", stateHeld, voucher.Hold{OrderID: "o", CustomerID: 3, Owner: "a1b2-c3_d4"}, "H|3|0|0|0|0|a1b2-c3_d4"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,7 +38,8 @@ func TestHoldRoundTrip(t *testing.T) {
 
 func TestDecodeHoldRejectsGarbage(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"", "H", "H|1|2|3|4", "X|1|2|3|4|5", "HH|1|2|3|4|5", "H|a|2|3|4|5", "H|1|2|3|4|5|6"} {
+	for _, s := range []string{"", "H", "H|1|2|3|4", "X|1|2|3|4|5", "HH|1|2|3|4|5", "H|a|2|3|4|5",
+		"H|1|2|3|4|5|", "H|1|2|3|4|5|a|b", "H|1|2|3|4|5|a{b}", "H|1|2|3|4|5|a b"} {
 		_, err := decodeHold("o", s)
 		require.ErrorIs(t, err, errBadHold, s)
 	}
@@ -47,6 +49,7 @@ func FuzzDecodeHold(f *testing.F) {
 	f.Add("H|42|250000|100000|1733130000000|1733130900000")
 	f.Add("R|1|0|0|0|0")
 	f.Add("P|-1|-2|-3|-4|-5")
+	f.Add("H|1|2|3|4|5|owner-1")
 	f.Fuzz(func(t *testing.T, s string) {
 		h, err := decodeHold("o", s)
 		if err != nil {

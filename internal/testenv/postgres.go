@@ -125,6 +125,18 @@ func (s *PGServer) Stop(t testing.TB) {
 	}
 }
 
+// StopImmediate stops the server as `pg_ctl stop -m immediate` does
+// (SIGQUIT): every backend quits at once without answering its client,
+// so a COMMIT in progress may complete with its answer lost. Start
+// recovers it from its write-ahead log.
+func (s *PGServer) StopImmediate(t testing.TB) {
+	t.Helper()
+	s.mustOwn(t, "StopImmediate")
+	if !s.proc.stop(syscall.SIGQUIT, 30*time.Second) {
+		t.Logf("testenv: postgres did not stop within 30s and was killed\n%s", logTail(s.proc.logPath))
+	}
+}
+
 // Kill ends the server and its backends with SIGKILL, as a crash would.
 // Start recovers it from its write-ahead log.
 func (s *PGServer) Kill(t testing.TB) {

@@ -59,10 +59,13 @@ type Error struct {
 	Message string
 	// RetryAfter, when positive, tells the client when trying again may help.
 	RetryAfter time.Duration
-	// OutcomeUnknown marks an Unavailable error after which the request may
-	// still take effect (Kafka did not acknowledge in time): unlike every
-	// other 503, a use may have been taken. Retrying with the same orderId
-	// tells which.
+	// OutcomeUnknown marks an Unavailable error after which the orderId
+	// may hold a use: a write that may have reached the store or Kafka
+	// without its answer (a reply lost during or after COMMIT, a deadline
+	// while the statement ran, Kafka not acknowledging in time), or a retry
+	// of such an order that could not settle it yet. Unlike every other
+	// 503, a use may have been taken. Retrying with the same orderId tells
+	// which; reconciliation settles it otherwise.
 	OutcomeUnknown bool
 	// Err is the cause, kept for logs and errors.Is; it is never shown to clients.
 	Err error
@@ -114,6 +117,24 @@ func CodeOf(err error) ErrorCode {
 		return e.Code
 	}
 	return CodeInternal
+}
+
+// IsOutcomeUnknown reports whether err is an Unavailable error whose
+// request may have taken effect (Error.OutcomeUnknown).
+func IsOutcomeUnknown(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeUnavailable && e.OutcomeUnknown
+}
+
+// outcomeUnknown returns err, a 503 on an order whose use may be held,
+// marked OutcomeUnknown; other errors are returned as they are.
+func outcomeUnknown(err error, orderID string) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeUnavailable || e.OutcomeUnknown {
+		return err
+	}
+	return &Error{Code: CodeUnavailable, OutcomeUnknown: true, RetryAfter: e.RetryAfter, Err: err,
+		Message: "order " + orderID + " may hold a use whose write is not settled yet: retry with the same orderId"}
 }
 
 // IsCode reports whether err carries the code.

@@ -28,11 +28,13 @@ type Store interface {
 	// Order returns the redemption of an orderId whatever its voucher;
 	// CodeReservationNotFound when the orderId is unknown.
 	Order(ctx context.Context, orderID string) (Redemption, error)
-	// AbandonOrder fences a gate hold of code whose reservation event has
-	// not reached the store (Kafka mode): a RELEASED row for h.OrderID,
-	// which takes no use, unless the orderId has a row already. It returns
-	// the orderId's row and whether this call inserted it; an event of the
-	// order arriving later changes nothing.
+	// AbandonOrder fences a gate hold of code whose write has not reached
+	// the store (a Kafka event, or a flash-sync write of unknown outcome or
+	// of a dead instance): a RELEASED row for h.OrderID, which takes no
+	// use, unless the orderId has a row already (a write of it still in
+	// progress is waited for). It returns the orderId's row and whether
+	// this call inserted it; a write of the order arriving later changes
+	// nothing.
 	AbandonOrder(ctx context.Context, code string, h Hold, now time.Time) (Redemption, bool, error)
 	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
 	// CodeReservationReleased when released or expired.
@@ -152,6 +154,9 @@ type Hold struct {
 	// Pending is true between taking a use and the durable write (Kafka
 	// mode); a replay must not answer 201 from a pending hold.
 	Pending bool
+	// Owner is the id of the instance that took the use and writes it to
+	// the store; empty for holds loaded or adopted from the store.
+	Owner string
 }
 
 // GateDecision is the gate's answer. Hold is filled for GateReplay.
@@ -183,8 +188,10 @@ type Gate interface {
 	// Lookup returns what the gate knows of orderID; found is false when it
 	// knows nothing (or the voucher is not loaded).
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
-	// Commit marks a pending hold durable (Kafka mode, after the ack).
-	Commit(ctx context.Context, code string, hold Hold) error
+	// Commit marks a pending hold durable (Kafka mode, after the ack) and
+	// reports whether it did: false when the hold is not pending (already
+	// durable, released, unknown).
+	Commit(ctx context.Context, code string, hold Hold) (bool, error)
 	// Extend sets the expiry the gate records for orderID's hold (the one a
 	// replay answers with), if it holds a use; it reports whether it
 	// changed it. A released orderId is left as it is.
@@ -223,6 +230,14 @@ type Gate interface {
 	// if it is above; it never raises it. It returns remaining before and
 	// after.
 	Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error)
+	// Beat records that instance is alive for ttl and registers it.
+	Beat(ctx context.Context, instance string, ttl time.Duration) error
+	// Alive reports, for each of instances, whether its beat is live.
+	Alive(ctx context.Context, instances []string) (map[string]bool, error)
+	// DeadInstances returns the registered instances whose beat expired.
+	DeadInstances(ctx context.Context) ([]string, error)
+	// ForgetInstance removes a dead instance from the registry.
+	ForgetInstance(ctx context.Context, instance string) error
 	// Ping checks that the gate answers.
 	Ping(ctx context.Context) error
 }

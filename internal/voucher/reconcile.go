@@ -24,6 +24,12 @@ type ReconcileReport struct {
 	// InFlight are gate holds without a database row that are younger than
 	// the grace period: their write may still be coming.
 	InFlight []string `json:"inFlight"`
+	// Abandoned are gate holds without a database row, younger than the
+	// grace period, taken by an instance whose heartbeat has been gone for
+	// at least its TTL: nothing will write them. Repaired by fencing the orderId in the store (a
+	// RELEASED row, so that a write still on its way takes nothing) and
+	// releasing them in the gate; a retry is answered ORDER_RELEASED.
+	Abandoned []string `json:"abandoned"`
 	// Orphans are gate holds without a database row older than the grace
 	// period; repaired by giving the use back (the orderId is forgotten, so
 	// the client may retry it).
@@ -47,14 +53,14 @@ type ReconcileReport struct {
 
 // Consistent reports whether the report found nothing to repair or report.
 func (r ReconcileReport) Consistent() bool {
-	return r.Drift == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0
+	return r.Drift == 0 && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0
 }
 
 // Reconcile compares a flash voucher's gate state with the store and, when
 // repair is set, makes the repairs that cannot oversell. grace is how old a
 // gate hold without a row must be before it counts as an orphan.
 func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (ReconcileReport, error) {
-	rep := ReconcileReport{Code: code, At: s.cfg.Clock().UTC(), InFlight: []string{}, Orphans: []string{},
+	rep := ReconcileReport{Code: code, At: s.cfg.Clock().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
 		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}}
 	if s.gate == nil {
 		return rep, Unavailable(nil, "Redis is not configured")
@@ -105,6 +111,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			rep.Uncommitted = append(rep.Uncommitted, id)
 		}
 	}
+	s.findAbandoned(ctx, &rep, gs)
 	for id, r := range rows {
 		if !r.Status.Held() {
 			continue
@@ -113,7 +120,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			rep.Missing = append(rep.Missing, id)
 		}
 	}
-	for _, l := range [][]string{rep.InFlight, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted} {
+	for _, l := range [][]string{rep.InFlight, rep.Abandoned, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted} {
 		sort.Strings(l)
 	}
 	if !repair || rep.Consistent() {
@@ -132,7 +139,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 	}
 	for _, id := range rep.Uncommitted {
-		if err := s.gate.Commit(ctx, code, gs.Orders[id]); err != nil {
+		if _, err := s.gate.Commit(ctx, code, gs.Orders[id]); err != nil {
 			return rep, err
 		}
 	}
@@ -141,9 +148,10 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			return rep, err
 		}
 	}
-	if len(rep.Orphans) > 0 {
+	if len(rep.Orphans) > 0 || len(rep.Abandoned) > 0 {
 		// In Kafka mode a hold without a row may still be an event in the
-		// topic: give it back only once the consumer has caught up.
+		// topic, acknowledged and answered 201: give it back only once the
+		// consumer has caught up.
 		if s.cfg.FlashWrites == FlashKafka {
 			if err := s.cfg.Events.CaughtUp(ctx); err != nil {
 				rep.Skipped = "orphan holds kept: " + err.Error()
@@ -152,6 +160,11 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		if rep.Skipped == "" {
 			for _, id := range rep.Orphans {
 				if err := s.giveBackOrphan(ctx, code, gs.Orders[id]); err != nil {
+					return rep, err
+				}
+			}
+			for _, id := range rep.Abandoned {
+				if _, err := s.fenceHold(ctx, code, gs.Orders[id]); err != nil {
 					return rep, err
 				}
 			}
@@ -165,6 +178,41 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		rep.ClampedFrom = &before
 	}
 	return rep, nil
+}
+
+// findAbandoned moves from rep.InFlight to rep.Abandoned the holds whose
+// owner is another instance with no live heartbeat for a while
+// (confirmedDead). This instance's own
+// holds are in flight here or settled by SettleUnknown; holds without an
+// owner wait for the grace period. When liveness cannot be read, every
+// hold stays in flight.
+func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, gs GateState) {
+	var owners []string
+	seen := map[string]bool{}
+	for _, id := range rep.InFlight {
+		if o := gs.Orders[id].Owner; o != "" && o != s.cfg.Instance && !seen[o] {
+			seen[o] = true
+			owners = append(owners, o)
+		}
+	}
+	if len(owners) == 0 {
+		return
+	}
+	alive, err := s.gate.Alive(ctx, owners)
+	if err != nil {
+		s.log.Warn("instance liveness not read; holds of gone instances wait for the grace period", "code", rep.Code, "err", err)
+		return
+	}
+	dead := s.confirmedDead(owners, alive)
+	inFlight := rep.InFlight[:0]
+	for _, id := range rep.InFlight {
+		if o := gs.Orders[id].Owner; dead[o] {
+			rep.Abandoned = append(rep.Abandoned, id)
+			continue
+		}
+		inFlight = append(inFlight, id)
+	}
+	rep.InFlight = inFlight
 }
 
 // giveBackOrphan gives back a gate hold that has no row past the grace

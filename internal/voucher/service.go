@@ -2,6 +2,8 @@ package voucher
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -99,6 +101,14 @@ type ServiceConfig struct {
 	// sold-out voucher's holds to tell HELD_OUT from OUT_OF_STOCK (default
 	// DefaultHeldOutCacheTTL; negative reads every time).
 	HeldOutCacheTTL time.Duration
+	// Instance is this process's id, recorded as the owner of the holds it
+	// takes so that reconciliation can tell when their writer is gone
+	// (default: random). Two processes must never share one.
+	Instance string
+	// HeartbeatTTL is how long a beat of this instance (Heartbeat) keeps
+	// it alive in the gate (default DefaultHeartbeatTTL); beat at least
+	// every third of it.
+	HeartbeatTTL time.Duration
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives warnings about compensations and repairs.
@@ -121,6 +131,23 @@ type Service struct {
 	cache map[string]cachedVoucher
 
 	heldOut heldOutCache
+
+	// unsettled holds the flash-sync orders whose durable write ended with
+	// an unknown outcome, keyed by code and orderId, until SettleUnknown
+	// or a retry of the order settles them; guarded by mu.
+	unsettled map[orderKey]unsettledWrite
+	// absentSince records, per instance id seen without a live heartbeat,
+	// when that was first seen (confirmedDead); guarded by mu.
+	absentSince map[string]time.Time
+}
+
+type orderKey struct{ code, orderID string }
+
+// unsettledWrite is a hold whose write ended with an unknown outcome at
+// since.
+type unsettledWrite struct {
+	hold  Hold
+	since time.Time
 }
 
 type cachedVoucher struct {
@@ -172,6 +199,17 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.Instance == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		cfg.Instance = hex.EncodeToString(b[:])
+	}
+	if !validInstance(cfg.Instance) {
+		return nil, errors.New("voucher: Instance must be 1-64 letters, digits, '-' or '_'")
+	}
+	if cfg.HeartbeatTTL <= 0 {
+		cfg.HeartbeatTTL = DefaultHeartbeatTTL
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -179,7 +217,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.Observer = nopObserver{}
 	}
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
-		cache: map[string]cachedVoucher{}}, nil
+		cache: map[string]cachedVoucher{}, unsettled: map[orderKey]unsettledWrite{}, absentSince: map[string]time.Time{}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -315,7 +353,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 	hold := Hold{
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
 		DiscountAmount: v.DiscountAmount, ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
-		Pending: kafka,
+		Pending: kafka, Owner: s.cfg.Instance,
 	}
 	for attempt := 0; ; attempt++ {
 		dec, err := s.gate.Reserve(ctx, req.Code, v.PerUserLimit, hold)
@@ -324,7 +362,8 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				res, err := s.reserveStandard(ctx, req)
 				return res, true, err
 			}
-			return Reservation{}, false, err
+			res, err := s.gateDown(ctx, req, err)
+			return res, false, err
 		}
 		s.obs.GateDecided(dec.Outcome)
 		switch dec.Outcome {
@@ -338,15 +377,20 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				}
 				return res, false, err
 			}
-			res, err := s.writeTaken(ctx, req)
+			res, err := s.writeTaken(ctx, req, hold)
 			return res, false, err
 		case GateReplay:
 			if !kafka {
 				// The store is idempotent by orderId: it returns the row the
 				// first request wrote, or writes it if that request's write is
-				// still to come (the gate already holds the use).
+				// still to come or its outcome was unknown (the gate already
+				// holds the use). A 503 here leaves the order as unsettled as
+				// it was: the gate holds a use for it.
 				res, err := s.reserveStandard(ctx, req)
-				return res, false, err
+				if !IsCode(err, CodeUnavailable) {
+					s.settled(req.Code, req.OrderID)
+				}
+				return res, false, outcomeUnknown(err, req.OrderID)
 			}
 			if !dec.Hold.Pending {
 				res, err := s.replayDurable(ctx, req.Code, dec.Hold)
@@ -367,7 +411,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 					}
 					return Reservation{}, false, orderReleased(req.OrderID)
 				}
-				if err := s.gate.Commit(ctx, req.Code, dec.Hold); err != nil {
+				if _, err := s.gate.Commit(ctx, req.Code, dec.Hold); err != nil {
 					s.log.Warn("hold not marked durable in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
 				}
 				return Reservation{Redemption: row, Replay: true}, false, nil
@@ -376,7 +420,10 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				return Reservation{}, false, Errorf(CodeOrderReleased,
 					"order %s never reached the database and was released; start a new attempt with a new orderId", req.OrderID)
 			}
-			return Reservation{}, false, Unavailable(nil, "order %s is still being written; retry", req.OrderID)
+			// The hold is pending: the first attempt's event may still be
+			// written, so this 503 carries the flag as the first one did.
+			return Reservation{}, false, &Error{Code: CodeUnavailable, OutcomeUnknown: true,
+				Message: "order " + req.OrderID + " is still being written and may or may not stand: retry with the same orderId"}
 		case GateConflict:
 			return Reservation{}, false, orderConflict(req.Code, req.OrderID, "")
 		case GateReleased:
@@ -391,7 +438,10 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 					res, err := s.reserveStandard(ctx, req)
 					return res, true, err
 				}
-				return Reservation{}, false, Unavailable(nil, "voucher %s is not loaded into Redis yet; retry", req.Code)
+				// The consumer may be behind with this very order's event
+				// (a retry after Redis lost its hold): not "nothing taken".
+				return Reservation{}, false, &Error{Code: CodeUnavailable, OutcomeUnknown: true,
+					Message: "voucher " + req.Code + " is not loaded into Redis yet and events may still be on their way to the database; retry with the same orderId"}
 			}
 			if _, err := s.Warmup(ctx, req.Code); err != nil && !IsCode(err, CodeUnavailable) {
 				return Reservation{}, false, err
@@ -402,16 +452,58 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 	}
 }
 
-// writeTaken writes a use the gate granted (sync mode); on any failure the
-// use goes back to the gate and the orderId is forgotten there, so the
-// client may retry it.
-func (s *Service) writeTaken(ctx context.Context, req ReserveRequest) (Reservation, error) {
+// writeTaken writes a use the gate granted (sync mode). On a failure that
+// provably wrote nothing the use goes back to the gate and the orderId is
+// forgotten there, so the client may retry it. On a failure whose outcome
+// is unknown (the row may have been committed) the gate keeps the use:
+// giving it back could let the gate hand out a use the store holds. A
+// retry of the orderId settles it (the store is idempotent by orderId);
+// SettleUnknown does otherwise.
+func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, hold Hold) (Reservation, error) {
 	res, err := s.reserveStandard(ctx, req)
 	if err == nil {
 		return res, nil
 	}
+	if IsOutcomeUnknown(err) {
+		s.mu.Lock()
+		s.unsettled[orderKey{req.Code, req.OrderID}] = unsettledWrite{hold: hold, since: s.cfg.Clock()}
+		s.mu.Unlock()
+		s.log.Warn("durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
+		return Reservation{}, err
+	}
 	s.compensate(ctx, req.Code, req.OrderID, ModeFlashSync, err)
 	return Reservation{}, err
+}
+
+// gateDown answers a flash reservation the gate could not decide (gateErr)
+// from the orderId's row, so that a retry of an order an earlier attempt
+// took is not told that nothing was taken: the row's reservation (a
+// replay), ORDER_RELEASED or ORDER_CONFLICT when the store has one. Without
+// a row the answer is gateErr, marked OutcomeUnknown in Kafka mode while
+// the consumer has not caught up (the order's event may be on its way).
+func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr error) (Reservation, error) {
+	row, err := s.store.Redemption(ctx, req.Code, req.OrderID)
+	switch {
+	case err == nil && row.CustomerID != req.CustomerID:
+		return Reservation{}, orderConflict(req.Code, req.OrderID, "")
+	case err == nil && row.Status == StatusReleased:
+		return Reservation{}, orderReleased(req.OrderID)
+	case err == nil:
+		return Reservation{Redemption: row, Replay: true}, nil
+	case IsCode(err, CodeReservationNotFound) && s.cfg.FlashWrites == FlashKafka:
+		if s.cfg.Events.CaughtUp(ctx) != nil {
+			return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
+		}
+	}
+	return Reservation{}, gateErr
+}
+
+// settled drops orderID from the unsettled orders: a retry got an answer
+// from the store.
+func (s *Service) settled(code, orderID string) {
+	s.mu.Lock()
+	delete(s.unsettled, orderKey{code, orderID})
+	s.mu.Unlock()
 }
 
 // claimTTL bounds how long an orderId's cross-voucher claim lives in the
@@ -448,13 +540,37 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 		}
 		return Reservation{}, err
 	}
-	if err := s.gate.Commit(wctx, code, hold); err != nil {
+	committed, err := s.gate.Commit(wctx, code, hold)
+	if err != nil {
 		// The event is durable, so the reservation stands; replays of this
 		// orderId wait and then get 503 until reconciliation commits the hold.
 		s.log.Error("hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 	}
+	if err == nil && !committed {
+		if res, done, err := s.notCommitted(wctx, code, hold); done {
+			return res, err
+		}
+	}
 	hold.Pending = false
 	return Reservation{Redemption: holdRedemption(code, hold, StatusReserved)}, nil
+}
+
+// notCommitted answers a reservation whose event Kafka acknowledged but
+// whose hold was no longer pending when it was to be marked durable: this
+// instance stalled past its heartbeat and reconciliation fenced the order
+// (a RELEASED row: the event takes nothing), or Redis lost the hold. done
+// is false when another process committed the hold (it saw the row): the
+// 201 stands.
+func (s *Service) notCommitted(ctx context.Context, code string, hold Hold) (Reservation, bool, error) {
+	h, found, err := s.gate.Lookup(ctx, code, hold.OrderID)
+	switch {
+	case err == nil && found && h.Released:
+		return Reservation{}, true, orderReleased(hold.OrderID)
+	case err == nil && found && !h.Pending:
+		return Reservation{}, false, nil
+	}
+	return Reservation{}, true, &Error{Code: CodeUnavailable, OutcomeUnknown: true, Err: err,
+		Message: "order " + hold.OrderID + " was written but its hold changed meanwhile; retry with the same orderId"}
 }
 
 // replayDurable answers a retry of a reservation whose event Kafka has
@@ -468,7 +584,9 @@ func (s *Service) replayDurable(ctx context.Context, code string, h Hold) (Reser
 	case IsCode(err, CodeReservationNotFound):
 		return Reservation{Redemption: holdRedemption(code, h, StatusReserved), Replay: true}, nil
 	case err != nil:
-		return Reservation{}, err
+		// The reservation stands (Kafka acknowledged it): not "nothing
+		// was taken".
+		return Reservation{}, outcomeUnknown(err, h.OrderID)
 	case row.Status == StatusReleased:
 		return Reservation{}, orderReleased(h.OrderID)
 	}
@@ -538,7 +656,7 @@ func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hol
 	}
 	// The store holds this very reservation but the gate had lost it: the use
 	// the gate just took is the one the row holds, so keep it.
-	if err := s.gate.Commit(ctx, code, hold); err != nil {
+	if _, err := s.gate.Commit(ctx, code, hold); err != nil {
 		s.log.Error("hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 	}
 	return Reservation{Redemption: row, Replay: true}, true, nil

@@ -1,7 +1,9 @@
--- abandon_order: fence a Kafka-mode gate hold whose event has not reached
--- the database (Store.AbandonOrder). A RELEASED row for the orderId, unless
--- it has a row already: the event that may still arrive then changes
--- nothing (the consumer's insert meets the row and takes no use).
+-- abandon_order: fence a gate hold whose write has not reached the
+-- database (Store.AbandonOrder): a Kafka event not applied yet, or a
+-- flash-sync write whose outcome was unknown or whose instance died. A
+-- RELEASED row for the orderId, unless it has a row already: a write that
+-- may still arrive then changes nothing (its insert meets the row and takes
+-- no use); one in progress is waited for by the insert.
 -- Answers the orderId's row and whether this call inserted it; no row when
 -- a conflicting row committed after the statement's snapshot.
 -- $1 order_id, $2 code, $3 customer_id, $4 order_amount, $5 discount_amount,

@@ -20,11 +20,12 @@ local state = string.sub(stored, 1, 1)
 if state ~= 'H' and state ~= 'P' then
   return 0
 end
-local head, expires = string.match(stored, '^(.*|)(%d+)$')
+-- The expiry is the sixth field; an owner may follow it (hold.go).
+local head, expires, tail = string.match(stored, '^(%a|[^|]*|[^|]*|[^|]*|[^|]*|)(%d+)(.*)$')
 if not head or tonumber(expires) >= tonumber(ARGV[2]) then
   return 0
 end
-redis.call('HSET', KEYS[1], ARGV[1], head .. ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], head .. ARGV[2] .. tail)
 if redis.call('INCR', KEYS[2]) == 1 then
   -- Created here (loaded before versions existed): the voucher's expiry.
   local ttl = redis.call('PTTL', KEYS[1])

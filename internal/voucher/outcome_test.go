@@ -1,0 +1,216 @@
+package voucher
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// outcomeGate answers every reservation with outcome (and hold, for a
+// replay) and records the releases.
+type outcomeGate struct {
+	Gate
+	outcome GateOutcome
+	hold    Hold
+
+	mu       sync.Mutex
+	releases []ReleaseMode
+}
+
+func (g *outcomeGate) Reserve(_ context.Context, _ string, _ int32, h Hold) (GateDecision, error) {
+	if g.outcome == GateTaken {
+		return GateDecision{Outcome: GateTaken, Remaining: 9}, nil
+	}
+	return GateDecision{Outcome: g.outcome, Hold: g.hold}, nil
+}
+
+func (g *outcomeGate) Release(_ context.Context, _, _ string, mode ReleaseMode) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.releases = append(g.releases, mode)
+	return true, nil
+}
+
+func (g *outcomeGate) released() []ReleaseMode {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]ReleaseMode(nil), g.releases...)
+}
+
+// outcomeStore fails every reservation with reserveErr and fences orders
+// (AbandonOrder) by inserting a RELEASED row.
+type outcomeStore struct {
+	Store
+	reserveErr error
+	abandoned  []string
+}
+
+func (s *outcomeStore) Voucher(context.Context, string) (Voucher, error) { return flashVoucher(), nil }
+
+func (s *outcomeStore) Reserve(context.Context, ReserveRequest, time.Time, time.Duration) (Reservation, error) {
+	return Reservation{}, s.reserveErr
+}
+
+func (s *outcomeStore) Redemption(_ context.Context, code, orderID string) (Redemption, error) {
+	return Redemption{}, Errorf(CodeReservationNotFound, "no row")
+}
+
+func (s *outcomeStore) AbandonOrder(_ context.Context, code string, h Hold, now time.Time) (Redemption, bool, error) {
+	s.abandoned = append(s.abandoned, h.OrderID)
+	return Redemption{OrderID: h.OrderID, VoucherCode: code, CustomerID: h.CustomerID, Status: StatusReleased}, true, nil
+}
+
+type behindLog struct{ EventLog }
+
+func (behindLog) CaughtUp(context.Context) error { return errors.New("consumer behind") }
+
+var lostReply = &Error{Code: CodeUnavailable, OutcomeUnknown: true, Message: "reply lost"}
+
+func reserveReq(orderID string) ReserveRequest {
+	return ReserveRequest{Code: "SALE", CustomerID: 7, OrderID: orderID, OrderAmount: 100}
+}
+
+// A flash-sync write whose outcome is unknown keeps the gate's use (no
+// compensation) and answers OutcomeUnknown; one that provably wrote nothing
+// gives the use back and forgets the orderId.
+func TestSyncWriteOutcomeDecidesCompensation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := time.Now()
+	for _, tc := range []struct {
+		name     string
+		err      error
+		unknown  bool
+		releases []ReleaseMode
+	}{
+		{"outcome unknown", lostReply, true, nil},
+		{"not applied", Unavailable(nil, "connection refused"), false, []ReleaseMode{ReleaseForget}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := &outcomeGate{outcome: GateTaken}
+			st := &outcomeStore{reserveErr: tc.err}
+			svc, err := NewService(ServiceConfig{Store: st, Gate: g, Clock: func() time.Time { return clock }})
+			require.NoError(t, err)
+			_, err = svc.Reserve(ctx, reserveReq("o-1"))
+			require.True(t, IsCode(err, CodeUnavailable), "%v", err)
+			require.Equal(t, tc.unknown, IsOutcomeUnknown(err))
+			require.Equal(t, tc.releases, g.released())
+
+			// Settling: too young first, then fenced and given back.
+			n, err := svc.SettleUnknown(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n)
+			svcAt := func(d time.Duration) { svc.cfg.Clock = func() time.Time { return clock.Add(d) } }
+			svcAt(2 * settleDelay)
+			n, err = svc.SettleUnknown(ctx)
+			require.NoError(t, err)
+			if !tc.unknown {
+				require.Zero(t, n, "nothing to settle")
+				return
+			}
+			require.Equal(t, 1, n)
+			require.Equal(t, []string{"o-1"}, st.abandoned)
+			require.Equal(t, []ReleaseMode{ReleaseMark}, g.released())
+			n, err = svc.SettleUnknown(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "settled once")
+		})
+	}
+}
+
+// A retry of an order whose use the gate holds (flash-sync replay) or whose
+// event is pending (Kafka) answers a 503 with OutcomeUnknown while the
+// outcome cannot be settled: a plain 503 would claim that nothing was taken.
+func TestRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now()
+	hold := Hold{OrderID: "o-1", CustomerID: 7, OrderAmount: 100, ReservedAt: now, ExpiresAt: now.Add(time.Hour)}
+
+	t.Run("flash-sync", func(t *testing.T) {
+		t.Parallel()
+		g := &outcomeGate{outcome: GateReplay, hold: hold}
+		st := &outcomeStore{reserveErr: Unavailable(nil, "connection refused")}
+		svc, err := NewService(ServiceConfig{Store: st, Gate: g})
+		require.NoError(t, err)
+		_, err = svc.Reserve(ctx, reserveReq("o-1"))
+		require.True(t, IsOutcomeUnknown(err), "%v", err)
+		require.Empty(t, g.released(), "the replay gives nothing back")
+	})
+	t.Run("flash-kafka", func(t *testing.T) {
+		t.Parallel()
+		pending := hold
+		pending.Pending = true
+		g := &outcomeGate{outcome: GateReplay, hold: pending}
+		svc, err := NewService(ServiceConfig{Store: &outcomeStore{}, Gate: g, Events: behindLog{}, FlashWrites: FlashKafka})
+		require.NoError(t, err)
+		_, err = svc.Reserve(ctx, reserveReq("o-1"))
+		require.True(t, IsOutcomeUnknown(err), "%v", err)
+	})
+}
+
+type downGate struct{ Gate }
+
+func (downGate) Reserve(context.Context, string, int32, Hold) (GateDecision, error) {
+	return GateDecision{}, Unavailable(errors.New("connection refused"), "redis reserve")
+}
+
+// rowStore has the row of order "taken" (customer 7) and no other.
+type rowStore struct{ *outcomeStore }
+
+func (rowStore) Redemption(_ context.Context, code, orderID string) (Redemption, error) {
+	if orderID != "taken" {
+		return Redemption{}, Errorf(CodeReservationNotFound, "no row")
+	}
+	return Redemption{OrderID: orderID, VoucherCode: code, CustomerID: 7, Status: StatusReserved}, nil
+}
+
+// With the gate down, a retry of an order the store has is answered from
+// its row, not with "nothing was taken"; in Kafka mode an order the store
+// does not have yet is unknown while the consumer is behind.
+func TestGateDownAnswersFromTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	syncSvc, err := NewService(ServiceConfig{Store: rowStore{&outcomeStore{}}, Gate: downGate{}})
+	require.NoError(t, err)
+	res, err := syncSvc.Reserve(ctx, reserveReq("taken"))
+	require.NoError(t, err)
+	require.True(t, res.Replay)
+	_, err = syncSvc.Reserve(ctx, reserveReq("new"))
+	require.True(t, IsCode(err, CodeUnavailable))
+	require.False(t, IsOutcomeUnknown(err), "nothing was taken for an order the store does not have")
+
+	kafka, err := NewService(ServiceConfig{Store: rowStore{&outcomeStore{}}, Gate: downGate{}, Events: behindLog{}, FlashWrites: FlashKafka})
+	require.NoError(t, err)
+	res, err = kafka.Reserve(ctx, reserveReq("taken"))
+	require.NoError(t, err)
+	require.True(t, res.Replay)
+	_, err = kafka.Reserve(ctx, reserveReq("new"))
+	require.True(t, IsOutcomeUnknown(err), "its event may still be on its way: %v", err)
+}
+
+// An instance counts as dead only after its heartbeat has been missing at
+// every look for HeartbeatTTL: a heartbeat lost with Redis's data comes
+// back within a beat.
+func TestConfirmedDead(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	svc, err := NewService(ServiceConfig{Store: &outcomeStore{}, HeartbeatTTL: 3 * time.Second,
+		Clock: func() time.Time { return at }})
+	require.NoError(t, err)
+	look := func(d time.Duration, alive map[string]bool) map[string]bool {
+		svc.cfg.Clock = func() time.Time { return at.Add(d) }
+		return svc.confirmedDead([]string{"a", "b"}, alive)
+	}
+	require.Empty(t, look(0, nil), "one absent look proves nothing")
+	require.Empty(t, look(2*time.Second, map[string]bool{"b": true}))
+	require.Equal(t, map[string]bool{"a": true}, look(3*time.Second, map[string]bool{"b": true}))
+	require.Empty(t, look(4*time.Second, map[string]bool{"a": true, "b": true}), "beating again")
+	require.Empty(t, look(8*time.Second, nil), "absent again: the wait starts over")
+	require.Equal(t, map[string]bool{"a": true, "b": true}, look(11*time.Second, nil))
+}
