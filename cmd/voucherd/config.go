@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 // Config is everything `serve` needs, read from flags whose defaults come
@@ -48,6 +49,9 @@ type Config struct {
 	// sale's first second does not wait for them; 0 opens them on demand.
 	MinDBConns      int
 	VoucherCacheTTL time.Duration
+	// StaleVoucherMax bounds serving a cached flash voucher while PostgreSQL
+	// cannot be read (Kafka mode).
+	StaleVoucherMax time.Duration
 	ProduceTimeout  time.Duration
 	// KafkaSessionTimeout is how long the consumer group waits for a crashed
 	// consumer before another takes its partitions.
@@ -173,6 +177,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", envDuration("VOUCHERD_RECONCILE_INTERVAL", 30*time.Second), "how often flash vouchers are reconciled; 0 disables (VOUCHERD_RECONCILE_INTERVAL)")
 	fs.DurationVar(&cfg.ReconcileGrace, "reconcile-grace", envDuration("VOUCHERD_RECONCILE_GRACE", 30*time.Second), "age after which a Redis hold without a database row is released (VOUCHERD_RECONCILE_GRACE)")
 	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
+	fs.DurationVar(&cfg.StaleVoucherMax, "stale-voucher-max", envDuration("VOUCHERD_STALE_VOUCHER_MAX", voucher.DefaultStaleVoucherMax), "Kafka mode: how long a flash voucher's cached definition is used while PostgreSQL cannot be read; negative disables (VOUCHERD_STALE_VOUCHER_MAX)")
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("VOUCHERD_LOG_LEVEL", "info"), "debug, info, warn or error (VOUCHERD_LOG_LEVEL)")
 	fs.IntVar(&cfg.MaxDBConns, "db-max-conns", envInt("VOUCHERD_DB_MAX_CONNS", 32), "PostgreSQL pool size (VOUCHERD_DB_MAX_CONNS)")
