@@ -428,6 +428,10 @@ func (s *Service) writeTaken(ctx context.Context, req ReserveRequest) (Reservati
 	return Reservation{}, err
 }
 
+// storeCheckWait bounds how long a Kafka-mode reservation waits for the
+// store's answer about its orderId once Kafka has answered.
+const storeCheckWait = 200 * time.Millisecond
+
 // claimTTL bounds how long an orderId's cross-voucher claim lives in the
 // gate: past the consumer's lag, the store itself knows the orderId.
 const claimTTL = 24 * time.Hour
@@ -452,8 +456,14 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 		known <- storedOrder{row: row, err: err}
 	}()
 	perr := s.cfg.Events.PublishReserved(wctx, EventFromHold(code, hold))
-	// Always waited for: wctx ends when publish returns.
-	if res, done, err := s.settleStoredOrder(wctx, code, hold, <-known); done {
+	var so storedOrder
+	select {
+	case so = <-known:
+	case <-time.After(storeCheckWait):
+		// A store that hangs counts as unavailable; the read ends with wctx.
+		so.err = Unavailable(nil, "the store did not answer within %s", storeCheckWait)
+	}
+	if res, done, err := s.settleStoredOrder(wctx, code, hold, so); done {
 		return res, err
 	}
 	if perr != nil {
