@@ -273,6 +273,11 @@ func startBenchStack(ctx context.Context, stderr io.Writer, withKafka, combine b
 	st.children = append(st.children, k)
 	kcfg := base
 	kcfg.FlashWrites = "kafka"
+	if v := os.Getenv("VOUCHERD_KAFKA_LINGER"); v != "" {
+		if kcfg.KafkaLinger, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("VOUCHERD_KAFKA_LINGER: %w", err)
+		}
+	}
 	kcfg.KafkaBrokers = []string{"127.0.0.1:" + strconv.Itoa(ports[2])}
 	kcfg.KafkaTopic, kcfg.KafkaDLQTopic, kcfg.KafkaGroup = "voucherd.reservations", "voucherd.reservations.dlq", "voucherd-writer"
 	kcfg.RedisKeyPrefix, st.kafkaPrefix = "bkafka:", "bkafka:"

@@ -53,6 +53,8 @@ type Config struct {
 	// cannot be read (Kafka mode).
 	StaleVoucherMax time.Duration
 	ProduceTimeout  time.Duration
+	// KafkaLinger is how long the producer waits to fill a batch.
+	KafkaLinger time.Duration
 	// KafkaSessionTimeout is how long the consumer group waits for a crashed
 	// consumer before another takes its partitions.
 	KafkaSessionTimeout time.Duration
@@ -170,6 +172,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.BoolVar(&cfg.RunConsumer, "consumer", envBool("VOUCHERD_CONSUMER", true), "run the Kafka consumer inside serve in kafka mode (VOUCHERD_CONSUMER)")
 	fs.DurationVar(&cfg.KafkaSessionTimeout, "kafka-session-timeout", envDuration("VOUCHERD_KAFKA_SESSION_TIMEOUT", kafkalog.DefaultSessionTimeout), "how long the consumer group waits for a crashed consumer before another takes over (VOUCHERD_KAFKA_SESSION_TIMEOUT)")
 	fs.DurationVar(&cfg.ProduceTimeout, "produce-timeout", envDuration("VOUCHERD_PRODUCE_TIMEOUT", 2*time.Second), "how long a reservation waits for Kafka's ack (VOUCHERD_PRODUCE_TIMEOUT)")
+	fs.DurationVar(&cfg.KafkaLinger, "kafka-linger", envDuration("VOUCHERD_KAFKA_LINGER", kafkalog.DefaultLinger), "how long the Kafka producer waits to fill a batch; negative sends at once (VOUCHERD_KAFKA_LINGER)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", envDuration("VOUCHERD_WRITE_TIMEOUT", 5*time.Second), "bound on one durable write (VOUCHERD_WRITE_TIMEOUT)")
 	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
 	fs.BoolVar(&cfg.MigrateOnStart, "migrate", envBool("VOUCHERD_MIGRATE", true), "apply migrations at start (VOUCHERD_MIGRATE)")

@@ -124,8 +124,9 @@ type Service struct {
 	obs   Observer
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	cache map[string]cachedVoucher
+	mu         sync.Mutex
+	cache      map[string]cachedVoucher
+	refreshing map[string]bool // codes whose definition is being re-read
 
 	heldOut heldOutCache
 }
@@ -193,7 +194,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.Observer = nopObserver{}
 	}
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
-		cache: map[string]cachedVoucher{}}, nil
+		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -895,10 +896,11 @@ func (s *Service) waitLoaded(ctx context.Context, code string) (bool, error) {
 }
 
 // cachedVoucher returns the voucher definition, cached briefly: the hot path
-// of a flash sale must not read the database per request. While the store is
-// unavailable, a Kafka-mode flash voucher is answered from its last read for
-// up to StaleVoucherMax, and the store is tried again once per
-// VoucherCacheTTL.
+// of a flash sale must not read the database per request. One caller at a
+// time re-reads an expired definition; the others meanwhile use the expired
+// one, for at most another VoucherCacheTTL. While the store is unavailable,
+// a Kafka-mode flash voucher is answered from its last read for up to
+// StaleVoucherMax, and the store is tried again once per VoucherCacheTTL.
 func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, error) {
 	now := s.cfg.Clock()
 	var c cachedVoucher
@@ -906,10 +908,22 @@ func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, erro
 	if s.cfg.VoucherCacheTTL > 0 {
 		s.mu.Lock()
 		c, ok = s.cache[code]
-		s.mu.Unlock()
-		if ok && (now.Sub(c.fetched) < s.cfg.VoucherCacheTTL || now.Before(c.retry) && s.servesStale(c, now)) {
+		age := now.Sub(c.fetched)
+		switch {
+		case ok && (age < s.cfg.VoucherCacheTTL || now.Before(c.retry) && s.servesStale(c, now)):
+			s.mu.Unlock()
+			return c.v, nil
+		case ok && s.refreshing[code] && age < 2*s.cfg.VoucherCacheTTL:
+			s.mu.Unlock()
 			return c.v, nil
 		}
+		s.refreshing[code] = true
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.refreshing, code)
+			s.mu.Unlock()
+		}()
 	}
 	v, err := s.store.Voucher(ctx, code)
 	if err != nil {
