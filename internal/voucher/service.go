@@ -467,6 +467,10 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 	if res, done, err := s.settleStoredOrder(wctx, code, hold, so); done {
 		return res, err
 	}
+	if perr != nil && so.err == nil && ownEvent(code, hold, so.row) {
+		// The wait gave up, but the consumer has written the event already.
+		perr = nil
+	}
 	if perr != nil {
 		if errors.Is(perr, ErrOutcomeUnknown) {
 			// The event may still land: giving the use back now could let the
@@ -565,6 +569,14 @@ type storedOrder struct {
 	err error
 }
 
+// ownEvent reports whether row is what the consumer wrote for hold's own
+// event: a replay of an orderId the store knew before would carry that
+// earlier reservation's time.
+func ownEvent(code string, hold Hold, row Redemption) bool {
+	return row.VoucherCode == code && row.CustomerID == hold.CustomerID && row.Status == StatusReserved &&
+		row.CreatedAt.Equal(hold.ReservedAt) && row.OrderAmount == hold.OrderAmount
+}
+
 // settleStoredOrder answers a Kafka-mode reservation whose orderId the store
 // already has from before the gate knew it. done reports that it answered;
 // false when the store has no such row, has only this reservation's own
@@ -589,8 +601,7 @@ func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold,
 			s.log.Error("could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 		}
 		return Reservation{}, true, orderReleased(hold.OrderID)
-	case row.Status == StatusReserved && row.CreatedAt.Equal(hold.ReservedAt) && row.OrderAmount == hold.OrderAmount:
-		// This reservation's own event, applied already.
+	case ownEvent(code, hold, row):
 		return Reservation{}, false, nil
 	}
 	// The store holds this very reservation but the gate had lost it: the use
