@@ -72,6 +72,7 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 		wait time.Duration
 	}{{"flash-sync", st.sync, st.syncPrefix, -1}, {"flash-kafka", st.kafka, st.kafkaPrefix, 2 * time.Minute}}
 	results := make([]outageResult, len(targets))
+	before := stages(st.kafka.metrics)
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		c := cfg
@@ -152,6 +153,8 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 			rep.Status[503], rep.Failures-rep.Status[503], rep.Latency.P99, after, verify)
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(stdout)
+	writeStages(stdout, "flash-kafka", before, stages(st.kafka.metrics))
 	if outErr != nil {
 		return outErr
 	}
