@@ -244,7 +244,7 @@ func (r *runner) work(ctx context.Context, jobs <-chan job, ws *workerStats) {
 			case status == http.StatusCreated:
 				ws.granted = append(ws.granted, j.order)
 			case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable) || code == ErrOutcomeUnknown:
-				// 503 means nothing was taken (SPEC §3) unless it says the
+				// 503 means nothing was taken unless it says the
 				// outcome is unknown; other failures leave it unknown.
 				ws.unknown = append(ws.unknown, j.order)
 			}
