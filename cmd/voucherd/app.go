@@ -101,7 +101,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	svcCfg := voucher.ServiceConfig{
 		Store: a.metrics.InstrumentStore(a.store), Gate: gate, FlashWrites: voucher.FlashWrites(cfg.FlashWrites),
 		ReservationTTL: cfg.ReservationTTL, FlashFallback: cfg.FlashFallback,
-		VoucherCacheTTL: cfg.VoucherCacheTTL, WriteTimeout: cfg.WriteTimeout,
+		VoucherCacheTTL: cfg.VoucherCacheTTL, StaleVoucherMax: cfg.StaleVoucherMax, WriteTimeout: cfg.WriteTimeout,
 		Logger: log, Observer: liveObserver{Observer: a.metrics, hub: a.live},
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 	}

@@ -48,6 +48,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(listFlag{&redisAddrs}, "redis-addr", "with --url: the server's Redis, to verify remaining counts")
 	prefix := fs.String("redis-key-prefix", os.Getenv("VOUCHERD_REDIS_KEY_PREFIX"), "with --url: the server's Redis key prefix")
 	combine := fs.Bool("combine-writes", true, "with a started stack: combine concurrent PostgreSQL reservations of one voucher into one transaction")
+	kafkaWarmup := fs.Duration("kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode server for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
+	pgOutage := fs.Duration("pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
+	pgOutageAt := fs.Duration("pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (load generator and, with a started stack, the servers) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,13 +81,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Verify = bench.VerifyConfig{DatabaseURL: *dbURL, RedisAddrs: redisAddrs, KeyPrefix: *prefix}
 		targets = []bench.Target{{Name: *mode, BaseURL: *url, FlashSale: cfg.FlashSale}}
 	} else {
-		wantKafka := *compare || *mode == "flash-kafka"
+		wantKafka := *compare || *mode == "flash-kafka" || *pgOutage > 0
 		st, err := startBenchStack(ctx, stderr, wantKafka, *combine)
 		if err != nil {
 			return err
 		}
 		defer st.close()
 		cfg.APIToken, cfg.AdminToken = "", ""
+		if wantKafka && *kafkaWarmup > 0 {
+			fmt.Fprintf(stderr, "voucherd bench: warming the Kafka path up for %s\n", *kafkaWarmup)
+			if err := warmKafka(ctx, stdout, cfg, st, *kafkaWarmup); err != nil {
+				return err
+			}
+		}
+		if *pgOutage > 0 {
+			return runPGOutage(ctx, stdout, stderr, cfg, st, *pgOutageAt, *pgOutage)
+		}
+		if wantKafka {
+			before := stages(st.kafka.metrics)
+			defer func() { fmt.Fprintln(stdout); writeStages(stdout, "flash-kafka", before, stages(st.kafka.metrics)) }()
+		}
 		cfg.Verify = bench.VerifyConfig{DatabaseURL: st.databaseURL, RedisAddrs: st.redisAddrs}
 		syncTarget := func(name string, flash bool) bench.Target {
 			return bench.Target{Name: name, BaseURL: "http://" + st.sync.Addr(), FlashSale: flash,
@@ -164,6 +180,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 type benchStack struct {
 	dir                     string
 	children                []*child
+	pg                      *child // also in children
+	pgDir                   string
+	pgPort                  int
 	databaseURL             string
 	redisAddrs              []string
 	sync, kafka             *App
@@ -213,11 +232,13 @@ func startBenchStack(ctx context.Context, stderr io.Writer, withKafka, combine b
 	}
 	fmt.Fprintf(stderr, "voucherd bench: starting PostgreSQL (durable commits), Redis%s in %s\n",
 		map[bool]string{true: " and Kafka", false: ""}[withKafka], dir)
-	pg, err := startDevPostgres(ctx, filepath.Join(dir, "postgres"), ports[0])
+	st.pgDir, st.pgPort = filepath.Join(dir, "postgres"), ports[0]
+	pg, err := startDevPostgres(ctx, st.pgDir, st.pgPort)
 	if err != nil {
 		return nil, err
 	}
 	st.children = append(st.children, pg)
+	st.pg = pg
 	rd, err := startDevRedis(ctx, filepath.Join(dir, "redis"), ports[1])
 	if err != nil {
 		return nil, err
@@ -252,6 +273,11 @@ func startBenchStack(ctx context.Context, stderr io.Writer, withKafka, combine b
 	st.children = append(st.children, k)
 	kcfg := base
 	kcfg.FlashWrites = "kafka"
+	if v := os.Getenv("VOUCHERD_KAFKA_LINGER"); v != "" {
+		if kcfg.KafkaLinger, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("VOUCHERD_KAFKA_LINGER: %w", err)
+		}
+	}
 	kcfg.KafkaBrokers = []string{"127.0.0.1:" + strconv.Itoa(ports[2])}
 	kcfg.KafkaTopic, kcfg.KafkaDLQTopic, kcfg.KafkaGroup = "voucherd.reservations", "voucherd.reservations.dlq", "voucherd-writer"
 	kcfg.RedisKeyPrefix, st.kafkaPrefix = "bkafka:", "bkafka:"

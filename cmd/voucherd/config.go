@@ -53,7 +53,12 @@ type Config struct {
 	// sale's first second does not wait for them; 0 opens them on demand.
 	MinDBConns      int
 	VoucherCacheTTL time.Duration
+	// StaleVoucherMax bounds serving a cached flash voucher while PostgreSQL
+	// cannot be read (Kafka mode).
+	StaleVoucherMax time.Duration
 	ProduceTimeout  time.Duration
+	// KafkaLinger is how long the producer waits to fill a batch.
+	KafkaLinger time.Duration
 	// KafkaSessionTimeout is how long the consumer group waits for a crashed
 	// consumer before another takes its partitions.
 	KafkaSessionTimeout time.Duration
@@ -171,6 +176,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.BoolVar(&cfg.RunConsumer, "consumer", envBool("VOUCHERD_CONSUMER", true), "run the Kafka consumer inside serve in kafka mode (VOUCHERD_CONSUMER)")
 	fs.DurationVar(&cfg.KafkaSessionTimeout, "kafka-session-timeout", envDuration("VOUCHERD_KAFKA_SESSION_TIMEOUT", kafkalog.DefaultSessionTimeout), "how long the consumer group waits for a crashed consumer before another takes over (VOUCHERD_KAFKA_SESSION_TIMEOUT)")
 	fs.DurationVar(&cfg.ProduceTimeout, "produce-timeout", envDuration("VOUCHERD_PRODUCE_TIMEOUT", 2*time.Second), "how long a reservation waits for Kafka's ack (VOUCHERD_PRODUCE_TIMEOUT)")
+	fs.DurationVar(&cfg.KafkaLinger, "kafka-linger", envDuration("VOUCHERD_KAFKA_LINGER", kafkalog.DefaultLinger), "how long the Kafka producer waits to fill a batch; negative sends at once (VOUCHERD_KAFKA_LINGER)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", envDuration("VOUCHERD_WRITE_TIMEOUT", 5*time.Second), "bound on one durable write (VOUCHERD_WRITE_TIMEOUT)")
 	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
 	fs.BoolVar(&cfg.MigrateOnStart, "migrate", envBool("VOUCHERD_MIGRATE", true), "apply migrations at start (VOUCHERD_MIGRATE)")
@@ -179,6 +185,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.ReconcileGrace, "reconcile-grace", envDuration("VOUCHERD_RECONCILE_GRACE", 30*time.Second), "age after which a Redis hold without a database row is released (VOUCHERD_RECONCILE_GRACE)")
 	fs.DurationVar(&cfg.HeartbeatTTL, "heartbeat-ttl", envDuration("VOUCHERD_HEARTBEAT_TTL", voucher.DefaultHeartbeatTTL), "how long an instance that stopped beating (every third of this) counts as alive before the Redis holds it did not write are fenced and given back (VOUCHERD_HEARTBEAT_TTL)")
 	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
+	fs.DurationVar(&cfg.StaleVoucherMax, "stale-voucher-max", envDuration("VOUCHERD_STALE_VOUCHER_MAX", voucher.DefaultStaleVoucherMax), "Kafka mode: how long a flash voucher's cached definition is used while PostgreSQL cannot be read; negative disables (VOUCHERD_STALE_VOUCHER_MAX)")
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("VOUCHERD_LOG_LEVEL", "info"), "debug, info, warn or error (VOUCHERD_LOG_LEVEL)")
 	fs.IntVar(&cfg.MaxDBConns, "db-max-conns", envInt("VOUCHERD_DB_MAX_CONNS", 32), "PostgreSQL pool size (VOUCHERD_DB_MAX_CONNS)")

@@ -143,11 +143,14 @@ type child struct {
 	done chan struct{}
 }
 
-func (c *child) stop() {
+func (c *child) stop() { c.signal(syscall.SIGTERM) }
+
+// signal sends sig to the child and waits until it exits (killed after 15s).
+func (c *child) signal(sig syscall.Signal) {
 	if c.cmd.Process == nil {
 		return
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Process.Signal(sig)
 	select {
 	case <-c.done:
 	case <-time.After(15 * time.Second):

@@ -31,6 +31,7 @@ func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 	return kafkalog.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic, DeadLetterTopic: cfg.KafkaDLQTopic,
 		EventsTopic: cfg.KafkaEventsTopic, Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout,
+		Linger:         cfg.KafkaLinger,
 		SessionTimeout: cfg.KafkaSessionTimeout, Logger: log,
 	}
 }

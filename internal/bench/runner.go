@@ -34,6 +34,9 @@ const (
 	ErrCanceled   = "CANCELED"
 	// ErrUnknownBody counts non-2xx answers without a voucherd error code.
 	ErrUnknownBody = "NO_CODE"
+	// ErrOutcomeUnknown counts 503 answers that say the reservation may
+	// stand ("outcomeUnknown": true, Kafka mode).
+	ErrOutcomeUnknown = "UNAVAILABLE_OUTCOME_UNKNOWN"
 )
 
 const maxBody = 64 << 10
@@ -240,9 +243,9 @@ func (r *runner) work(ctx context.Context, jobs <-chan job, ws *workerStats) {
 			switch {
 			case status == http.StatusCreated:
 				ws.granted = append(ws.granted, j.order)
-			case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable):
-				// 503 means nothing was taken (SPEC §3); other failures
-				// leave the outcome unknown.
+			case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable) || code == ErrOutcomeUnknown:
+				// 503 means nothing was taken unless it says the
+				// outcome is unknown; other failures leave it unknown.
 				ws.unknown = append(ws.unknown, j.order)
 			}
 		}
@@ -313,10 +316,14 @@ func (r *runner) send(ctx context.Context, j job, buf *[]byte) (int, string) {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	var e struct {
-		Error string `json:"error"`
+		Error          string `json:"error"`
+		OutcomeUnknown bool   `json:"outcomeUnknown"`
 	}
 	if json.Unmarshal(body, &e) != nil || e.Error == "" {
 		return resp.StatusCode, ErrUnknownBody
+	}
+	if e.OutcomeUnknown {
+		return resp.StatusCode, ErrOutcomeUnknown
 	}
 	return resp.StatusCode, e.Error
 }

@@ -44,7 +44,7 @@ const (
 	DefaultBatchSize         = 500
 	DefaultBatchTimeout      = 30 * time.Second
 	DefaultRetryBackoff      = 200 * time.Millisecond
-	DefaultMaxRetryBackoff   = 5 * time.Second
+	DefaultMaxRetryBackoff   = time.Second
 )
 
 // HeaderDeadLetterReason is the header of a dead-letter record that says why

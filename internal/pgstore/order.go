@@ -10,17 +10,16 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-var qOrderGet = mustQuery("order_get")
-
 // Order returns the redemption of orderID whatever its voucher;
-// CodeReservationNotFound when the orderId is unknown.
+// CodeReservationNotFound when the orderId is unknown. Concurrent calls share
+// one statement (orderreads.go).
 func (s *Store) Order(ctx context.Context, orderID string) (voucher.Redemption, error) {
-	var r voucher.Redemption
-	if err := scanRedemption(s.pool.QueryRow(ctx, qOrderGet, orderID), &r); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return voucher.Redemption{}, voucher.Errorf(voucher.CodeReservationNotFound, "order %s not found", orderID)
-		}
-		return voucher.Redemption{}, interpretError(err)
+	r, found, err := s.lookup(ctx, orderID)
+	switch {
+	case err != nil:
+		return voucher.Redemption{}, err
+	case !found:
+		return voucher.Redemption{}, voucher.Errorf(voucher.CodeReservationNotFound, "order %s not found", orderID)
 	}
 	return r, nil
 }

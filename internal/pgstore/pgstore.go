@@ -88,6 +88,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	queries *atomic.Int64
 	comb    *combiner // nil when combining is disabled
+	reads   orderReads
 	reruns  atomic.Uint64
 }
 

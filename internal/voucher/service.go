@@ -79,6 +79,13 @@ type ServiceConfig struct {
 	// VoucherCacheTTL is how long voucher definitions are cached in process
 	// for routing and eligibility (default 1s; negative disables).
 	VoucherCacheTTL time.Duration
+	// StaleVoucherMax is how long, counted from its last successful read, a
+	// flash voucher's cached definition keeps being used in Kafka mode while
+	// the store cannot be read, so that a sale goes on through a database
+	// outage (default DefaultStaleVoucherMax; negative disables). A
+	// definition changes only through the store, so none can change while
+	// it is unreadable.
+	StaleVoucherMax time.Duration
 	// WarmupWait is how long a request waits for another instance's warm-up
 	// of the same voucher (default 500ms).
 	WarmupWait time.Duration
@@ -127,8 +134,9 @@ type Service struct {
 	obs   Observer
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	cache map[string]cachedVoucher
+	mu         sync.Mutex
+	cache      map[string]cachedVoucher
+	refreshing map[string]bool // codes whose definition is being re-read
 
 	heldOut heldOutCache
 
@@ -152,8 +160,12 @@ type unsettledWrite struct {
 
 type cachedVoucher struct {
 	v       Voucher
-	fetched time.Time
+	fetched time.Time // of the last successful read
+	retry   time.Time // no read before this, after a failed one
 }
+
+// DefaultStaleVoucherMax is the default of ServiceConfig.StaleVoucherMax.
+const DefaultStaleVoucherMax = 10 * time.Minute
 
 // NewService validates cfg and returns a Service.
 func NewService(cfg ServiceConfig) (*Service, error) {
@@ -190,6 +202,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.VoucherCacheTTL == 0 {
 		cfg.VoucherCacheTTL = time.Second
 	}
+	if cfg.StaleVoucherMax == 0 {
+		cfg.StaleVoucherMax = DefaultStaleVoucherMax
+	}
 	if cfg.WarmupWait <= 0 {
 		cfg.WarmupWait = 500 * time.Millisecond
 	}
@@ -217,7 +232,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.Observer = nopObserver{}
 	}
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
-		cache: map[string]cachedVoucher{}, unsettled: map[orderKey]unsettledWrite{}, absentSince: map[string]time.Time{}}, nil
+		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{},
+		unsettled: map[orderKey]unsettledWrite{}, absentSince: map[string]time.Time{}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -506,39 +522,67 @@ func (s *Service) settled(code, orderID string) {
 	s.mu.Unlock()
 }
 
+// storeCheckWait bounds how long a Kafka-mode reservation waits for the
+// store's answer about its orderId once Kafka has answered.
+const storeCheckWait = 200 * time.Millisecond
+
 // claimTTL bounds how long an orderId's cross-voucher claim lives in the
 // gate: past the consumer's lag, the store itself knows the orderId.
 const claimTTL = 24 * time.Hour
 
 // publish sends the reservation event (Kafka mode) and makes the hold durable
-// in the gate once acknowledged. Before that it makes sure the orderId is not
-// used with another voucher or customer, which the voucher's own gate keys
-// cannot see and the consumer would only find out after the 201.
+// in the gate once acknowledged. The orderId is claimed across vouchers in
+// the gate first, and the store is asked about it while Kafka writes the
+// event: an orderId the store knows for another voucher or customer is
+// refused before the answer, and its event is rejected by the consumer, so
+// the use is given back. When the store cannot answer (PostgreSQL down) the
+// gate's claim alone decides, so that a sale goes on through an outage
+// (docs/kafka.md says what that check then misses).
 func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservation, error) {
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	if res, done, err := s.checkOrderElsewhere(wctx, code, hold); done {
+	if err := s.claimOrder(wctx, code, hold); err != nil {
+		return Reservation{}, err
+	}
+	known := make(chan storedOrder, 1)
+	go func() {
+		row, err := s.store.Order(wctx, hold.OrderID)
+		known <- storedOrder{row: row, err: err}
+	}()
+	perr := s.cfg.Events.PublishReserved(wctx, EventFromHold(code, hold))
+	var so storedOrder
+	select {
+	case so = <-known:
+	case <-time.After(storeCheckWait):
+		// A store that hangs counts as unavailable; the read ends with wctx.
+		so.err = Unavailable(nil, "the store did not answer within %s", storeCheckWait)
+	}
+	if res, done, err := s.settleStoredOrder(wctx, code, hold, so); done {
 		return res, err
 	}
-	if err := s.cfg.Events.PublishReserved(wctx, EventFromHold(code, hold)); err != nil {
-		if errors.Is(err, ErrOutcomeUnknown) {
+	if perr != nil && so.err == nil && ownEvent(code, hold, so.row) {
+		// The wait gave up, but the consumer has written the event already.
+		perr = nil
+	}
+	if perr != nil {
+		if errors.Is(perr, ErrOutcomeUnknown) {
 			// The event may still land: giving the use back now could let the
 			// gate hand it out twice. The hold stays pending; a retry with the
 			// same orderId gets its answer once the store has it, and
 			// reconciliation gives the use back if it never arrives.
-			s.log.Warn("reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", err)
-			return Reservation{}, &Error{Code: CodeUnavailable, Err: err, OutcomeUnknown: true,
+			s.log.Warn("reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", perr)
+			return Reservation{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
 				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
 		}
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
+		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, perr)
 		if uerr := s.gate.UnclaimOrder(wctx, hold.OrderID, code); uerr != nil {
 			s.log.Warn("could not drop the orderId claim; a retry with another voucher gets ORDER_CONFLICT until it expires",
 				"code", code, "orderId", hold.OrderID, "err", uerr)
 		}
-		if !IsCode(err, CodeUnavailable) {
-			err = Unavailable(err, "could not record the reservation")
+		if !IsCode(perr, CodeUnavailable) {
+			perr = Unavailable(perr, "could not record the reservation")
 		}
-		return Reservation{}, err
+		return Reservation{}, perr
 	}
 	committed, err := s.gate.Commit(wctx, code, hold)
 	if err != nil {
@@ -623,27 +667,50 @@ func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 	return true
 }
 
-// checkOrderElsewhere claims the orderId across vouchers and asks the store
-// whether it was used before the gate knew it. done reports that the
-// reservation was answered (and the gate's use given back where needed).
-func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hold) (res Reservation, done bool, err error) {
+// claimOrder claims the orderId across vouchers in the gate. On an error the
+// gate's use has been given back.
+func (s *Service) claimOrder(ctx context.Context, code string, hold Hold) error {
 	owner, err := s.gate.ClaimOrder(ctx, hold.OrderID, code, s.cfg.Clock().Add(claimTTL))
 	if err != nil {
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
-		return Reservation{}, true, err
+		return err
 	}
 	if owner != code {
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
-		return Reservation{}, true, orderConflict(code, hold.OrderID, owner)
+		return orderConflict(code, hold.OrderID, owner)
 	}
-	row, err := s.store.Order(ctx, hold.OrderID)
+	return nil
+}
+
+// storedOrder is the store's answer about an orderId.
+type storedOrder struct {
+	row Redemption
+	err error
+}
+
+// ownEvent reports whether row is what the consumer wrote for hold's own
+// event: a replay of an orderId the store knew before would carry that
+// earlier reservation's time.
+func ownEvent(code string, hold Hold, row Redemption) bool {
+	return row.VoucherCode == code && row.CustomerID == hold.CustomerID && row.Status == StatusReserved &&
+		row.CreatedAt.Equal(hold.ReservedAt) && row.OrderAmount == hold.OrderAmount
+}
+
+// settleStoredOrder answers a Kafka-mode reservation whose orderId the store
+// already has from before the gate knew it. done reports that it answered;
+// false when the store has no such row, has only this reservation's own
+// event (the consumer can be that quick), or could not answer.
+//
+// Whatever became of the event, the answer is safe: the consumer applies an
+// event of an orderId the store knows as AlreadyApplied (same voucher and
+// customer, nothing changes) or rejects it (another voucher or customer,
+// nothing taken), so the gate's use may be given back for a conflict.
+func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold, so storedOrder) (res Reservation, done bool, err error) {
+	row := so.row
 	switch {
-	case IsCode(err, CodeReservationNotFound):
+	case so.err != nil:
+		// Not found, or the store is unavailable: the gate's claim decided.
 		return Reservation{}, false, nil
-	case err != nil:
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
-		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
-		return Reservation{}, true, err
 	case row.VoucherCode != code || row.CustomerID != hold.CustomerID:
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
 		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
@@ -653,6 +720,8 @@ func (s *Service) checkOrderElsewhere(ctx context.Context, code string, hold Hol
 			s.log.Error("could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 		}
 		return Reservation{}, true, orderReleased(hold.OrderID)
+	case ownEvent(code, hold, row):
+		return Reservation{}, false, nil
 	}
 	// The store holds this very reservation but the gate had lost it: the use
 	// the gate just took is the one the row holds, so keep it.
@@ -957,19 +1026,44 @@ func (s *Service) waitLoaded(ctx context.Context, code string) (bool, error) {
 }
 
 // cachedVoucher returns the voucher definition, cached briefly: the hot path
-// of a flash sale must not read the database per request.
+// of a flash sale must not read the database per request. One caller at a
+// time re-reads an expired definition; the others meanwhile use the expired
+// one, for at most another VoucherCacheTTL. While the store is unavailable,
+// a Kafka-mode flash voucher is answered from its last read for up to
+// StaleVoucherMax, and the store is tried again once per VoucherCacheTTL.
 func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, error) {
 	now := s.cfg.Clock()
+	var c cachedVoucher
+	var ok bool
 	if s.cfg.VoucherCacheTTL > 0 {
 		s.mu.Lock()
-		c, ok := s.cache[code]
-		s.mu.Unlock()
-		if ok && now.Sub(c.fetched) < s.cfg.VoucherCacheTTL {
+		c, ok = s.cache[code]
+		age := now.Sub(c.fetched)
+		switch {
+		case ok && (age < s.cfg.VoucherCacheTTL || now.Before(c.retry) && s.servesStale(c, now)):
+			s.mu.Unlock()
+			return c.v, nil
+		case ok && s.refreshing[code] && age < 2*s.cfg.VoucherCacheTTL:
+			s.mu.Unlock()
 			return c.v, nil
 		}
+		s.refreshing[code] = true
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.refreshing, code)
+			s.mu.Unlock()
+		}()
 	}
 	v, err := s.store.Voucher(ctx, code)
 	if err != nil {
+		if ok && IsCode(err, CodeUnavailable) && s.servesStale(c, now) {
+			c.retry = now.Add(s.cfg.VoucherCacheTTL)
+			s.mu.Lock()
+			s.cache[code] = c
+			s.mu.Unlock()
+			return c.v, nil
+		}
 		return Voucher{}, err
 	}
 	if s.cfg.VoucherCacheTTL > 0 {
@@ -981,6 +1075,11 @@ func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, erro
 		s.mu.Unlock()
 	}
 	return v, nil
+}
+
+// servesStale reports whether c may stand in for a store that cannot be read.
+func (s *Service) servesStale(c cachedVoucher, now time.Time) bool {
+	return s.cfg.FlashWrites == FlashKafka && c.v.FlashSale && now.Sub(c.fetched) < s.cfg.StaleVoucherMax
 }
 
 func (s *Service) forget(code string) {

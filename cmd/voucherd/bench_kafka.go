@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/voucherd/voucherd/internal/bench"
+	"github.com/voucherd/voucherd/internal/metrics"
+)
+
+// warmKafka reserves on a throwaway voucher of the Kafka-mode server for d
+// and prints its figures apart, so that the measured runs find the broker's
+// JVM warm (a fresh broker acknowledges about a tenth as fast in its first
+// seconds). It waits for the consumer to catch up afterwards.
+func warmKafka(ctx context.Context, stdout io.Writer, base bench.Config, st *benchStack, d time.Duration) error {
+	cfg := bench.Config{
+		Name: "kafka warm-up", BaseURL: "http://" + st.kafka.Addr(), FlashSale: true,
+		TotalLimit: 100_000_000, PerUserLimit: 1, Customers: 100_000_000, Concurrency: base.Concurrency,
+		Duration: d, MaxDuration: d + 30*time.Second, Seed: base.Seed + 1_000_003,
+		Verify: bench.VerifyConfig{DatabaseURL: st.databaseURL, RedisAddrs: st.redisAddrs, KeyPrefix: st.kafkaPrefix, Wait: time.Minute},
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("Kafka warm-up: %w", err)
+	}
+	fmt.Fprintf(stdout, "warm-up   flash-kafka on a throwaway voucher, %s closed loop (not in the figures below): %d requests, %.0f req/s, p50 %.1fms p99 %.1fms, failures %d, verify %s\n\n",
+		d, rep.Requests, rep.Rate, rep.Latency.P50, rep.Latency.P99, rep.Failures, map[bool]string{true: "OK", false: "FAILED"}[rep.OK()])
+	if !rep.OK() {
+		return fmt.Errorf("Kafka warm-up broke invariants: %v", rep.Violations())
+	}
+	return waitCaughtUp(ctx, st.kafka.kafka.log, time.Minute)
+}
+
+// outageResult is what one mode did through a PostgreSQL outage.
+type outageResult struct {
+	rep *bench.Report
+	err error
+	// recovered is, for Kafka mode, how long after PostgreSQL's restart the
+	// consumer's lag fell back to drainedLag; for sync mode, how long until
+	// the database answered the server's pool again.
+	recovered time.Duration
+	// peakLag is the consumer's lag at the restart (Kafka mode).
+	peakLag int64
+}
+
+// drainedLag is the consumer lag counted as caught up while the sale goes
+// on after the outage (events keep arriving; lag 0 is a moment between two
+// batches).
+const drainedLag = 100
+
+// runPGOutage runs the workload against the sync-mode and the Kafka-mode
+// server at once and stops PostgreSQL from at into the run for d, then
+// prints both reports and a side-by-side table.
+func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config, st *benchStack, at, d time.Duration) error {
+	if cfg.Requests == 0 && cfg.Duration == 0 {
+		cfg.Duration = at + d + 10*time.Second
+	}
+	cfg.Progress = nil
+	targets := []struct {
+		name string
+		app  *App
+		pre  string
+		wait time.Duration
+	}{{"flash-sync", st.sync, st.syncPrefix, -1}, {"flash-kafka", st.kafka, st.kafkaPrefix, 2 * time.Minute}}
+	results := make([]outageResult, len(targets))
+	before := stages(st.kafka.metrics)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		c := cfg
+		c.Name, c.BaseURL, c.FlashSale = t.name, "http://"+t.app.Addr(), true
+		c.Verify = bench.VerifyConfig{DatabaseURL: st.databaseURL, RedisAddrs: st.redisAddrs, KeyPrefix: t.pre, Wait: t.wait}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].rep, results[i].err = bench.Run(ctx, c)
+		}()
+	}
+
+	outErr := func() error {
+		if err := sleepCtx(ctx, at); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "voucherd bench: stopping PostgreSQL for %s\n", d)
+		st.pg.signal(syscall.SIGINT)
+		if err := sleepCtx(ctx, d); err != nil {
+			return err
+		}
+		pg, err := startDevPostgres(ctx, st.pgDir, st.pgPort)
+		if err != nil {
+			return fmt.Errorf("restart PostgreSQL: %w", err)
+		}
+		st.replacePG(pg)
+		restarted := time.Now()
+		fmt.Fprintln(stderr, "voucherd bench: PostgreSQL started again")
+		var rw sync.WaitGroup
+		rw.Add(2)
+		go func() {
+			defer rw.Done()
+			for ctx.Err() == nil && st.sync.store.Ping(ctx) != nil {
+				_ = sleepCtx(ctx, 50*time.Millisecond)
+			}
+			results[0].recovered = time.Since(restarted)
+		}()
+		go func() {
+			defer rw.Done()
+			for ctx.Err() == nil {
+				lag, err := st.kafka.kafka.log.Lag(ctx)
+				if err == nil && results[1].peakLag == 0 {
+					results[1].peakLag = lag
+				}
+				if err == nil && lag <= drainedLag {
+					break
+				}
+				_ = sleepCtx(ctx, 100*time.Millisecond)
+			}
+			results[1].recovered = time.Since(restarted)
+		}()
+		rw.Wait()
+		return nil
+	}()
+	wg.Wait()
+
+	for i, r := range results {
+		if r.err != nil {
+			return fmt.Errorf("%s: %w", targets[i].name, r.err)
+		}
+		_ = r.rep.WriteTable(stdout)
+		fmt.Fprintln(stdout)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "PostgreSQL down %s from %s into the run\n", d, at)
+	fmt.Fprintln(tw, "mode\trequests\t201 (distinct orderIds)\t503\tother failures\tp99\tafter restart\tverify")
+	for i, r := range results {
+		rep := r.rep
+		after := fmt.Sprintf("database answers in %.1fs", r.recovered.Seconds())
+		if i == 1 {
+			after = fmt.Sprintf("lag %d drained to <=%d in %.1fs", r.peakLag, drainedLag, r.recovered.Seconds())
+		}
+		verify := "FAILED"
+		if rep.OK() {
+			verify = fmt.Sprintf("OK (waited %.1fs)", rep.Verification.WaitedSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1fms\t%s\t%s\n", targets[i].name, rep.Requests, rep.Reserved,
+			rep.Status[503], rep.Failures-rep.Status[503], rep.Latency.P99, after, verify)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(stdout)
+	writeStages(stdout, "flash-kafka", before, stages(st.kafka.metrics))
+	if outErr != nil {
+		return outErr
+	}
+	for _, r := range results {
+		if !r.rep.OK() {
+			return exitError(2)
+		}
+	}
+	return nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// replacePG swaps the stack's PostgreSQL child for a restarted one.
+func (s *benchStack) replacePG(pg *child) {
+	for i, c := range s.children {
+		if c == s.pg {
+			s.children[i] = pg
+		}
+	}
+	s.pg = pg
+}
+
+// stageHist is one dependency call's latency histogram at a moment.
+type stageHist struct {
+	count  uint64
+	sum    float64
+	bounds []float64
+	cum    []uint64
+}
+
+// stages reads a server's dependency histograms, keyed "dependency\top".
+func stages(m *metrics.Metrics) map[string]stageHist {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { m.DependencyTime.Collect(ch); close(ch) }()
+	out := map[string]stageHist{}
+	for pm := range ch {
+		var d dto.Metric
+		if pm.Write(&d) != nil || d.Histogram == nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range d.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		h := stageHist{count: d.Histogram.GetSampleCount(), sum: d.Histogram.GetSampleSum()}
+		for _, b := range d.Histogram.Bucket {
+			h.bounds = append(h.bounds, b.GetUpperBound())
+			h.cum = append(h.cum, b.GetCumulativeCount())
+		}
+		out[labels["dependency"]+"\t"+labels["op"]] = h
+	}
+	return out
+}
+
+// writeStages prints the dependency calls a server made since the snapshot
+// before: how many, their mean and their p99 (the upper bound of the
+// histogram bucket it falls in), that is where its requests spent their time
+// outside its own code.
+func writeStages(w io.Writer, name string, before, after map[string]stageHist) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "stages of %s (dependency calls during the measured runs)\n", name)
+	fmt.Fprintln(tw, "dependency\top\tcalls\tmean\tp99 <=")
+	keys := make([]string, 0, len(after))
+	for k := range after {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a, b := after[k], before[k]
+		n := a.count - b.count
+		if n == 0 {
+			continue
+		}
+		p99 := "inf"
+		for i, bound := range a.bounds {
+			c := a.cum[i]
+			if i < len(b.cum) {
+				c -= b.cum[i]
+			}
+			if float64(c) >= 0.99*float64(n) {
+				p99 = fmt.Sprintf("%.1fms", bound*1000)
+				break
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2fms\t%s\n", k, n, (a.sum-b.sum)/float64(n)*1000, p99)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/testenv"
+)
+
+// outageTally counts the answers of one stack's reservations in one phase.
+type outageTally struct {
+	created, unavailable, other atomic.Int64
+}
+
+// outageCustomers hands out customer ids no reservation of the test used.
+var outageCustomers atomic.Int64
+
+// outageSale sends reservations of new orderIds from new customers with
+// width workers until n were sent or the deadline passed, and records the
+// orderIds answered 201 in ids.
+func (s *stack) outageSale(code, prefix string, n, width int, deadline time.Time, tl *outageTally, ids *sync.Map) {
+	s.t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range width {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				orderID := fmt.Sprintf("%s-%d", prefix, i)
+				r := s.reserve(code, 1_000_000+outageCustomers.Add(1), orderID, 100)
+				switch {
+				case r.status == http.StatusCreated:
+					tl.created.Add(1)
+					ids.Store(orderID, true)
+				case r.status == http.StatusServiceUnavailable:
+					tl.unavailable.Add(1)
+				default:
+					tl.other.Add(1)
+					s.t.Errorf("reservation %s: unexpected answer %d %s", orderID, r.status, r.raw)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestKafkaSellsThroughPostgresOutage stops PostgreSQL in the middle of a
+// sale. Kafka mode answers every reservation that has a free use with 201
+// from Redis and the log, and the consumer writes each of them exactly once
+// after PostgreSQL is back; sync mode, on the same server, answers 503 and
+// takes nothing while it is down, then sells again.
+func TestKafkaSellsThroughPostgresOutage(t *testing.T) {
+	t.Parallel()
+	const outage = 6 * time.Second
+	srv := testenv.NewPostgres(t)
+	kafka := newStack(t, stackOptions{kafka: true, databaseURL: srv.NewDatabase(t).URL})
+	flash := newStack(t, stackOptions{flash: true, databaseURL: srv.NewDatabase(t).URL})
+	kcode := kafka.createVoucher(voucherSpec{TotalLimit: 5000})
+	scode := flash.createVoucher(voucherSpec{TotalLimit: 5000})
+
+	var kIDs, sIDs sync.Map
+	var kBefore, sBefore, kDown, sDown, kAfter outageTally
+	far := time.Now().Add(time.Minute)
+	kafka.outageSale(kcode, "before", 100, 8, far, &kBefore, &kIDs)
+	flash.outageSale(scode, "before", 100, 8, far, &sBefore, &sIDs)
+	require.EqualValues(t, 100, kBefore.created.Load())
+	require.EqualValues(t, 100, sBefore.created.Load())
+
+	srv.Stop(t)
+	stopped := time.Now()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); kafka.outageSale(kcode, "down", 1500, 8, stopped.Add(outage), &kDown, &kIDs) }()
+	go func() { defer wg.Done(); flash.outageSale(scode, "down", 1500, 8, stopped.Add(outage), &sDown, &sIDs) }()
+	wg.Wait()
+	if wait := time.Until(stopped.Add(outage)); wait > 0 {
+		time.Sleep(wait)
+	}
+	srv.Start(t)
+	restarted := time.Now()
+
+	// Kafka mode: no reservation with a free use failed while PostgreSQL was
+	// down.
+	require.Positive(t, kDown.created.Load(), "Kafka mode answered no reservation while PostgreSQL was down")
+	require.Zero(t, kDown.unavailable.Load(), "Kafka mode answered 503 while PostgreSQL was down")
+	// Sync mode: 503 for every take, nothing taken.
+	require.Zero(t, sDown.created.Load(), "sync mode answered 201 without PostgreSQL")
+	require.Positive(t, sDown.unavailable.Load())
+
+	kafka.outageSale(kcode, "after", 100, 8, far, &kAfter, &kIDs)
+	require.EqualValues(t, 100, kAfter.created.Load())
+	var sAfter outageTally
+	require.Eventually(t, func() bool {
+		flash.outageSale(scode, fmt.Sprintf("after%d", time.Now().UnixNano()), 1, 1, far, &sAfter, &sIDs)
+		return sAfter.created.Load() > 0
+	}, 30*time.Second, 100*time.Millisecond, "sync mode did not sell again after PostgreSQL came back")
+
+	kCreated := int(kBefore.created.Load() + kDown.created.Load() + kAfter.created.Load())
+	kafka.settle(kcode, kCreated)
+	t.Logf("PostgreSQL down %s: Kafka mode %d x 201, 0 x 503, consumer caught up %s after restart; sync mode %d x 503",
+		outage, kDown.created.Load(), time.Since(restarted).Round(time.Millisecond), sDown.unavailable.Load())
+
+	for _, c := range []struct {
+		s    *stack
+		code string
+		ids  *sync.Map
+	}{{kafka, kcode, &kIDs}, {flash, scode, &sIDs}} {
+		var want []string
+		c.ids.Range(func(k, _ any) bool { want = append(want, k.(string)); return true })
+		var rows int
+		require.NoError(t, c.s.db.QueryRow(context.Background(), `SELECT count(*) FROM voucher_redemption
+			WHERE voucher_code = $1 AND status = 'RESERVED' AND order_id = ANY($2)`, c.code, want).Scan(&rows))
+		require.Equal(t, len(want), rows, "an acknowledged reservation of %s is missing in PostgreSQL", c.code)
+		st := c.s.state(c.code)
+		require.Equal(t, len(want), st.reserved+st.confirmed+st.released, "%s has rows nobody was answered 201 for", c.code)
+		c.s.assertConsistent(c.code)
+	}
+}
