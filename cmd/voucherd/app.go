@@ -18,6 +18,7 @@ import (
 	"github.com/voucherd/voucherd/internal/metrics"
 	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/redisgate"
+	"github.com/voucherd/voucherd/internal/tracing"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -39,7 +40,9 @@ type App struct {
 	// liveness beats this instance's heartbeat and settles what dead
 	// instances and unknown write outcomes left (flash modes only).
 	liveness *jobs.Liveness
-	live     *live.Hub // live sale view (issue 9)
+	// tracing is nil unless OpenTelemetry tracing is on.
+	tracing *tracing.Provider
+	live    *live.Hub // live sale view (issue 9)
 	// notifier publishes threshold events to Kafka (issue 9); nil without
 	// Kafka brokers.
 	notifier *kafkalog.Notifier
@@ -59,8 +62,12 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 			a.closeDeps()
 		}
 	}()
-	a.store, err = pgstore.Open(ctx, pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns),
-		MinConns: int32(cfg.MinDBConns), Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites}})
+	if a.tracing, log, err = openTracing(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	a.log = log
+	a.store, err = pgstore.Open(ctx, tracePostgres(pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns),
+		MinConns: int32(cfg.MinDBConns), Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites}}, a.tracing))
 	if err != nil {
 		return nil, fmt.Errorf("open PostgreSQL: %w", err)
 	}
@@ -71,9 +78,9 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	}
 	var gate voucher.Gate
 	if len(cfg.RedisAddrs) > 0 {
-		a.gate, err = redisgate.New(redisgate.Config{
+		a.gate, err = redisgate.New(traceRedis(redisgate.Config{
 			Addrs: cfg.RedisAddrs, KeyPrefix: cfg.RedisKeyPrefix, SoldOutTTL: cfg.SoldOutTTL,
-		})
+		}, a.tracing))
 		if err != nil {
 			return nil, fmt.Errorf("open Redis: %w", err)
 		}
@@ -106,13 +113,13 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
-		if a.notifier, err = openNotifier(ctx, cfg, log); err != nil {
+		if a.notifier, err = openNotifier(ctx, cfg, log, a.tracing); err != nil {
 			return nil, fmt.Errorf("open Kafka events: %w", err)
 		}
 		svcCfg.Notifier = a.notifier
 	}
 	if cfg.FlashWrites == "kafka" {
-		a.kafka, err = openKafka(ctx, cfg, a.store, a.metrics, log)
+		a.kafka, err = openKafka(ctx, cfg, a.store, a.metrics, log, a.tracing)
 		if err != nil {
 			return nil, fmt.Errorf("open Kafka: %w", err)
 		}
@@ -188,8 +195,12 @@ func (a *App) Start(ctx context.Context) error {
 	a.ln = ln
 	a.warnAboutTokens()
 	a.keys.start()
+	handler := a.api.Handler()
+	if a.tracing != nil {
+		handler = a.tracing.Handler(handler)
+	}
 	a.server = &http.Server{
-		Handler:           a.api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -292,6 +303,7 @@ func (a *App) closeDeps() {
 	if a.store != nil {
 		a.store.Close()
 	}
+	closeTracing(a.tracing, a.log)
 }
 
 // newLogger builds the process logger: JSON in production, text in dev.

@@ -255,6 +255,10 @@ func startBenchStack(ctx context.Context, stderr io.Writer, withKafka, combine b
 		MaxDBConns: 32, MinDBConns: 32, VoucherCacheTTL: time.Second, ProduceTimeout: 2 * time.Second,
 		WriteTimeout: 5 * time.Second, KafkaPartitions: 3, RunConsumer: true, CombineWrites: combine,
 	}
+	// The OTEL_* variables trace the started servers as they would serve.
+	if base.Tracing, err = tracingFromEnv(os.Getenv); err != nil {
+		return nil, err
+	}
 	syncCfg := base
 	syncCfg.RedisKeyPrefix, st.syncPrefix = "bsync:", "bsync:"
 	if st.sync, err = NewApp(ctx, syncCfg, log); err != nil {

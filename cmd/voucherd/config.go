@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/tracing"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -68,6 +69,12 @@ type Config struct {
 	MaxHold          time.Duration
 	LowStockShare    float64
 	KafkaEventsTopic string
+	// Tracing configures OpenTelemetry tracing; nil (the default) is off
+	// and wraps nothing (tracingFromEnv).
+	Tracing *tracing.Config
+	// tracingEnvErr is why the OTEL_* variables could not be used; validate
+	// reports it.
+	tracingEnvErr error
 }
 
 // envOr returns the environment variable or def.
@@ -189,6 +196,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("VOUCHERD_LOG_LEVEL", "info"), "debug, info, warn or error (VOUCHERD_LOG_LEVEL)")
 	fs.IntVar(&cfg.MaxDBConns, "db-max-conns", envInt("VOUCHERD_DB_MAX_CONNS", 32), "PostgreSQL pool size (VOUCHERD_DB_MAX_CONNS)")
+	cfg.Tracing, cfg.tracingEnvErr = tracingFromEnv(os.Getenv)
 	fs.IntVar(&cfg.MinDBConns, "db-min-conns", envInt("VOUCHERD_DB_MIN_CONNS", wholePool), "PostgreSQL connections opened at start and kept open; -1 the whole pool, 0 on demand (VOUCHERD_DB_MIN_CONNS)")
 }
 
@@ -212,10 +220,15 @@ const envOnlyHelp = `
 Environment only (no flags, so that secrets stay out of process listings):
   VOUCHERD_API_TOKEN    bearer token of the reservation routes (unset: loopback clients only)
   VOUCHERD_ADMIN_TOKEN  bearer token of voucher administration (unset: loopback clients only)
+  OTEL_TRACES_EXPORTER  otlp turns OpenTelemetry tracing on (default none); the exporter reads
+                        OTEL_EXPORTER_OTLP_* and the SDK OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME
 `
 
 // validate checks combinations flags cannot express alone.
 func (c *Config) validate() error {
+	if c.tracingEnvErr != nil {
+		return c.tracingEnvErr
+	}
 	switch c.FlashWrites {
 	case "sync", "kafka":
 	default:

@@ -11,6 +11,7 @@ import (
 	"github.com/voucherd/voucherd/internal/kafkalog"
 	"github.com/voucherd/voucherd/internal/metrics"
 	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/tracing"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -38,8 +39,8 @@ func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 
 // openKafka connects the log, creates the topics when absent and, when
 // cfg.RunConsumer is set, prepares the consumer (started by startConsumer).
-func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics.Metrics, log *slog.Logger) (*kafkaParts, error) {
-	kcfg := kafkaConfig(cfg, log)
+func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics.Metrics, log *slog.Logger, tp *tracing.Provider) (*kafkaParts, error) {
+	kcfg := traceKafka(kafkaConfig(cfg, log), tp)
 	l, err := kafkalog.New(kcfg)
 	if err != nil {
 		return nil, err
@@ -67,8 +68,8 @@ func (k *kafkaParts) ping(ctx context.Context) error { return k.log.Ping(ctx) }
 // down at start does not stop serving: threshold events are best effort
 // (logged and counted in any case), so the topic is only created if it can
 // be now.
-func openNotifier(ctx context.Context, cfg Config, log *slog.Logger) (*kafkalog.Notifier, error) {
-	n, err := kafkalog.NewNotifier(kafkaConfig(cfg, log))
+func openNotifier(ctx context.Context, cfg Config, log *slog.Logger, tp *tracing.Provider) (*kafkalog.Notifier, error) {
+	n, err := kafkalog.NewNotifier(traceKafka(kafkaConfig(cfg, log), tp))
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +144,19 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(cfg.KafkaBrokers) == 0 {
 		return fmt.Errorf("consume needs VOUCHERD_KAFKA_BROKERS")
 	}
+	if cfg.tracingEnvErr != nil {
+		return cfg.tracingEnvErr
+	}
 	log, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
-	store, err := pgstore.Open(ctx, pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns)})
+	tp, log, err := openTracing(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeTracing(tp, log)
+	store, err := pgstore.Open(ctx, tracePostgres(pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns)}, tp))
 	if err != nil {
 		return err
 	}
@@ -158,7 +167,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	cfg.RunConsumer = true
-	k, err := openKafka(ctx, cfg, store, metrics.New(metrics.Counts{StatementReruns: store.StatementReruns}), log)
+	k, err := openKafka(ctx, cfg, store, metrics.New(metrics.Counts{StatementReruns: store.StatementReruns}), log, tp)
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,8 @@ type stackOptions struct {
 	databaseURL string
 	// tweak changes the config before the app starts.
 	tweak func(*Config)
+	// logs, when set, receives the app's log at debug level, as JSON.
+	logs io.Writer
 }
 
 // stack is a running voucherd on a free port with its own database, Redis
@@ -123,6 +125,9 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		opts.tweak(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if opts.logs != nil {
+		log = slog.New(slog.NewJSONHandler(opts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	app, err := NewApp(ctx, cfg, log)
 	require.NoError(t, err)
 	require.NoError(t, app.Start(ctx))

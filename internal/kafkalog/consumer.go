@@ -80,12 +80,12 @@ func NewConsumer(cfg Config, applier Applier) (*Consumer, error) {
 	if applier == nil {
 		return nil, errors.New("kafkalog: NewConsumer needs an Applier")
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.SessionTimeout(cfg.SessionTimeout),
-		kgo.HeartbeatInterval(cfg.SessionTimeout/5),
+		kgo.HeartbeatInterval(cfg.SessionTimeout / 5),
 		kgo.ConsumeTopics(cfg.Topic),
 		// A new group must start from the oldest event, not the newest: a
 		// group created after events were published still applies them.
@@ -97,7 +97,7 @@ func NewConsumer(cfg Config, applier Applier) (*Consumer, error) {
 		kgo.BlockRebalanceOnPoll(),
 		// The same client writes the dead letters.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
+	}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: %w", err)
 	}
@@ -246,7 +246,7 @@ func (c *Consumer) apply(ctx context.Context, records []*kgo.Record, res *batchR
 	}
 
 	if len(events) > 0 {
-		results, err := c.applier.ApplyReserved(ctx, events)
+		results, err := c.applyReserved(ctx, events, eventRecs)
 		if err != nil {
 			return fmt.Errorf("kafkalog: apply %d events: %w", len(events), err)
 		}
@@ -286,6 +286,24 @@ func (c *Consumer) apply(ctx context.Context, records []*kgo.Record, res *batchR
 		return fmt.Errorf("kafkalog: commit offsets: %w", err)
 	}
 	return nil
+}
+
+// applyReserved writes events with the store, in the context that
+// Config.ApplyContext makes from the records' contexts, when set.
+func (c *Consumer) applyReserved(ctx context.Context, events []voucher.ReservedEvent, recs []*kgo.Record) ([]voucher.ApplyResult, error) {
+	if c.cfg.ApplyContext == nil {
+		return c.applier.ApplyReserved(ctx, events)
+	}
+	ctxs := make([]context.Context, len(recs))
+	for i, r := range recs {
+		ctxs[i] = r.Context
+		if ctxs[i] == nil {
+			ctxs[i] = context.Background()
+		}
+	}
+	ctx, done := c.cfg.ApplyContext(ctx, ctxs)
+	defer done()
+	return c.applier.ApplyReserved(ctx, events)
 }
 
 func (c *Consumer) produceDeadLetters(ctx context.Context, dead []deadLetter) error {

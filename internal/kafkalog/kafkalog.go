@@ -20,11 +20,14 @@
 package kafkalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Defaults of Config.
@@ -113,6 +116,17 @@ type Config struct {
 
 	// Logger receives warnings about failed batches; nil means slog.Default().
 	Logger *slog.Logger
+
+	// ClientOpts are added to the options of every franz-go client (the
+	// producer, the consumer, the notifier), after voucherd's own: hooks
+	// such as tracing.
+	ClientOpts []kgo.Opt
+	// ApplyContext, when set, wraps the context of the consumer's write of a
+	// batch: it gets the context of each record written (set by the client's
+	// hooks) and returns the context to write with and a function called
+	// once the write is done. Tracing uses it to put the write in the
+	// records' traces.
+	ApplyContext func(ctx context.Context, records []context.Context) (context.Context, func())
 }
 
 // topicPattern is Kafka's rule for topic names.

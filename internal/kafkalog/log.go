@@ -40,7 +40,7 @@ func New(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.DefaultProduceTopic(cfg.Topic),
@@ -48,7 +48,7 @@ func New(cfg Config) (*Log, error) {
 		// replicas; say so, since the durability of a reservation rests on it.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.Linger),
-	)
+	}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: %w", err)
 	}
@@ -113,12 +113,13 @@ func (l *Log) PublishReserved(ctx context.Context, e voucher.ReservedEvent) erro
 // record already sent cannot be recalled: its outcome is unknown until the
 // broker answers). It is not the caller's context: franz-go fails a whole
 // batch by its first record's context, and one caller giving up early must
-// not fail the records of others batched with it. When the wait ends before
+// not fail the records of others batched with it; it keeps the caller's
+// values (its trace span, for the client's hooks). When the wait ends before
 // the client has decided, the error wraps ErrOutcomeUnknown.
 func produceWait(ctx context.Context, cl *kgo.Client, timeout time.Duration, recs ...*kgo.Record) error {
 	results := make(chan error, len(recs))
 	for _, r := range recs {
-		rctx, cancel := context.WithTimeout(context.Background(), timeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		// TryProduce fails at once when the client's buffer is full instead
 		// of blocking: a backlog that large means Kafka is not keeping up.
 		cl.TryProduce(rctx, r, func(_ *kgo.Record, err error) {

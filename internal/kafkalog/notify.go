@@ -97,7 +97,7 @@ func NewNotifier(cfg Config) (*Notifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.DefaultProduceTopic(cfg.EventsTopic),
@@ -105,7 +105,7 @@ func NewNotifier(cfg Config) (*Notifier, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.MaxBufferedRecords(cfg.EventsBuffer),
 		kgo.RecordDeliveryTimeout(cfg.EventsDelivery),
-	)
+	}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: %w", err)
 	}

@@ -289,6 +289,15 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 func (s *Store) writeBatch(code string, batch []*pending) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
+	if s.batchContext != nil {
+		carried := make([]context.Context, len(batch))
+		for i, p := range batch {
+			carried[i] = p.ctx
+		}
+		var done func()
+		ctx, done = s.batchContext(ctx, carried)
+		defer done()
+	}
 	if len(batch) == 1 {
 		p := batch[0]
 		p.res, p.err = s.reserveOne(ctx, p.req, p.now, p.ttl)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -53,6 +54,14 @@ type Config struct {
 	// on by default: concurrent reservations of one voucher are written
 	// together, one transaction per batch.
 	Combining CombinerConfig
+	// Tracer, when set, is called by pgx for every statement besides the
+	// store's own statement counter (tracing).
+	Tracer pgx.QueryTracer
+	// BatchContext, when set, wraps the context of each combined write: it
+	// gets the contexts of the reservations the write carries and returns
+	// the context to write with and a function called once the write is
+	// done. Tracing uses it to link the write to every request it carries.
+	BatchContext func(ctx context.Context, carried []context.Context) (context.Context, func())
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -90,6 +99,8 @@ type Store struct {
 	comb    *combiner // nil when combining is disabled
 	reads   orderReads
 	reruns  atomic.Uint64
+	// batchContext is Config.BatchContext.
+	batchContext func(ctx context.Context, carried []context.Context) (context.Context, func())
 }
 
 var _ voucher.Store = (*Store)(nil)
@@ -114,12 +125,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	counter := new(atomic.Int64)
 	pcfg.ConnConfig.Tracer = queryCounter{n: counter}
+	if cfg.Tracer != nil {
+		pcfg.ConnConfig.Tracer = multitracer.New(queryCounter{n: counter}, cfg.Tracer)
+	}
 
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: create pool: %w", err)
 	}
-	s := &Store{pool: pool, queries: counter}
+	s := &Store{pool: pool, queries: counter, batchContext: cfg.BatchContext}
 	if !cfg.Combining.Disabled {
 		s.comb = newCombiner(cfg.Combining, s.writeBatch)
 	}

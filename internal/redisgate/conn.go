@@ -38,7 +38,7 @@ func (g *Gate) conn() (rueidis.Client, error) {
 // dial creates the client. rueidis connects (and, on a cluster, reads the
 // slots) before it returns, so this fails while no address answers.
 func (g *Gate) dial() (rueidis.Client, error) {
-	return rueidis.NewClient(rueidis.ClientOption{
+	c, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress: append([]string(nil), g.cfg.Addrs...),
 		Username:    g.cfg.Username,
 		Password:    g.cfg.Password,
@@ -46,6 +46,10 @@ func (g *Gate) dial() (rueidis.Client, error) {
 		// it off keeps the handshake working on servers without RESP3.
 		DisableCache: true,
 	})
+	if err != nil || g.cfg.WrapClient == nil {
+		return c, err
+	}
+	return g.cfg.WrapClient(c), nil
 }
 
 // isConfigError reports whether a dial error is one that retrying cannot

@@ -90,6 +90,10 @@ type Config struct {
 	// the sold-out cache (sold out, or a known orderId answered from the
 	// cached copy), for metrics. It must be fast and must not block.
 	OnSoldOutHit func(code string)
+	// WrapClient, when set, wraps the Redis client once it is created, for
+	// instrumentation (tracing). The wrapper must keep the client's
+	// behaviour.
+	WrapClient func(rueidis.Client) rueidis.Client
 }
 
 // Gate implements voucher.Gate on Redis (single node or Cluster) with

@@ -1,7 +1,10 @@
 package redisgate
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -25,11 +28,24 @@ var (
 	inspectScript = newScript("inspect.lua", true)
 )
 
+// scriptNames maps the SHA-1 (hex) and the source of each script to its
+// name without ".lua"; written only while the package initialises.
+var scriptNames = map[string]string{}
+
+// ScriptName returns the name of the gate's script ("reserve", "release"...)
+// whose SHA-1 in hex, or whose source, is shaOrSource: what an EVALSHA or
+// EVAL command carries. It returns "" for any other text. Tracing names the
+// span of a script call with it.
+func ScriptName(shaOrSource string) string { return scriptNames[shaOrSource] }
+
 func newScript(name string, readOnly bool) *rueidis.Lua {
 	src, err := scriptFS.ReadFile("scripts/" + name)
 	if err != nil {
 		panic("redisgate: missing embedded script " + name)
 	}
+	sum := sha1.Sum(src)
+	scriptNames[hex.EncodeToString(sum[:])] = strings.TrimSuffix(name, ".lua")
+	scriptNames[string(src)] = strings.TrimSuffix(name, ".lua")
 	if readOnly {
 		return rueidis.NewLuaScriptRetryable(string(src))
 	}

@@ -124,6 +124,6 @@ func (s *Service) auditReconcile(ctx context.Context, rep ReconcileReport) {
 	err = a.RecordAudit(ctx, AuditEntry{Code: rep.Code, Action: AuditReconcile, KeyName: ActorOf(ctx),
 		At: s.cfg.Clock().UTC(), After: after})
 	if err != nil {
-		s.log.Error("reconciliation repairs not recorded in the audit trail", "code", rep.Code, "err", err)
+		s.log.ErrorContext(ctx, "reconciliation repairs not recorded in the audit trail", "code", rep.Code, "err", err)
 	}
 }

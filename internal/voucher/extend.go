@@ -77,7 +77,7 @@ func (s *Service) extendInGate(ctx context.Context, code, orderID string, expire
 	if _, err := s.gate.Extend(ctx, code, orderID, expiresAt); err != nil {
 		// The store is right; only a replay's expiresAt is stale, and the
 		// hold leaves the gate with the store's release all the same.
-		s.log.Warn("extended in the database but not in the gate; replays answer the old expiresAt",
+		s.log.WarnContext(ctx, "extended in the database but not in the gate; replays answer the old expiresAt",
 			"code", code, "orderId", orderID, "err", err)
 	}
 }

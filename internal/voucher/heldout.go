@@ -102,7 +102,7 @@ func (s *Service) holds(ctx context.Context, code string) (HoldSummary, error) {
 		if e.err != nil {
 			// Remembered for the TTL too: a database that is down is not
 			// asked once per rejected request.
-			s.log.Warn("could not read the holds of a sold-out flash voucher; answering OUT_OF_STOCK",
+			s.log.WarnContext(ctx, "could not read the holds of a sold-out flash voucher; answering OUT_OF_STOCK",
 				"code", code, "err", e.err)
 		}
 		e.fetched = s.cfg.Clock()

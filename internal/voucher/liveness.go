@@ -129,7 +129,7 @@ func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool
 	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
 		return false, err
 	}
-	s.log.Warn("gate hold settled without its writer: fenced in the store and given back",
+	s.log.WarnContext(ctx, "gate hold settled without its writer: fenced in the store and given back",
 		"code", code, "orderId", h.OrderID, "owner", h.Owner, "fenced", inserted)
 	return false, nil
 }
@@ -183,6 +183,6 @@ func (s *Service) RecoverDead(ctx context.Context, grace, keep time.Duration) ([
 		}
 	}
 	s.forgetAbsent(dead)
-	s.log.Warn("instances gone; their holds reconciled", "instances", dead)
+	s.log.WarnContext(ctx, "instances gone; their holds reconciled", "instances", dead)
 	return dead, nil
 }

@@ -200,7 +200,7 @@ func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, gs Ga
 	}
 	alive, err := s.gate.Alive(ctx, owners)
 	if err != nil {
-		s.log.Warn("instance liveness not read; holds of gone instances wait for the grace period", "code", rep.Code, "err", err)
+		s.log.WarnContext(ctx, "instance liveness not read; holds of gone instances wait for the grace period", "code", rep.Code, "err", err)
 		return
 	}
 	dead := s.confirmedDead(owners, alive)
@@ -235,7 +235,7 @@ func (s *Service) giveBackOrphan(ctx context.Context, code string, h Hold) error
 		case inserted:
 			mode = ReleaseMark
 		case row.VoucherCode == code && row.CustomerID == h.CustomerID:
-			s.log.Info("orphan gate hold has a row after all; kept", "code", code, "orderId", h.OrderID)
+			s.log.InfoContext(ctx, "orphan gate hold has a row after all; kept", "code", code, "orderId", h.OrderID)
 			return nil
 		}
 		// Otherwise the orderId belongs to another voucher or customer: the
@@ -245,7 +245,7 @@ func (s *Service) giveBackOrphan(ctx context.Context, code string, h Hold) error
 	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
 		return err
 	}
-	s.log.Warn("reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", mode == ReleaseMark)
+	s.log.WarnContext(ctx, "reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", mode == ReleaseMark)
 	return nil
 }
 

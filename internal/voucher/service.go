@@ -253,7 +253,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v Voucher) (Voucher, error)
 	if created.FlashSale && s.gate != nil {
 		if _, err := s.Warmup(ctx, created.Code); err != nil {
 			// The voucher exists; the first reservation loads it lazily.
-			s.log.Warn("warm-up after create failed; will load on first use", "code", created.Code, "err", err)
+			s.log.WarnContext(ctx, "warm-up after create failed; will load on first use", "code", created.Code, "err", err)
 		}
 	}
 	return created, nil
@@ -290,7 +290,7 @@ func (s *Service) PatchVoucher(ctx context.Context, code string, p Patch) (Vouch
 			// The database is right; reconciliation reports the drift and the
 			// gate never hands out more than its own count, so this can only
 			// undersell until repaired.
-			s.log.Error("patch not applied to the gate", "code", code, "delta", delta, "err", err)
+			s.log.ErrorContext(ctx, "patch not applied to the gate", "code", code, "delta", delta, "err", err)
 		}
 	}
 	return after, nil
@@ -423,12 +423,12 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				if row.Status == StatusReleased {
 					// Released (or fenced) in the store: the hold is stale.
 					if _, err := s.gate.Release(ctx, req.Code, req.OrderID, ReleaseMark); err != nil {
-						s.log.Warn("stale hold not released in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
+						s.log.WarnContext(ctx, "stale hold not released in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
 					}
 					return Reservation{}, false, orderReleased(req.OrderID)
 				}
 				if _, err := s.gate.Commit(ctx, req.Code, dec.Hold); err != nil {
-					s.log.Warn("hold not marked durable in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
+					s.log.WarnContext(ctx, "hold not marked durable in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
 				}
 				return Reservation{Redemption: row, Replay: true}, false, nil
 			}
@@ -484,7 +484,7 @@ func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, hold Hold)
 		s.mu.Lock()
 		s.unsettled[orderKey{req.Code, req.OrderID}] = unsettledWrite{hold: hold, since: s.cfg.Clock()}
 		s.mu.Unlock()
-		s.log.Warn("durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
+		s.log.WarnContext(ctx, "durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
 		return Reservation{}, err
 	}
 	s.compensate(ctx, req.Code, req.OrderID, ModeFlashSync, err)
@@ -570,13 +570,13 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 			// gate hand it out twice. The hold stays pending; a retry with the
 			// same orderId gets its answer once the store has it, and
 			// reconciliation gives the use back if it never arrives.
-			s.log.Warn("reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", perr)
+			s.log.WarnContext(ctx, "reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", perr)
 			return Reservation{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
 				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
 		}
 		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, perr)
 		if uerr := s.gate.UnclaimOrder(wctx, hold.OrderID, code); uerr != nil {
-			s.log.Warn("could not drop the orderId claim; a retry with another voucher gets ORDER_CONFLICT until it expires",
+			s.log.WarnContext(ctx, "could not drop the orderId claim; a retry with another voucher gets ORDER_CONFLICT until it expires",
 				"code", code, "orderId", hold.OrderID, "err", uerr)
 		}
 		if !IsCode(perr, CodeUnavailable) {
@@ -588,7 +588,7 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 	if err != nil {
 		// The event is durable, so the reservation stands; replays of this
 		// orderId wait and then get 503 until reconciliation commits the hold.
-		s.log.Error("hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+		s.log.ErrorContext(ctx, "hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 	}
 	if err == nil && !committed {
 		if res, done, err := s.notCommitted(wctx, code, hold); done {
@@ -661,9 +661,9 @@ func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 	if _, err := s.gate.Release(ctx, code, h.OrderID, ReleaseMark); err != nil {
 		// The store has decided; reconciliation gives the use back (a hold
 		// whose row is RELEASED is stale).
-		s.log.Warn("fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
+		s.log.WarnContext(ctx, "fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
 	}
-	s.log.Warn("pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID)
+	s.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID)
 	return true
 }
 
@@ -717,7 +717,7 @@ func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold,
 		return Reservation{}, true, orderConflict(code, hold.OrderID, row.VoucherCode)
 	case row.Status == StatusReleased:
 		if _, err := s.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
-			s.log.Error("could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+			s.log.ErrorContext(ctx, "could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 		}
 		return Reservation{}, true, orderReleased(hold.OrderID)
 	case ownEvent(code, hold, row):
@@ -726,7 +726,7 @@ func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold,
 	// The store holds this very reservation but the gate had lost it: the use
 	// the gate just took is the one the row holds, so keep it.
 	if _, err := s.gate.Commit(ctx, code, hold); err != nil {
-		s.log.Error("hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+		s.log.ErrorContext(ctx, "hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 	}
 	return Reservation{Redemption: row, Replay: true}, true, nil
 }
@@ -738,10 +738,10 @@ func (s *Service) compensate(ctx context.Context, code, orderID string, mode Mod
 	if _, err := s.gate.Release(cctx, code, orderID, ReleaseForget); err != nil {
 		// The gate keeps a use that no row backs: undersell, repaired by
 		// reconciliation after its grace period.
-		s.log.Error("could not give a use back to the gate", "code", code, "orderId", orderID, "cause", cause, "err", err)
+		s.log.ErrorContext(ctx, "could not give a use back to the gate", "code", code, "orderId", orderID, "cause", cause, "err", err)
 		return
 	}
-	s.log.Warn("durable write failed; use given back to the gate", "code", code, "orderId", orderID, "mode", mode, "cause", cause)
+	s.log.WarnContext(ctx, "durable write failed; use given back to the gate", "code", code, "orderId", orderID, "mode", mode, "cause", cause)
 }
 
 // knownOrder answers for an orderId the gate or store already knows, used
@@ -857,7 +857,7 @@ func (s *Service) releaseInGate(ctx context.Context, code, orderID string) {
 		return
 	}
 	if _, err := s.gate.Release(ctx, code, orderID, ReleaseMark); err != nil {
-		s.log.Error("released in the database but not in the gate; reconciliation will repair", "code", code, "orderId", orderID, "err", err)
+		s.log.ErrorContext(ctx, "released in the database but not in the gate; reconciliation will repair", "code", code, "orderId", orderID, "err", err)
 	}
 }
 
