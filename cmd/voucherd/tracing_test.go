@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -249,4 +250,49 @@ func spanNames(spans []tracetest.SpanStub) []string {
 		names[i] = sp.Name
 	}
 	return names
+}
+
+func TestTracingFromEnv(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env     map[string]string
+		on      bool
+		proto   string
+		wantErr string
+	}{
+		{env: nil},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "none"}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, on: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, on: true, proto: "grpc"},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, on: true, proto: "http/protobuf"},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "false"}, on: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErr: "zipkin"},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, wantErr: "http/json"},
+		{env: map[string]string{"OTEL_SDK_DISABLED": "maybe"}, wantErr: "OTEL_SDK_DISABLED"},
+	} {
+		cfg, err := tracingFromEnv(func(k string) string { return tc.env[k] })
+		if tc.wantErr != "" {
+			require.ErrorContains(t, err, tc.wantErr, "%v", tc.env)
+			continue
+		}
+		require.NoError(t, err, "%v", tc.env)
+		require.Equal(t, tc.on, cfg != nil, "%v", tc.env)
+		if tc.on {
+			require.Equal(t, tc.proto, cfg.Protocol)
+		}
+	}
+}
+
+// TestTracingOffWrapsNothing: without tracing (the default) the server,
+// the pgx pool and the Redis client are the plain ones.
+func TestTracingOffWrapsNothing(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true})
+	require.Nil(t, s.app.tracing)
+	require.Same(t, s.app.api.Handler(), s.app.server.Handler)
+	_, multi := s.app.store.Pool().Config().ConnConfig.Tracer.(*multitracer.Tracer)
+	require.False(t, multi, "only the statement counter traces pgx")
 }

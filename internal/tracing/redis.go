@@ -48,8 +48,16 @@ func (c *redisClient) start(ctx context.Context, cmd rueidis.Completed) (context
 	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
+// endRedis ends span, with err as its error unless err is a nil reply or
+// NOSCRIPT (rueidis then sends the script with EVAL: the protocol, not a
+// failure).
 func endRedis(span trace.Span, err error) {
-	if err != nil && !rueidis.IsRedisNil(err) {
+	if rueidis.IsRedisNil(err) {
+		err = nil
+	} else if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
+		err = nil
+	}
+	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
