@@ -51,6 +51,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kafkaWarmup := fs.Duration("kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode server for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
 	pgOutage := fs.Duration("pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
 	pgOutageAt := fs.Duration("pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
+	otlp := fs.Bool("otlp-sink", false, "with a started stack and OTEL_TRACES_EXPORTER=otlp: export the servers' spans to an OTLP/HTTP endpoint in this process that discards them (the cost of tracing)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (load generator and, with a started stack, the servers) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,6 +82,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Verify = bench.VerifyConfig{DatabaseURL: *dbURL, RedisAddrs: redisAddrs, KeyPrefix: *prefix}
 		targets = []bench.Target{{Name: *mode, BaseURL: *url, FlashSale: cfg.FlashSale}}
 	} else {
+		if *otlp {
+			sink, err := startOTLPSink()
+			if err != nil {
+				return err
+			}
+			defer sink.close(stderr)
+			if err := sink.useForTraces(); err != nil {
+				return err
+			}
+		}
 		wantKafka := *compare || *mode == "flash-kafka" || *pgOutage > 0
 		st, err := startBenchStack(ctx, stderr, wantKafka, *combine)
 		if err != nil {
