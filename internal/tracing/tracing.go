@@ -120,14 +120,20 @@ func (p *Provider) ForceFlush(ctx context.Context) error { return p.tp.ForceFlus
 func (p *Provider) Shutdown(ctx context.Context) error { return p.tp.Shutdown(ctx) }
 
 // Handler wraps h with otelhttp: a server span per request, named after the
-// route pattern, continuing the caller's W3C traceparent.
+// route pattern, continuing the caller's W3C traceparent. Probes and metric
+// scrapes (untracedPaths) are served without a span.
 func (p *Provider) Handler(h http.Handler) http.Handler {
 	return otelhttp.NewHandler(h, "voucherd",
 		otelhttp.WithTracerProvider(p.tp),
 		otelhttp.WithPropagators(p.prop),
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+		otelhttp.WithFilter(func(r *http.Request) bool { return !untracedPaths[r.URL.Path] }),
 	)
 }
+
+// untracedPaths are the routes of load balancers and scrapers: a trace per
+// probe would be noise.
+var untracedPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
 // QueryTracer returns an otelpgx tracer: a span per SQL statement, a child
 // of the span in the statement's context. Statement parameters are not
