@@ -45,6 +45,11 @@ func newTracedStack(t *testing.T, opts stackOptions) *tracedStack {
 // a caller that traces its checkout sends it, and returns the trace and the
 // caller's span.
 func (s *tracedStack) reserveTraced(code string, customer int64, orderID string) (trace.TraceID, trace.SpanID) {
+	return s.reserveWithParent(code, customer, orderID, true)
+}
+
+// reserveWithParent is reserveTraced with the caller's sampled flag.
+func (s *tracedStack) reserveWithParent(code string, customer int64, orderID string, sampled bool) (trace.TraceID, trace.SpanID) {
 	s.t.Helper()
 	var tid trace.TraceID
 	var sid trace.SpanID
@@ -55,7 +60,11 @@ func (s *tracedStack) reserveTraced(code string, customer int64, orderID string)
 	require.NoError(s.t, err)
 	req.Header.Set("Authorization", "Bearer "+testAPIToken)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", fmt.Sprintf("00-%s-%s-01", tid, sid))
+	flags := "00"
+	if sampled {
+		flags = "01"
+	}
+	req.Header.Set("traceparent", fmt.Sprintf("00-%s-%s-%s", tid, sid, flags))
 	resp, err := httpClient.Do(req)
 	require.NoError(s.t, err)
 	defer resp.Body.Close()
@@ -250,6 +259,26 @@ func spanNames(spans []tracetest.SpanStub) []string {
 		names[i] = sp.Name
 	}
 	return names
+}
+
+// TestTraceUnsampledCaller: a caller that did not sample its trace gets no
+// spans recorded (the default sampler follows the parent), and the request's
+// log line still carries its trace id.
+func TestTraceUnsampledCaller(t *testing.T) {
+	t.Parallel()
+	s := newTracedStack(t, stackOptions{flash: true})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	tid, _ := s.reserveWithParent(code, 1, "trace-unsampled-1", false)
+	sampled, _ := s.reserveTraced(code, 2, "trace-unsampled-2")
+	// The sampled request's spans are exported: the unsampled one's would
+	// have been by the same flush.
+	s.waitSpans(sampled, func(sp []tracetest.SpanStub) bool {
+		_, ok := sqlSpan(sp, "voucherd_reserve")
+		return ok
+	})
+	require.Empty(t, s.waitSpans(tid, func([]tracetest.SpanStub) bool { return true }))
+	require.Equal(t, 2, s.state(code).reserved)
+	s.requireLogsTraced(tid)
 }
 
 func TestTracingFromEnv(t *testing.T) {
