@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -324,4 +326,25 @@ func TestTracingOffWrapsNothing(t *testing.T) {
 	require.Same(t, s.app.api.Handler(), s.app.server.Handler)
 	_, multi := s.app.store.Pool().Config().ConnConfig.Tracer.(*multitracer.Tracer)
 	require.False(t, multi, "only the statement counter traces pgx")
+}
+
+// TestTracingOTLPFromEnv: the OTEL_* variables alone turn tracing on and
+// send the spans over OTLP/HTTP to the endpoint they name.
+func TestTracingOTLPFromEnv(t *testing.T) {
+	sink, err := startOTLPSink()
+	require.NoError(t, err)
+	defer sink.close(io.Discard)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.url)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_SERVICE_NAME", "voucherd-test")
+	s := newStack(t, stackOptions{tweak: func(c *Config) {
+		c.Tracing, c.tracingEnvErr = tracingFromEnv(os.Getenv)
+	}})
+	require.NotNil(t, s.app.tracing)
+	code := s.createVoucher(voucherSpec{})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "otlp-env-1", 5000).status)
+	require.NoError(t, s.app.tracing.ForceFlush(context.Background()))
+	require.Positive(t, sink.exports.Load())
+	require.Positive(t, sink.bytes.Load())
 }
