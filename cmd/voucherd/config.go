@@ -196,8 +196,10 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("VOUCHERD_LOG_LEVEL", "info"), "debug, info, warn or error (VOUCHERD_LOG_LEVEL)")
 	fs.IntVar(&cfg.MaxDBConns, "db-max-conns", envInt("VOUCHERD_DB_MAX_CONNS", 32), "PostgreSQL pool size (VOUCHERD_DB_MAX_CONNS)")
-	cfg.Tracing, cfg.tracingEnvErr = tracingFromEnv(os.Getenv)
 	fs.IntVar(&cfg.MinDBConns, "db-min-conns", envInt("VOUCHERD_DB_MIN_CONNS", wholePool), "PostgreSQL connections opened at start and kept open; -1 the whole pool, 0 on demand (VOUCHERD_DB_MIN_CONNS)")
+	// The OTEL_* variables are read here too, with no flags: they are the
+	// standard names every OpenTelemetry deployment already sets.
+	cfg.Tracing, cfg.tracingEnvErr = tracingFromEnv(os.Getenv)
 }
 
 // registerServeFlagsExcept is registerServeFlags without the named flags: a
