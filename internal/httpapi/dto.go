@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"math"
 	"time"
 
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -34,17 +35,87 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 	}
 }
 
+// Bounds of the integer members, as api/openapi.yaml states them.
+const (
+	maxInt32     = 1<<31 - 1
+	maxAmount    = voucher.MaxAmount
+	maxExtension = int64(voucher.MaxExtension / time.Second)
+)
+
 // createVoucherRequest is the body of POST /vouchers. Pointers tell a
 // missing field from a zero one.
 type createVoucherRequest struct {
-	Code           *string    `json:"code"`
-	DiscountAmount *int64     `json:"discountAmount"`
-	MinOrderAmount *int64     `json:"minOrderAmount"`
-	TotalLimit     *int32     `json:"totalLimit"`
-	PerUserLimit   *int32     `json:"perUserLimit"`
-	StartsAt       *time.Time `json:"startsAt"`
-	EndsAt         *time.Time `json:"endsAt"`
-	FlashSale      *bool      `json:"flashSale"`
+	Code           *string
+	DiscountAmount *int64
+	MinOrderAmount *int64
+	TotalLimit     *int32
+	PerUserLimit   *int32
+	StartsAt       *time.Time
+	EndsAt         *time.Time
+	FlashSale      *bool
+	// Active is a member of PATCH only.
+	Active *bool
+}
+
+var (
+	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale"}
+	patchFields  = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active"}
+)
+
+// decode reads the members of a voucher body: POST /vouchers's, or PATCH
+// /vouchers/{code}'s when patch is set.
+func (r *createVoucherRequest) decode(body []byte, patch bool) error {
+	names := createFields
+	if patch {
+		names = patchFields
+	}
+	_, err := decodeObject(body, names, func(i int, v jsonValue) error {
+		name := names[i]
+		var err error
+		switch name {
+		case "code":
+			var s string
+			s, err = stringField(name, v)
+			r.Code = &s
+		case "discountAmount":
+			r.DiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
+		case "minOrderAmount":
+			r.MinOrderAmount, err = int64Ptr(name, v, 0, maxAmount)
+		case "totalLimit":
+			r.TotalLimit, err = int32Ptr(name, v)
+		case "perUserLimit":
+			r.PerUserLimit, err = int32Ptr(name, v)
+		case "startsAt", "endsAt":
+			var t time.Time
+			t, err = timeField(name, v)
+			if name == "startsAt" {
+				r.StartsAt = &t
+			} else {
+				r.EndsAt = &t
+			}
+		case "flashSale", "active":
+			var b bool
+			b, err = boolField(name, v)
+			if name == "flashSale" {
+				r.FlashSale = &b
+			} else {
+				r.Active = &b
+			}
+		}
+		return err
+	})
+	return err
+}
+
+func int64Ptr(name string, v jsonValue, lo, hi int64) (*int64, error) {
+	n, err := intField(name, v, lo, hi)
+	return &n, err
+}
+
+func int32Ptr(name string, v jsonValue) (*int32, error) {
+	n, err := intField(name, v, 1, maxInt32)
+	n32 := int32(n)
+	return &n32, err
 }
 
 func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
@@ -79,19 +150,8 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	return v, v.Validate()
 }
 
-// patchVoucherRequest is the body of PATCH /vouchers/{code}.
-type patchVoucherRequest struct {
-	DiscountAmount *int64     `json:"discountAmount"`
-	MinOrderAmount *int64     `json:"minOrderAmount"`
-	TotalLimit     *int32     `json:"totalLimit"`
-	PerUserLimit   *int32     `json:"perUserLimit"`
-	StartsAt       *time.Time `json:"startsAt"`
-	EndsAt         *time.Time `json:"endsAt"`
-	FlashSale      *bool      `json:"flashSale"`
-	Active         *bool      `json:"active"`
-}
-
-func (r patchVoucherRequest) toPatch() voucher.Patch {
+// toPatch returns the body of PATCH /vouchers/{code} as a domain patch.
+func (r createVoucherRequest) toPatch() voucher.Patch {
 	return voucher.Patch{
 		DiscountAmount: r.DiscountAmount, MinOrderAmount: r.MinOrderAmount,
 		TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
@@ -101,37 +161,59 @@ func (r patchVoucherRequest) toPatch() voucher.Patch {
 
 // reserveRequest is the body of POST /vouchers/{code}/reservations.
 type reserveRequest struct {
-	CustomerID  *int64  `json:"customerId"`
-	OrderID     *string `json:"orderId"`
-	OrderAmount *int64  `json:"orderAmount"`
+	CustomerID  int64
+	OrderID     string
+	OrderAmount int64
+	seen        uint64 // bits by index in reserveFields
+}
+
+var reserveFields = []string{"customerId", "orderId", "orderAmount"}
+
+func (r *reserveRequest) decode(body []byte) error {
+	seen, err := decodeObject(body, reserveFields, func(i int, v jsonValue) error {
+		var err error
+		switch i {
+		case 0:
+			r.CustomerID, err = intField("customerId", v, 1, math.MaxInt64)
+		case 1:
+			r.OrderID, err = stringField("orderId", v)
+		case 2:
+			r.OrderAmount, err = intField("orderAmount", v, 0, maxAmount)
+		}
+		return err
+	})
+	r.seen = seen
+	return err
 }
 
 func (r reserveRequest) toDomain(code string) (voucher.ReserveRequest, error) {
-	switch {
-	case r.CustomerID == nil:
-		return voucher.ReserveRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "customerId is required")
-	case r.OrderID == nil:
-		return voucher.ReserveRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "orderId is required")
-	case r.OrderAmount == nil:
-		return voucher.ReserveRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "orderAmount is required")
+	for i, name := range reserveFields {
+		if r.seen&(1<<i) == 0 {
+			return voucher.ReserveRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "%s is required", name)
+		}
 	}
-	req := voucher.ReserveRequest{Code: code, CustomerID: *r.CustomerID, OrderID: *r.OrderID, OrderAmount: *r.OrderAmount}
+	req := voucher.ReserveRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount}
 	return req, req.Validate()
 }
 
 // extendRequest is the body of POST
 // /vouchers/{code}/reservations/{orderId}/extend.
 type extendRequest struct {
-	Seconds *int64 `json:"seconds"`
+	Seconds *int64
+}
+
+func (r *extendRequest) decode(body []byte) error {
+	_, err := decodeObject(body, []string{"seconds"}, func(i int, v jsonValue) error {
+		n, err := intField("seconds", v, 1, maxExtension)
+		r.Seconds = &n
+		return err
+	})
+	return err
 }
 
 func (r extendRequest) duration() (time.Duration, error) {
-	most := int64(voucher.MaxExtension / time.Second)
-	switch {
-	case r.Seconds == nil:
+	if r.Seconds == nil {
 		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "seconds is required")
-	case *r.Seconds < 1 || *r.Seconds > most:
-		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "seconds must be between 1 and %d", most)
 	}
 	return time.Duration(*r.Seconds) * time.Second, nil
 }

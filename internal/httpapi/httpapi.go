@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -45,6 +44,9 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeNotEligible:          http.StatusUnprocessableEntity,
 	voucher.CodeUnavailable:          http.StatusServiceUnavailable,
 	voucher.CodeInternal:             http.StatusInternalServerError,
+	CodeNotFound:                     http.StatusNotFound,
+	CodeMethodNotAllowed:             http.StatusMethodNotAllowed,
+	CodeUnsupportedMediaType:         http.StatusUnsupportedMediaType,
 }
 
 // StatusOf returns the HTTP status for an error code.
@@ -170,9 +172,27 @@ func (s *Server) routes() {
 	if s.cfg.Extra != nil {
 		s.cfg.Extra(s.mux, s.wrap)
 	}
-	s.mux.Handle("/", s.wrap("unmatched", false, func(w http.ResponseWriter, r *http.Request) error {
-		return &voucher.Error{Code: "NOT_FOUND", Message: "no route for " + r.Method + " " + r.URL.Path}
-	}))
+	s.mux.Handle("/", s.wrap("unmatched", false, s.unmatched))
+}
+
+// probeMethods are the methods unmatched tries on a path to fill Allow.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// unmatched answers a request no route took: 405 with Allow when the path
+// has routes for other methods, 404 otherwise.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, m := range probeMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		return voucher.Errorf(CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	return voucher.Errorf(CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
 }
 
 type ctxKey int
@@ -252,9 +272,6 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &voucher.Error{Code: voucher.CodeInternal, Message: "internal error", Err: err}
 	}
 	status := StatusOf(e.Code)
-	if e.Code == "NOT_FOUND" {
-		status = http.StatusNotFound
-	}
 	msg := e.Message
 	if status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()),
@@ -288,44 +305,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// decode reads one JSON object strictly: unknown fields, trailing data and
-// bodies over MaxBodyBytes are INVALID_REQUEST.
-func decode(r *http.Request, dst any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "Content-Type must be application/json")
+// decodeBody reads the request body (see readBody) and hands it to dec,
+// which must not keep it.
+func decodeBody(r *http.Request, dec func([]byte) error) error {
+	bp, err := readBody(r)
+	if err != nil {
+		return err
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return decodeError(err)
-		}
-		return voucher.Errorf(voucher.CodeInvalidRequest, "unexpected data after the JSON object")
-	}
-	return nil
-}
-
-func decodeError(err error) error {
-	var tooBig *http.MaxBytesError
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &tooBig):
-		return voucher.Errorf(voucher.CodeInvalidRequest, "request body is larger than %d bytes", MaxBodyBytes)
-	case errors.Is(err, io.EOF):
-		return voucher.Errorf(voucher.CodeInvalidRequest, "request body is empty")
-	case errors.As(err, &syntax):
-		return voucher.Errorf(voucher.CodeInvalidRequest, "malformed JSON at byte %d", syntax.Offset)
-	case errors.As(err, &typ):
-		return voucher.Errorf(voucher.CodeInvalidRequest, "field %s must be %s", typ.Field, typ.Type)
-	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return voucher.Errorf(voucher.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return voucher.Errorf(voucher.CodeInvalidRequest, "invalid JSON: %v", err)
+	err = dec(*bp)
+	putBody(bp)
+	return err
 }
 
 type statusRecorder struct {

@@ -8,7 +8,7 @@ import (
 
 func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) error {
 	var body createVoucherRequest
-	if err := decode(r, &body); err != nil {
+	if err := decodeBody(r, func(b []byte) error { return body.decode(b, false) }); err != nil {
 		return err
 	}
 	v, err := body.toVoucher()
@@ -34,8 +34,8 @@ func (s *Server) getVoucher(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) patchVoucher(w http.ResponseWriter, r *http.Request) error {
-	var body patchVoucherRequest
-	if err := decode(r, &body); err != nil {
+	var body createVoucherRequest
+	if err := decodeBody(r, func(b []byte) error { return body.decode(b, true) }); err != nil {
 		return err
 	}
 	v, err := s.svc.PatchVoucher(r.Context(), r.PathValue("code"), body.toPatch())
@@ -78,7 +78,7 @@ func (s *Server) reconcile(repair bool) HandlerFunc {
 
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	var body reserveRequest
-	if err := decode(r, &body); err != nil {
+	if err := decodeBody(r, body.decode); err != nil {
 		return err
 	}
 	req, err := body.toDomain(r.PathValue("code"))
@@ -130,7 +130,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 // voucher.Service.Extend for the rules.
 func (s *Server) extend(w http.ResponseWriter, r *http.Request) error {
 	var body extendRequest
-	if err := decode(r, &body); err != nil {
+	if err := decodeBody(r, body.decode); err != nil {
 		return err
 	}
 	d, err := body.duration()

@@ -19,6 +19,28 @@ const (
 	MaxOrderIDLen = 64
 )
 
+// Bounds of amounts and dates. They rule out overflow anywhere an amount or
+// a date is used: an amount is exact as a float64 (Redis Lua, JavaScript
+// clients) and a sum of 9,000 of them fits an int64; a date has four year
+// digits in RFC 3339 and its Unix milliseconds (kept in Redis), plus any
+// hold time, fit an int64.
+const (
+	// MaxAmount is the largest discountAmount, minOrderAmount or
+	// orderAmount, in minor units: 10^15.
+	MaxAmount = 1_000_000_000_000_000
+)
+
+// MinTime and MaxTime bound startsAt and endsAt. The API accepts years 1970
+// to 9998 as written, in any offset; these are those instants' bounds with a
+// day of margin, and MaxTime is the last second RFC 3339 can write in UTC.
+var (
+	MinTime = time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// ValidTime reports whether t is within [MinTime, MaxTime].
+func ValidTime(t time.Time) bool { return !t.Before(MinTime) && !t.After(MaxTime) }
+
 // ValidCode reports whether s is a well-formed voucher code: 1–32 characters
 // of letters, digits, `_` and `-`.
 func ValidCode(s string) bool { return validName(s, MaxCodeLen, "_-") }
@@ -84,16 +106,19 @@ func (v Voucher) Validate() error {
 	switch {
 	case !ValidCode(v.Code):
 		return Errorf(CodeInvalidRequest, "code must be 1-32 characters of A-Z a-z 0-9 _ -")
-	case v.DiscountAmount <= 0:
-		return Errorf(CodeInvalidRequest, "discountAmount must be > 0")
-	case v.MinOrderAmount < 0:
-		return Errorf(CodeInvalidRequest, "minOrderAmount must be >= 0")
+	case v.DiscountAmount <= 0 || v.DiscountAmount > MaxAmount:
+		return Errorf(CodeInvalidRequest, "discountAmount must be from 1 to %d", int64(MaxAmount))
+	case v.MinOrderAmount < 0 || v.MinOrderAmount > MaxAmount:
+		return Errorf(CodeInvalidRequest, "minOrderAmount must be from 0 to %d", int64(MaxAmount))
 	case v.TotalLimit <= 0:
 		return Errorf(CodeInvalidRequest, "totalLimit must be > 0")
 	case v.PerUserLimit <= 0:
 		return Errorf(CodeInvalidRequest, "perUserLimit must be > 0")
 	case v.StartsAt.IsZero() || v.EndsAt.IsZero():
 		return Errorf(CodeInvalidRequest, "startsAt and endsAt are required")
+	case !ValidTime(v.StartsAt) || !ValidTime(v.EndsAt):
+		return Errorf(CodeInvalidRequest, "startsAt and endsAt must be from %s to %s",
+			MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case !v.StartsAt.Before(v.EndsAt):
 		return Errorf(CodeInvalidRequest, "startsAt must be before endsAt")
 	}
@@ -253,8 +278,8 @@ func (r ReserveRequest) Validate() error {
 		return Errorf(CodeInvalidRequest, "customerId must be a positive integer")
 	case !ValidOrderID(r.OrderID):
 		return Errorf(CodeInvalidRequest, "orderId must be 1-64 characters of A-Z a-z 0-9 . _ : -")
-	case r.OrderAmount < 0:
-		return Errorf(CodeInvalidRequest, "orderAmount must be >= 0")
+	case r.OrderAmount < 0 || r.OrderAmount > MaxAmount:
+		return Errorf(CodeInvalidRequest, "orderAmount must be from 0 to %d", int64(MaxAmount))
 	}
 	return nil
 }
