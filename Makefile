@@ -14,7 +14,7 @@ export VOUCHERD_TEST_ARTIFACTS ?= $(CURDIR)/test-artifacts
 RACE_PKGS ?= ./internal/pgstore ./internal/redisgate ./internal/voucher ./internal/kafkalog ./internal/live ./internal/bench ./client
 
 .DEFAULT_GOAL := help
-.PHONY: help deps deps-run deps-kafka build run clean-dev test test-race test-faults bench lint
+.PHONY: help deps deps-run deps-kafka build run clean-dev test test-api test-race test-faults bench lint
 
 # ARGS asks for Kafka when it holds --kafka (or -kafka, --kafka=true).
 WANTS_KAFKA := $(filter --kafka -kafka --kafka=true -kafka=true,$(ARGS))
@@ -22,9 +22,10 @@ WANTS_KAFKA := $(filter --kafka -kafka --kafka=true -kafka=true,$(ARGS))
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install what the test suite needs if missing (PostgreSQL, Redis, Java 17, Maven, Chromium, curl); fetch the Kafka jars once
+deps: ## install what the test suite needs if missing (PostgreSQL, Redis, Java 17, Maven, Chromium, curl, Python); fetch the Kafka jars and Schemathesis once
 	@scripts/deps.sh test
 	@bash scripts/kafka.sh fetch >/dev/null
+	@scripts/schemathesis.sh >/dev/null
 
 deps-run: ## install what `make run` needs if missing: PostgreSQL and Redis (with ARGS=--kafka also Java 17, Maven, the Kafka jars)
 	@scripts/deps.sh run
@@ -43,14 +44,17 @@ run: deps-run build ## run voucherd dev (local PostgreSQL and Redis; ARGS=--kafk
 clean-dev: ## delete voucherd dev's data (.voucherd-dev/) to start the examples over; or run `voucherd dev --reset`
 	rm -rf .voucherd-dev
 
-test: deps ## gofmt, go vet, the whole suite against real services, -race on the concurrent packages, combining off
+test: deps ## gofmt, go vet, the whole suite against real services (Schemathesis included), -race on the concurrent packages, combining off
 	@out="$$(gofmt -l .)"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(RACE_PKGS)
 	@echo "--- again with PostgreSQL write combining off (both write paths keep every invariant)"
-	VOUCHERD_TEST_COMBINING=off $(GO) test -count=1 -timeout $(TIMEOUT) ./internal/pgstore ./cmd/voucherd
+	VOUCHERD_TEST_COMBINING=off $(GO) test -count=1 -timeout $(TIMEOUT) -skip TestSchemathesis ./internal/pgstore ./cmd/voucherd
+
+test-api: deps ## Schemathesis (every check) against a running voucherd with PostgreSQL and Redis, alone
+	$(GO) test -count=1 -timeout 10m -v -run 'TestSchemathesis' ./cmd/voucherd
 
 test-race: deps ## the internal packages' tests with the race detector
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) ./internal/...

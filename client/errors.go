@@ -29,6 +29,14 @@ const (
 	OrderReleased = "ORDER_RELEASED"
 	Unavailable   = "UNAVAILABLE"
 	Internal      = "INTERNAL"
+	// NotFlashSale refuses to warm up a voucher that is not a flash sale.
+	NotFlashSale = "NOT_FLASH_SALE"
+	// MethodNotAllowed: the path has no route for the method; the Allow
+	// header lists the methods it has.
+	MethodNotAllowed = "METHOD_NOT_ALLOWED"
+	// UnsupportedMediaType: a request body without Content-Type
+	// application/json.
+	UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
 )
 
 // Reasons that refine NotEligible, found in Error.Reason.

@@ -42,6 +42,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeOrderConflict:        http.StatusConflict,
 	voucher.CodeOrderReleased:        http.StatusConflict,
 	voucher.CodeNotEligible:          http.StatusUnprocessableEntity,
+	voucher.CodeNotFlashSale:         http.StatusConflict,
 	voucher.CodeUnavailable:          http.StatusServiceUnavailable,
 	voucher.CodeInternal:             http.StatusInternalServerError,
 	CodeNotFound:                     http.StatusNotFound,

@@ -35,7 +35,10 @@ const (
 	CodeNotEligible   ErrorCode = "NOT_ELIGIBLE"
 	CodeOrderConflict ErrorCode = "ORDER_CONFLICT"
 	CodeOrderReleased ErrorCode = "ORDER_RELEASED"
-	CodeUnavailable   ErrorCode = "UNAVAILABLE"
+	// CodeNotFlashSale refuses an operation that only flash-sale vouchers
+	// have (loading into Redis).
+	CodeNotFlashSale ErrorCode = "NOT_FLASH_SALE"
+	CodeUnavailable  ErrorCode = "UNAVAILABLE"
 	CodeInternal      ErrorCode = "INTERNAL"
 )
 

@@ -978,7 +978,7 @@ func (s *Service) Warmup(ctx context.Context, code string) (WarmupResult, error)
 		return WarmupResult{}, err
 	}
 	if !v.FlashSale {
-		return WarmupResult{}, Errorf(CodeInvalidRequest, "voucher %s is not a flash-sale voucher", code)
+		return WarmupResult{}, Errorf(CodeNotFlashSale, "voucher %s is not a flash-sale voucher", code)
 	}
 	if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
 		return WarmupResult{InGate: ok}, err

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// SchemathesisVersion is the Schemathesis release scripts/deps.sh installs
+// and TestSchemathesis expects.
+const SchemathesisVersion = "4.32.5"
+
+// schemathesisBin returns the schemathesis executable: $VOUCHERD_SCHEMATHESIS,
+// or the one scripts/deps.sh installs in the user's cache folder.
+func schemathesisBin(t *testing.T) string {
+	if p := os.Getenv("VOUCHERD_SCHEMATHESIS"); p != "" {
+		return p
+	}
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	p := filepath.Join(cache, "voucherd", "schemathesis-"+SchemathesisVersion, "bin", "schemathesis")
+	_, err = os.Stat(p)
+	require.NoError(t, err, "Schemathesis %s is not installed; run `make deps` (scripts/deps.sh)", SchemathesisVersion)
+	return p
+}
+
+// TestSchemathesis runs Schemathesis, with every check, against the OpenAPI
+// description a running voucherd serves (flash-sync mode, with PostgreSQL and
+// Redis): every response must match the description, every request the
+// description calls invalid must be refused and every valid one accepted.
+// The run is bounded in examples per operation and in time.
+func TestSchemathesis(t *testing.T) {
+	t.Parallel()
+	bin := schemathesisBin(t)
+	s := newStack(t, stackOptions{flash: true})
+	// A voucher the generated requests may find, besides the random codes.
+	s.createVoucher(voucherSpec{TotalLimit: 1000})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, "run", s.base+"/openapi.yaml",
+		"--url", s.base,
+		"--checks", "all",
+		"--header", "Authorization: Bearer "+testAdminToken,
+		"--max-examples", "30",
+		"--seed", "1",
+		"--workers", "2",
+		"--max-time", "150",
+		"--request-timeout", "10",
+		"--generation-database", "none",
+		"--no-color",
+		"--report-dir", dir,
+	)
+	// The configuration and hooks of scripts/schemathesis are found from its
+	// folder.
+	cmd.Dir = filepath.Join("..", "..", "scripts", "schemathesis")
+	cmd.Env = append(os.Environ(), "SCHEMATHESIS_HOOKS=hooks", "PYTHONPATH=.")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "schemathesis found failures:\n%s", out)
+	t.Logf("schemathesis:\n%s", out)
+}

@@ -1,0 +1,62 @@
+"""Schemathesis hooks for voucherd's API tests (cmd/voucherd TestSchemathesis).
+
+A voucher's validity window must be non-empty (startsAt before endsAt), a
+rule between two fields that JSON Schema cannot state: a body that breaks it
+is valid by the schema yet refused with 400. So before a body of POST
+/vouchers or PATCH /vouchers/{code} is sent, its window is made non-empty:
+
+- startsAt and endsAt in the wrong order are swapped; equal ones get the
+  other end of the allowed years;
+- a PATCH with one date gets the other (one date alone may cross the
+  voucher's stored date).
+
+Only the dates of such bodies change, and only when both are well-formed
+date-times; every other part of every generated request is sent as is.
+"""
+from datetime import datetime
+
+import schemathesis
+
+EARLIEST = "1970-01-02T00:00:00Z"
+LATEST = "9998-12-30T00:00:00Z"
+
+
+def _instant(value):
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _fix_window(body, patch):
+    starts, ends = _instant(body.get("startsAt")), _instant(body.get("endsAt"))
+    if patch and "startsAt" in body and "endsAt" not in body and starts is not None:
+        body["endsAt"], ends = LATEST, _instant(LATEST)
+    if patch and "endsAt" in body and "startsAt" not in body and ends is not None:
+        body["startsAt"], starts = EARLIEST, _instant(EARLIEST)
+    if starts is None or ends is None or starts.tzinfo is None or ends.tzinfo is None:
+        return
+    if starts > ends:
+        body["startsAt"], body["endsAt"] = body["endsAt"], body["startsAt"]
+    elif starts == ends:
+        if starts < _instant(LATEST):
+            body["endsAt"] = LATEST
+        else:
+            body["startsAt"] = EARLIEST
+
+
+@schemathesis.hook
+def before_call(ctx, case, kwargs):
+    op = case.operation
+    if not isinstance(case.body, dict):
+        return
+    if op.path == "/vouchers" and op.method.upper() == "POST":
+        _fix_window(case.body, patch=False)
+    elif op.path == "/vouchers/{code}" and op.method.upper() == "PATCH":
+        _fix_window(case.body, patch=True)
+    else:
+        return
+    if isinstance(kwargs, dict) and isinstance(kwargs.get("json"), dict):
+        kwargs["json"] = case.body
