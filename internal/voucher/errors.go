@@ -39,7 +39,7 @@ const (
 	// have (loading into Redis).
 	CodeNotFlashSale ErrorCode = "NOT_FLASH_SALE"
 	CodeUnavailable  ErrorCode = "UNAVAILABLE"
-	CodeInternal      ErrorCode = "INTERNAL"
+	CodeInternal     ErrorCode = "INTERNAL"
 )
 
 // Reason refines CodeNotEligible.
