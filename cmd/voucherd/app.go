@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -47,6 +48,7 @@ type App struct {
 	// Kafka brokers.
 	notifier *kafkalog.Notifier
 	server   *http.Server
+	pprof    *http.Server // nil unless Config.PprofAddr is set
 	ln       net.Listener
 	served   chan error
 }
@@ -208,6 +210,12 @@ func (a *App) Start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	a.server.RegisterOnShutdown(a.live.Close) // live streams would hold Shutdown until its timeout
+	if a.cfg.PprofAddr != "" {
+		if err := a.startPprof(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	// The first heartbeat before the first request: a hold is never taken
 	// by an instance the gate does not know alive.
 	if a.liveness != nil {
@@ -264,6 +272,9 @@ func (a *App) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	if a.pprof != nil {
+		_ = a.pprof.Close()
+	}
 	if a.server != nil {
 		a.api.Drain()
 		if err := a.server.Shutdown(ctx); err != nil {
@@ -338,3 +349,22 @@ func (o liveObserver) Reserved(voucherCode string, mode voucher.Mode, code vouch
 }
 
 // --- end live sale view ---
+
+// startPprof serves net/http/pprof on Config.PprofAddr, on a mux of its own
+// so that the API never exposes it.
+func (a *App) startPprof() error {
+	ln, err := net.Listen("tcp", a.cfg.PprofAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (pprof): %w", a.cfg.PprofAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	a.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = a.pprof.Serve(ln) }()
+	a.log.Warn("profiler serving; keep it off the network", "addr", ln.Addr().String())
+	return nil
+}

@@ -75,6 +75,8 @@ type Config struct {
 	// tracingEnvErr is why the OTEL_* variables could not be used; validate
 	// reports it.
 	tracingEnvErr error
+	// PprofAddr, when set, serves net/http/pprof on a listener of its own.
+	PprofAddr string
 }
 
 // envOr returns the environment variable or def.
@@ -193,6 +195,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.HeartbeatTTL, "heartbeat-ttl", envDuration("VOUCHERD_HEARTBEAT_TTL", voucher.DefaultHeartbeatTTL), "how long an instance that stopped beating (every third of this) counts as alive before the Redis holds it did not write are fenced and given back (VOUCHERD_HEARTBEAT_TTL)")
 	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
 	fs.DurationVar(&cfg.StaleVoucherMax, "stale-voucher-max", envDuration("VOUCHERD_STALE_VOUCHER_MAX", voucher.DefaultStaleVoucherMax), "Kafka mode: how long a flash voucher's cached definition is used while PostgreSQL cannot be read; negative disables (VOUCHERD_STALE_VOUCHER_MAX)")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("VOUCHERD_PPROF_ADDR", ""), "serve Go's profiler (net/http/pprof) on this address, apart from the API; empty (the default) disables it; never expose it beyond the host (VOUCHERD_PPROF_ADDR)")
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("VOUCHERD_LOG_LEVEL", "info"), "debug, info, warn or error (VOUCHERD_LOG_LEVEL)")
 	fs.IntVar(&cfg.MaxDBConns, "db-max-conns", envInt("VOUCHERD_DB_MAX_CONNS", 32), "PostgreSQL pool size (VOUCHERD_DB_MAX_CONNS)")

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -265,4 +268,57 @@ type warmupJSON struct {
 	InRedis bool `json:"inRedis"`
 	// LoadedByThisCall: this call wrote it (false: it was there already).
 	LoadedByThisCall bool `json:"loadedByThisCall"`
+}
+
+// appendJSON appends e as encoding/json (HTML not escaped) writes it, with
+// the trailing newline.
+func (e errorJSON) appendJSON(b []byte) []byte {
+	b = append(b, `{"error":`...)
+	b = appendJSONString(b, e.Error)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, e.Message)
+	if e.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, e.Reason)
+	}
+	if e.RetryAfter != nil {
+		b = append(b, `,"retryAfter":`...)
+		b = strconv.AppendInt(b, *e.RetryAfter, 10)
+	}
+	if e.OutcomeUnknown {
+		b = append(b, `,"outcomeUnknown":true`...)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendJSON appends r as encoding/json writes it, with the trailing
+// newline.
+func (r reservationJSON) appendJSON(b []byte) []byte {
+	b = append(b, `{"orderId":`...)
+	b = appendJSONString(b, r.OrderID)
+	b = append(b, `,"discountAmount":`...)
+	b = strconv.AppendInt(b, r.DiscountAmount, 10)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, r.Status)
+	b = append(b, `,"expiresAt":"`...)
+	b = r.ExpiresAt.AppendFormat(b, time.RFC3339Nano)
+	return append(b, "\"}\n"...)
+}
+
+// appendJSONString appends s as a JSON string, as encoding/json writes it
+// with HTML escaping off.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			// Rare in voucherd's strings: leave escaping to encoding/json.
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s)
+			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -196,29 +195,18 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) error {
 	return voucher.Errorf(CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
 }
 
-type ctxKey int
-
-const requestIDKey ctxKey = 1
-
-// RequestID returns the request id carried by ctx, if any.
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
-
 // wrap adds request ids, auth, body limits, error writing, logging and
 // metrics around a route handler. Exposed to Config.Extra.
 func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 	public := route == "GET /readyz"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		hdr := w.Header()
 		id := r.Header.Get("X-Request-Id")
 		if id == "" || len(id) > 128 || strings.ContainsAny(id, "\r\n") {
 			id = newRequestID()
 		}
-		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), requestIDKey, id)
-		r = r.WithContext(ctx)
+		hdr["X-Request-Id"] = []string{id}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		}
@@ -229,7 +217,7 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 			key, err = s.authenticate(r, admin)
 		}
 		if err == nil {
-			r = r.WithContext(voucher.WithActor(ctx, key))
+			r = r.WithContext(voucher.WithActor(r.Context(), key))
 			err = h(rec, r)
 		}
 		if err != nil {
@@ -247,6 +235,10 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 		if rec.status >= 500 {
 			level = slog.LevelError
 		}
+		ctx := r.Context()
+		if !s.log.Enabled(ctx, level) {
+			return
+		}
 		s.log.LogAttrs(ctx, level, "request", slog.String("request_id", id), slog.String("route", route),
 			slog.String("key", key), slog.Int("status", rec.status), slog.String("outcome", outcome), slog.Duration("duration", d))
 	})
@@ -261,10 +253,28 @@ func isLoopback(remote string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// requestIDs numbers the request ids this process makes, after a random
+// prefix drawn at start so that ids of different processes differ.
+var (
+	requestIDPrefix = func() uint64 {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		return uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+	}()
+	requestIDs atomic.Uint64
+)
+
+// newRequestID returns a request id unique in this process (16 hex digits:
+// the process's prefix, then a counter).
 func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	const hexDigits = "0123456789abcdef"
+	var b [16]byte
+	n := requestIDPrefix<<32 | requestIDs.Add(1)&0xffffffff
+	for i := 15; i >= 0; i-- {
+		b[i] = hexDigits[n&0xf]
+		n >>= 4
+	}
+	return string(b[:])
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -273,23 +283,64 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &voucher.Error{Code: voucher.CodeInternal, Message: "internal error", Err: err}
 	}
 	status := StatusOf(e.Code)
-	msg := e.Message
 	if status >= 500 {
-		s.log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()),
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", w.Header().Get("X-Request-Id"),
 			"code", e.Code, "err", err)
-		if e.Code == voucher.CodeInternal {
-			msg = "internal error"
+	}
+	enc := encodeError(e, status)
+	h := w.Header()
+	if enc.retryAfter != nil {
+		h["Retry-After"] = enc.retryAfter
+	}
+	h["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(enc.body)
+}
+
+// jsonContentType is the Content-Type of every JSON answer; header maps may
+// share it since nothing writes to it.
+var jsonContentType = []string{"application/json"}
+
+// encodedError is the wire form of an error answer.
+type encodedError struct {
+	err        *voucher.Error
+	body       []byte
+	retryAfter []string // the Retry-After header's value; nil for none
+}
+
+// lastStockError is the encoded form of the last sold-out or held-out error
+// written. The service answers a sold-out flash voucher with one shared
+// *voucher.Error for as long as its answer stays the same (never changed
+// once returned), so the rush after a sell-out is answered from here
+// without encoding.
+var lastStockError atomic.Pointer[encodedError]
+
+// encodeError returns the wire form of e with status.
+func encodeError(e *voucher.Error, status int) *encodedError {
+	shared := e.Code == voucher.CodeHeldOut || e.Code == voucher.CodeOutOfStock
+	if shared {
+		if last := lastStockError.Load(); last != nil && last.err == e {
+			return last
 		}
 	}
+	msg := e.Message
+	if e.Code == voucher.CodeInternal {
+		msg = "internal error"
+	}
 	body := errorJSON{Error: string(e.Code), Message: msg, Reason: string(e.Reason), OutcomeUnknown: e.OutcomeUnknown}
+	enc := &encodedError{err: e}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		body.RetryAfter = &secs
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		enc.retryAfter = []string{strconv.FormatInt(secs, 10)}
 	} else if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		enc.retryAfter = []string{"1"}
 	}
-	writeJSON(w, status, body)
+	enc.body = body.appendJSON(make([]byte, 0, 64+len(msg)))
+	if shared {
+		lastStockError.Store(enc)
+	}
+	return enc
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -300,7 +351,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		http.Error(w, `{"error":"INTERNAL","message":"encoding failed"}`, http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())

@@ -89,15 +89,22 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	h := w.Header()
 	if res.Replay {
-		w.Header().Set("Idempotent-Replayed", "true")
+		h["Idempotent-Replayed"] = replayedTrue
 	}
-	writeJSON(w, http.StatusCreated, reservationJSON{
+	h["Content-Type"] = jsonContentType
+	out := reservationJSON{
 		OrderID: res.OrderID, DiscountAmount: res.DiscountAmount,
 		Status: string(res.Status), ExpiresAt: res.ExpiresAt.UTC(),
-	})
+	}
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(out.appendJSON(make([]byte, 0, 160)))
 	return nil
 }
+
+// replayedTrue is the Idempotent-Replayed header's value, shared.
+var replayedTrue = []string{"true"}
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	red, err := s.svc.Redemption(r.Context(), r.PathValue("code"), r.PathValue("orderId"))

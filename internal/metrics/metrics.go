@@ -38,6 +38,14 @@ type Metrics struct {
 	Drift            *prometheus.GaugeVec
 	DriftRepairs     *prometheus.CounterVec
 	ThresholdEvents  *prometheus.CounterVec
+
+	// Children of the vectors observed on every request (children.go).
+	requestDuration children[requestKey, prometheus.Observer]
+	reservations    children[modeOutcome, prometheus.Counter]
+	reserveDuration children[modeOutcome, prometheus.Observer]
+	gateDecisions   children[string, prometheus.Counter]
+	dependencyTime  children[depOp, prometheus.Observer]
+	dependencyErrs  children[depOp, prometheus.Counter]
 }
 
 // Counts are counters kept by other packages, read at each scrape; a nil
@@ -137,7 +145,9 @@ func (m *Metrics) Handler() http.Handler {
 
 // ObserveRequest implements httpapi.Metrics.
 func (m *Metrics) ObserveRequest(route, key, outcome string, status int, d time.Duration) {
-	m.RequestDuration.WithLabelValues(route, key, outcome, statusText(status)).Observe(d.Seconds())
+	m.requestDuration.get(requestKey{route, key, outcome, status}, func() prometheus.Observer {
+		return m.RequestDuration.WithLabelValues(route, key, outcome, statusText(status))
+	}).Observe(d.Seconds())
 }
 
 // Reserved implements voucher.Observer.
@@ -149,13 +159,15 @@ func (m *Metrics) Reserved(_ string, mode voucher.Mode, code voucher.ErrorCode, 
 	case code == "":
 		outcome = "ok"
 	}
-	m.Reservations.WithLabelValues(string(mode), outcome).Inc()
-	m.ReserveDuration.WithLabelValues(string(mode), outcome).Observe(d.Seconds())
+	k := modeOutcome{string(mode), outcome}
+	m.reservations.get(k, func() prometheus.Counter { return m.Reservations.WithLabelValues(k.mode, k.outcome) }).Inc()
+	m.reserveDuration.get(k, func() prometheus.Observer { return m.ReserveDuration.WithLabelValues(k.mode, k.outcome) }).Observe(d.Seconds())
 }
 
 // GateDecided implements voucher.Observer.
 func (m *Metrics) GateDecided(o voucher.GateOutcome) {
-	m.GateDecisions.WithLabelValues(o.String()).Inc()
+	s := o.String()
+	m.gateDecisions.get(s, func() prometheus.Counter { return m.GateDecisions.WithLabelValues(s) }).Inc()
 }
 
 // Expired implements voucher.Observer.
@@ -172,9 +184,10 @@ func (m *Metrics) Threshold(e voucher.ThresholdEvent) {
 
 // ObserveDependency records one call to a dependency.
 func (m *Metrics) ObserveDependency(dep, op string, d time.Duration, err error) {
-	m.DependencyTime.WithLabelValues(dep, op).Observe(d.Seconds())
+	k := depOp{dep, op}
+	m.dependencyTime.get(k, func() prometheus.Observer { return m.DependencyTime.WithLabelValues(dep, op) }).Observe(d.Seconds())
 	if err != nil {
-		m.DependencyErrors.WithLabelValues(dep, op).Inc()
+		m.dependencyErrs.get(k, func() prometheus.Counter { return m.DependencyErrors.WithLabelValues(dep, op) }).Inc()
 	}
 }
 

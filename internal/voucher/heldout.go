@@ -3,6 +3,7 @@ package voucher
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,39 +39,70 @@ type heldOutEntry struct {
 	sum     HoldSummary
 	err     error
 	fetched time.Time
+	// answer is the last error made from sum. Answers are shared by every
+	// request they fit and never changed once stored, so the HTTP layer
+	// may keep their encoding.
+	answer atomic.Pointer[Error]
+}
+
+// stockAnswer is the code and Retry-After (whole seconds, rounded up) of
+// the answer for a voucher with no free use, given what holds its uses.
+func stockAnswer(sum HoldSummary, now time.Time, ttl time.Duration) (ErrorCode, time.Duration) {
+	var d time.Duration
+	switch {
+	case !sum.EarliestExpiry.IsZero():
+		d = sum.EarliestExpiry.Sub(now)
+	case sum.UsedCount < sum.TotalLimit:
+		// The gate holds uses the store does not record yet: reservations on
+		// their way to it (Kafka mode, or a write in flight). They are
+		// RESERVED and fresh, so they expire about a TTL from now.
+		d = ttl
+	default:
+		return CodeOutOfStock, 0
+	}
+	d = max(d, time.Second)
+	return CodeHeldOut, (d + time.Second - 1) / time.Second * time.Second
 }
 
 // stockError is the answer for a voucher with no free use, given what holds
 // its uses.
 func stockError(code string, sum HoldSummary, now time.Time, ttl time.Duration) *Error {
-	switch {
-	case !sum.EarliestExpiry.IsZero():
-		return HeldOut(code, sum.EarliestExpiry.Sub(now))
-	case sum.UsedCount < sum.TotalLimit:
-		// The gate holds uses the store does not record yet: reservations on
-		// their way to it (Kafka mode, or a write in flight). They are
-		// RESERVED and fresh, so they expire about a TTL from now.
-		return HeldOut(code, ttl)
+	c, retry := stockAnswer(sum, now, ttl)
+	if c == CodeHeldOut {
+		return HeldOut(code, retry)
 	}
 	return Reject(CodeOutOfStock, "", Facts{Voucher: code})
 }
 
 // soldOutInGate answers a reservation the gate found no free use for:
-// HELD_OUT or OUT_OF_STOCK.
+// HELD_OUT or OUT_OF_STOCK. While the answer stays the same (the cached
+// holds and the Retry-After second), every request gets the same *Error.
 func (s *Service) soldOutInGate(ctx context.Context, code string) error {
-	sum, err := s.holds(ctx, code)
+	e, sum, err := s.holds(ctx, code)
 	if err != nil {
 		// The gate's answer stands; only its nuance is missing. Say what the
 		// service said before it could tell held from sold.
 		return Reject(CodeOutOfStock, "", Facts{Voucher: code})
 	}
-	return stockError(code, sum, s.cfg.Clock(), s.cfg.ReservationTTL)
+	now := s.cfg.Clock()
+	if e == nil {
+		return stockError(code, sum, now, s.cfg.ReservationTTL)
+	}
+	c, retry := stockAnswer(sum, now, s.cfg.ReservationTTL)
+	if last := e.answer.Load(); last != nil && last.Code == c && last.RetryAfter == retry {
+		return last
+	}
+	answer := stockError(code, sum, now, s.cfg.ReservationTTL)
+	e.answer.Store(answer)
+	return answer
 }
 
-// holds returns Store.Holds of code, cached for HeldOutCacheTTL.
-func (s *Service) holds(ctx context.Context, code string) (HoldSummary, error) {
+// holds returns Store.Holds of code, cached for HeldOutCacheTTL, and the
+// cache entry it came from (nil when the cache is off).
+func (s *Service) holds(ctx context.Context, code string) (*heldOutEntry, HoldSummary, error) {
 	if s.cfg.HeldOutCacheTTL < 0 {
-		return s.readHolds(ctx, code)
+		sum, err := s.readHolds(ctx, code)
+		return nil, sum, err
 	}
 	c := &s.heldOut
 	for {
@@ -85,11 +117,11 @@ func (s *Service) holds(ctx context.Context, code string) (HoldSummary, error) {
 			case <-e.done:
 				continue
 			case <-ctx.Done():
-				return HoldSummary{}, Unavailable(ctx.Err(), "waiting for the holds of voucher %s", code)
+				return nil, HoldSummary{}, Unavailable(ctx.Err(), "waiting for the holds of voucher %s", code)
 			}
 		case now.Sub(e.fetched) < s.cfg.HeldOutCacheTTL:
 			c.mu.Unlock()
-			return e.sum, e.err
+			return e, e.sum, e.err
 		}
 		if c.m == nil || len(c.m) > 100_000 {
 			c.m = map[string]*heldOutEntry{}
@@ -107,7 +139,7 @@ func (s *Service) holds(ctx context.Context, code string) (HoldSummary, error) {
 		}
 		e.fetched = s.cfg.Clock()
 		close(e.done)
-		return e.sum, e.err
+		return e, e.sum, e.err
 	}
 }
 
