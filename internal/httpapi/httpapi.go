@@ -278,8 +278,8 @@ func newRequestID() string {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var e *voucher.Error
-	if !errors.As(err, &e) {
+	e, ok := err.(*voucher.Error) // the common case, without errors.As's reflection
+	if !ok && !errors.As(err, &e) {
 		e = &voucher.Error{Code: voucher.CodeInternal, Message: "internal error", Err: err}
 	}
 	status := StatusOf(e.Code)

@@ -115,6 +115,9 @@ func CodeOf(err error) ErrorCode {
 	if err == nil {
 		return ""
 	}
+	if e, ok := err.(*Error); ok { // the common case, without errors.As's reflection
+		return e.Code
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
