@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -46,23 +45,27 @@ func TestSchemathesis(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, "run", s.base+"/openapi.yaml",
+	conf, err := filepath.Abs(filepath.Join("..", "..", "scripts", "schemathesis"))
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, bin, "--config-file", filepath.Join(conf, "schemathesis.toml"), "run", s.base+"/openapi.yaml",
 		"--url", s.base,
 		"--checks", "all",
 		"--header", "Authorization: Bearer "+testAdminToken,
 		"--max-examples", "30",
 		"--seed", "1",
-		"--workers", "2",
+		// One worker: Python 3.11 before 3.11.8 can fail ast.parse when
+		// threads call it at once (Hypothesis does, describing filters).
+		"--workers", "1",
 		"--max-time", "150",
 		"--request-timeout", "10",
 		"--generation-database", "none",
 		"--no-color",
 		"--report-dir", dir,
 	)
-	// The configuration and hooks of scripts/schemathesis are found from its
-	// folder.
-	cmd.Dir = filepath.Join("..", "..", "scripts", "schemathesis")
-	cmd.Env = append(os.Environ(), "SCHEMATHESIS_HOOKS=hooks", "PYTHONPATH=.")
+	// The hooks of scripts/schemathesis; Schemathesis keeps its crash cache
+	// in the working folder, a temporary one.
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SCHEMATHESIS_HOOKS=hooks", "PYTHONPATH="+conf)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("schemathesis: %v\n%s", err, shortLines(out))
@@ -70,12 +73,9 @@ func TestSchemathesis(t *testing.T) {
 	t.Logf("schemathesis:\n%s", shortLines(out))
 }
 
-// shortLines returns the report from its failures on (all of it when there
-// are none), with each line cut at 2,000 bytes: generated bodies can be long.
+// shortLines returns the report with each line cut at 2,000 bytes:
+// generated bodies can be long.
 func shortLines(out []byte) string {
-	if i := bytes.Index(out, []byte("=== FAILURES ===")); i >= 0 {
-		out = out[bytes.LastIndexByte(out[:i], '\n')+1:]
-	}
 	var b strings.Builder
 	for _, line := range strings.Split(string(out), "\n") {
 		if len(line) > 2000 {

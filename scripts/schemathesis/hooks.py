@@ -1,19 +1,21 @@
 """Schemathesis hooks for voucherd's API tests (cmd/voucherd TestSchemathesis).
 
-A voucher's validity window must be non-empty (startsAt before endsAt), a
-rule between two fields that JSON Schema cannot state: a body that breaks it
-is valid by the schema yet refused with 400. So before a body of POST
-/vouchers or PATCH /vouchers/{code} is sent, its window is made non-empty:
+A voucher's validity window must be non-empty (startsAt before endsAt) and
+must not have ended (endsAt after now): rules between two fields, and
+between a field and the clock, that JSON Schema cannot state. A body that
+breaks them is valid by the schema yet refused with 400. So before a body of
+POST /vouchers or PATCH /vouchers/{code} is sent, its window is made usable:
 
-- startsAt and endsAt in the wrong order are swapped; equal ones get the
-  other end of the allowed years;
+- startsAt and endsAt in the wrong order are swapped;
+- an endsAt before tomorrow becomes the last allowed day, and a startsAt
+  not before endsAt the first;
 - a PATCH with one date gets the other (one date alone may cross the
   voucher's stored date).
 
 Only the dates of such bodies change, and only when both are well-formed
 date-times; every other part of every generated request is sent as is.
 """
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import schemathesis
 
@@ -40,11 +42,11 @@ def _fix_window(body, patch):
         return
     if starts > ends:
         body["startsAt"], body["endsAt"] = body["endsAt"], body["startsAt"]
-    elif starts == ends:
-        if starts < _instant(LATEST):
-            body["endsAt"] = LATEST
-        else:
-            body["startsAt"] = EARLIEST
+        starts, ends = ends, starts
+    if ends <= datetime.now(timezone.utc) + timedelta(days=1):
+        body["endsAt"], ends = LATEST, _instant(LATEST)
+    if starts >= ends:
+        body["startsAt"] = EARLIEST
 
 
 @schemathesis.hook
