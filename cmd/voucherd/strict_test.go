@@ -138,10 +138,10 @@ func TestAPIMethodNotAllowed(t *testing.T) {
 	code := s.createVoucher(voucherSpec{})
 	auth := map[string]string{"Authorization": "Bearer " + testAdminToken}
 	for path, allow := range map[string]string{
-		"/vouchers":                                     "POST",
+		"/vouchers":                                     "GET, HEAD, POST",
 		"/vouchers/" + code:                             "GET, HEAD, PATCH",
 		"/vouchers/" + code + "/warmup":                 "POST",
-		"/vouchers/" + code + "/reservations":           "POST",
+		"/vouchers/" + code + "/reservations":           "GET, HEAD, POST",
 		"/vouchers/" + code + "/reservations/o1":        "GET, HEAD, DELETE",
 		"/vouchers/" + code + "/reservations/o1/extend": "POST",
 		"/healthz": "GET, HEAD",
