@@ -51,19 +51,19 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 // pageOf reads limit and after.
 func pageOf(q url.Values) (voucher.PageRequest, error) {
 	p := voucher.PageRequest{After: q.Get("after")}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > voucher.MaxPageLimit {
+	if q.Has("limit") {
+		n, ok := queryInteger(q.Get("limit"))
+		if !ok || n < 1 || n > voucher.MaxPageLimit {
 			return p, voucher.Errorf(voucher.CodeInvalidRequest, "limit must be an integer between 1 and %d", voucher.MaxPageLimit)
 		}
-		p.Limit = n
+		p.Limit = int(n)
 	}
 	return p, nil
 }
 
 func positiveID(s, name string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
+	n, ok := queryInteger(s)
+	if !ok || n <= 0 {
 		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "%s must be a positive integer", name)
 	}
 	return n, nil
@@ -86,7 +86,8 @@ func (s *Server) listVouchers(w http.ResponseWriter, r *http.Request) error {
 	}
 	f := voucher.VoucherFilter{State: voucher.VoucherState(q.Get("state")), CodePrefix: q.Get("codePrefix"),
 		Limit: p.Limit, After: p.After}
-	if fs := q.Get("flashSale"); fs != "" {
+	if q.Has("flashSale") {
+		fs := q.Get("flashSale")
 		b, err := strconv.ParseBool(fs)
 		if err != nil || (fs != "true" && fs != "false") {
 			return voucher.Errorf(voucher.CodeInvalidRequest, "flashSale must be true or false")

@@ -608,3 +608,17 @@ func timeField(name string, v jsonValue) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// queryInteger reads an integer query parameter as JSON Schema counts
+// integers: any number with an integral value ("5", "5.0", "5e0").
+func queryInteger(s string) (int64, bool) {
+	d := scanner{b: []byte(s)}
+	if s == "" {
+		return 0, false
+	}
+	v, err := d.number()
+	if err != nil || d.i != len(d.b) {
+		return 0, false
+	}
+	return parseInteger(v.raw)
+}

@@ -304,3 +304,16 @@ func unambiguous(body []byte) bool {
 	}
 	return count == names && !strings.Contains(string(body), "\x00")
 }
+
+func TestQueryInteger(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]int64{"5": 5, "459.0": 459, "1e2": 100, "-3": -3} {
+		got, ok := queryInteger(s)
+		require.True(t, ok, s)
+		require.Equal(t, want, got, s)
+	}
+	for _, s := range []string{"", " 5", "5 ", "5.5", "0x10", "+5", "five", "1e400"} {
+		_, ok := queryInteger(s)
+		require.False(t, ok, s)
+	}
+}

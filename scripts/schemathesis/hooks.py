@@ -12,9 +12,17 @@ POST /vouchers or PATCH /vouchers/{code} is sent, its window is made usable:
 - a PATCH with one date gets the other (one date alone may cross the
   voucher's stored date).
 
-Only the dates of such bodies change, and only when both are well-formed
-date-times; every other part of every generated request is sent as is.
+The `after` query parameter of the listings is a cursor the server issued
+(the `next` of a previous page); any other string is refused with 400, and a
+schema cannot say "a value the server gave you". So an `after` that is not
+one (base64url of a JSON object) is left out of the request: the listing's
+first page is asked for instead.
+
+Only these dates and cursors change; every other part of every generated
+request is sent as is.
 """
+import base64
+import json
 from datetime import datetime, timedelta, timezone
 
 import schemathesis
@@ -49,9 +57,23 @@ def _fix_window(body, patch):
         body["startsAt"] = EARLIEST
 
 
+def _server_cursor(value):
+    if not isinstance(value, str) or value == "":
+        return False
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+    except (ValueError, TypeError):
+        return False
+    return isinstance(decoded, dict) and "l" in decoded
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
     op = case.operation
+    if isinstance(case.query, dict) and "after" in case.query and not _server_cursor(case.query["after"]):
+        del case.query["after"]
+        if isinstance(kwargs, dict) and isinstance(kwargs.get("params"), dict):
+            kwargs["params"].pop("after", None)
     if not isinstance(case.body, dict):
         return
     if op.path == "/vouchers" and op.method.upper() == "POST":
