@@ -23,6 +23,7 @@ import (
 	"io"
 	"math/big"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,8 +59,14 @@ const (
 type Config struct {
 	// Name labels the run in reports (Compare sets it to the target's name).
 	Name string
-	// BaseURL is the voucherd to load, e.g. "http://127.0.0.1:8080".
+	// BaseURL is the voucherd to load, e.g. "http://127.0.0.1:8080"; the
+	// run's vouchers are created through it.
 	BaseURL string
+	// BaseURLs, when set, are the voucherd instances of one deployment
+	// (sharing PostgreSQL and Redis) to spread the traffic over: worker i
+	// sends to BaseURLs[i % len]. Empty means BaseURL alone; BaseURL empty
+	// means BaseURLs[0].
+	BaseURLs []string
 	// APIToken authenticates reservation requests; AdminToken creates the
 	// bench vouchers.
 	APIToken   string
@@ -177,10 +184,23 @@ func (c Config) withDefaults() (Config, error) {
 		c.Seed = n.Uint64() + 1
 	}
 
-	u, err := url.Parse(c.BaseURL)
+	if c.BaseURL == "" && len(c.BaseURLs) > 0 {
+		c.BaseURL = c.BaseURLs[0]
+	}
+	if len(c.BaseURLs) == 0 {
+		c.BaseURLs = []string{c.BaseURL}
+	}
+	c.BaseURLs = slices.Clone(c.BaseURLs)
+	for i, b := range append([]string{c.BaseURL}, c.BaseURLs...) {
+		u, err := url.Parse(b)
+		if b == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("bench: BaseURL %q must be an http(s) URL", b)
+		}
+		if i > 0 {
+			c.BaseURLs[i-1] = strings.TrimRight(b, "/")
+		}
+	}
 	switch {
-	case c.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return c, fmt.Errorf("bench: BaseURL %q must be an http(s) URL", c.BaseURL)
 	case c.Target != RouteReserve && c.Target != RouteNoop:
 		return c, fmt.Errorf("bench: Target %q must be %q or %q", c.Target, RouteReserve, RouteNoop)
 	case c.TotalLimit < 0 || c.PerUserLimit < 0 || c.DiscountAmount < 0 || c.MinOrderAmount < 0:
@@ -221,7 +241,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := newRunner(cfg)
+	r, err := newRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
 	defer r.hc.CloseIdleConnections()
 	if cfg.Target == RouteReserve {
 		if err := r.createVouchers(ctx); err != nil {

@@ -18,9 +18,12 @@ import (
 // Report is the outcome of one run. Its JSON form is the machine-readable
 // output of `voucherd bench --json`.
 type Report struct {
-	Name      string   `json:"name,omitempty"`
-	Target    Route    `json:"target"`
-	BaseURL   string   `json:"baseUrl"`
+	Name    string `json:"name,omitempty"`
+	Target  Route  `json:"target"`
+	BaseURL string `json:"baseUrl"`
+	// BaseURLs lists the instances the traffic was spread over, when more
+	// than one.
+	BaseURLs  []string `json:"baseUrls,omitempty"`
 	FlashSale bool     `json:"flashSale"`
 	Vouchers  []string `json:"vouchers,omitempty"`
 	// Loop is "open" (fixed rate) or "closed" (back to back).
@@ -116,6 +119,9 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 		Histogram:     hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
 		prefix:        r.prefix,
 	}
+	if len(cfg.BaseURLs) > 1 {
+		rep.BaseURLs = cfg.BaseURLs
+	}
 	if cfg.Rate > 0 {
 		rep.Loop = "open"
 	}
@@ -128,10 +134,12 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 	for _, ws := range stats {
 		rep.Histogram.Merge(ws.hist)
 		for k, v := range ws.status {
-			rep.Status[k] += v
+			if v > 0 {
+				rep.Status[k] += v
+			}
 		}
 		for k, v := range ws.errs {
-			rep.Errors[k] += v
+			rep.Errors[k] += *v
 		}
 		rep.WarmupRequests += ws.warmup
 		rep.NewOrders += ws.kinds[kindNew]
@@ -200,7 +208,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	} else {
 		what += " (GET /healthz)"
 	}
-	p("target", "%s at %s", what, r.BaseURL)
+	if len(r.BaseURLs) > 1 {
+		p("target", "%s at %d instances: %s", what, len(r.BaseURLs), strings.Join(r.BaseURLs, " "))
+	} else {
+		p("target", "%s at %s", what, r.BaseURL)
+	}
 	if len(r.Vouchers) > 0 {
 		v := strings.Join(r.Vouchers, " ")
 		if len(r.Vouchers) > 4 {
