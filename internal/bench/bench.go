@@ -83,6 +83,10 @@ type Config struct {
 	// Vouchers is how many vouchers to create; traffic is spread uniformly
 	// across them (1 = a single hot voucher, the flash-sale case).
 	Vouchers int
+	// HotShare, with several vouchers, sends that share of the requests to
+	// the first voucher (a hot one) and spreads the rest uniformly over the
+	// others.
+	HotShare float64
 
 	// Customers is the number of distinct customers the traffic comes from.
 	Customers int64
@@ -125,6 +129,11 @@ type Config struct {
 
 	// Verify, when DatabaseURL is set, checks the invariants after the run.
 	Verify VerifyConfig
+
+	// CPU lists the processes of the stack under load; when set, the report
+	// gives each one's CPU time per request over the measured requests
+	// (those after Warmup), read from /proc (Linux).
+	CPU []Component
 }
 
 // VerifyConfig tells Verify where voucherd keeps its state.
@@ -211,6 +220,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: Customers must not be negative")
 	case c.RetryShare < 0 || c.RepeatShare < 0 || c.RetryShare+c.RepeatShare > 1:
 		return c, errors.New("bench: RetryShare and RepeatShare must be >= 0 and add up to at most 1")
+	case c.HotShare < 0 || c.HotShare > 1 || (c.HotShare > 0 && c.Vouchers < 2):
+		return c, errors.New("bench: HotShare must be between 0 and 1, with at least 2 vouchers")
 	case c.Rate < 0:
 		return c, errors.New("bench: Rate must not be negative")
 	case c.Concurrency < 0:

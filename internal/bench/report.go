@@ -62,6 +62,11 @@ type Report struct {
 	StoppedByMaxDuration bool `json:"stoppedByMaxDuration,omitempty"`
 	Interrupted          bool `json:"interrupted,omitempty"`
 
+	// CPU is the stack's CPU time per request, when Config.CPU was set;
+	// CPUError says why it is missing.
+	CPU      *CPUCost `json:"cpu,omitempty"`
+	CPUError string   `json:"cpuError,omitempty"`
+
 	// Verification is set when the run was verified.
 	Verification *Verification `json:"verification,omitempty"`
 
@@ -251,6 +256,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.Interrupted {
 		p("stopped", "interrupted")
+	}
+	if c := r.CPU; c != nil {
+		p("cpu", "per request over %d requests in %.2fs (after the warm-up):", c.Requests, c.Seconds)
+		for _, cc := range append(append(slices.Clone(c.Components), c.Stack), c.LoadGenerator) {
+			p("", "%-15s %8.1f µs/req  %6.2f cores  %7.2f CPU s", cc.Name, cc.MicrosPerRequest, cc.Cores, cc.CPUSeconds)
+		}
+	}
+	if r.CPUError != "" {
+		p("cpu", "not measured: %s", r.CPUError)
 	}
 	if v := r.Verification; v != nil {
 		checks := v.Vouchers

@@ -182,6 +182,15 @@ func (r *runner) run(ctx context.Context) *Report {
 	if cfg.Duration > 0 {
 		r.end = r.start.Add(cfg.Duration)
 	}
+	cpuBefore := make(chan procTimes, 1)
+	if len(cfg.CPU) > 0 {
+		if cfg.Warmup == 0 {
+			cpuBefore <- readCPU(cfg.CPU)
+		} else {
+			t := time.AfterFunc(cfg.Warmup, func() { cpuBefore <- readCPU(cfg.CPU) })
+			defer t.Stop()
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range cfg.Concurrency {
 		wg.Add(1)
@@ -195,6 +204,19 @@ func (r *runner) run(ctx context.Context) *Report {
 	stopProgress(elapsed)
 
 	rep := r.report(stats, elapsed)
+	if len(cfg.CPU) > 0 {
+		after := readCPU(cfg.CPU)
+		select {
+		case before := <-cpuBefore:
+			cost, err := cpuCost(cfg.CPU, before, after, rep.Histogram.TotalCount())
+			rep.CPU = cost
+			if err != nil {
+				rep.CPUError = err.Error()
+			}
+		default:
+			rep.CPUError = "the run ended before its warm-up did"
+		}
+	}
 	rep.StoppedByMaxDuration = r.stopped.Load() && ctx.Err() == nil
 	rep.Interrupted = ctx.Err() != nil
 	return rep
