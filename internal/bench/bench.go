@@ -1,9 +1,17 @@
 // Package bench is the load generator behind `voucherd bench`: it creates
 // fresh vouchers on a running voucherd, sends reservation traffic (or no-op
-// traffic to /healthz, as a baseline) in an open or closed loop, records
-// latency in an HdrHistogram, and reports throughput, percentiles and
-// outcomes. With a database URL it then verifies the invariants of SPEC §2
-// against PostgreSQL (and Redis in flash modes) for the vouchers it created.
+// traffic to /healthz, as a baseline) in an open or closed loop over one or
+// several instances, records latency in HdrHistograms, and reports
+// throughput, percentiles, outcomes and, given the stack's processes, their
+// CPU time per request. With a database URL it then verifies the
+// never-oversell invariants against PostgreSQL (and Redis in flash modes)
+// for the vouchers it created.
+//
+// The generator is meant not to be the ceiling: each worker keeps one
+// keep-alive HTTP/1.1 connection, writes each request from bytes prepared
+// once per voucher into a reused buffer, and parses only the status line,
+// the framing headers and the error code of the answer, without allocating
+// per request.
 //
 // Open loop: requests are scheduled at fixed intervals and latency is
 // measured from each request's scheduled send time, so a slow server cannot
@@ -74,7 +82,7 @@ type Config struct {
 	// Target is RouteReserve (default) or RouteNoop.
 	Target Route
 
-	// The vouchers the run creates (SPEC §1). Each run creates fresh ones.
+	// The vouchers the run creates (the API's voucher fields). Each run creates fresh ones.
 	TotalLimit     int32
 	PerUserLimit   int32
 	FlashSale      bool

@@ -258,7 +258,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		p("stopped", "interrupted")
 	}
 	if c := r.CPU; c != nil {
-		p("cpu", "per request over %d requests in %.2fs (after the warm-up):", c.Requests, c.Seconds)
+		after := ""
+		if r.WarmupSeconds > 0 {
+			after = " after the warm-up"
+		}
+		p("cpu", "per request over the %d requests of %.2fs%s:", c.Requests, c.Seconds, after)
 		for _, cc := range append(append(slices.Clone(c.Components), c.Stack), c.LoadGenerator) {
 			p("", "%-15s %8.1f µs/req  %6.2f cores  %7.2f CPU s", cc.Name, cc.MicrosPerRequest, cc.Cores, cc.CPUSeconds)
 		}

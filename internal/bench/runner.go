@@ -349,7 +349,8 @@ func (r *runner) record(ctx context.Context, ws *workerStats, j job, start time.
 		case status == http.StatusCreated:
 			ws.granted = append(ws.granted, j.order)
 		case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable):
-			// 503 means nothing was taken (SPEC §3); other failures
+			// 503 means nothing was taken (a dependency failure leaks
+			// no use); other failures
 			// leave the outcome unknown.
 			ws.unknown = append(ws.unknown, j.order)
 		}
