@@ -78,6 +78,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.redis, "redis", "single", "with a started stack: single (one Redis) or cluster (a Redis Cluster of 3 masters)")
 	fs.IntVar(&o.parts, "kafka-partitions", 3, "with a started stack: partitions of the reservations topic")
 	fs.IntVar(&o.consumers, "consumers", 1, "with a started stack: consumers in the Kafka group (inside the first instances, then voucherd consume processes)")
+	fs.DurationVar(&cfg.CPUIdle, "cpu-idle", 2*time.Second, "with CPU accounting: first watch the stack this long without traffic, to tell its idle cost from the requests'")
 	fs.Var(listFlag{&o.cpuPIDs}, "cpu", "with --url: processes whose CPU time per request to report, as name=pid[+pid...], comma-separated (descendants count too)")
 	seed := fs.Uint64("seed", 0, "workload seed; 0 picks one")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

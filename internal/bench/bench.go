@@ -142,6 +142,10 @@ type Config struct {
 	// gives each one's CPU time per request over the measured requests
 	// (those after Warmup), read from /proc (Linux).
 	CPU []Component
+	// CPUIdle, with CPU, first watches the stack this long without traffic,
+	// so that the report can tell its idle cost (a broker's or a pool's
+	// background work) from the cost of the requests.
+	CPUIdle time.Duration
 }
 
 // VerifyConfig tells Verify where voucherd keeps its state.
@@ -234,7 +238,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: Rate must not be negative")
 	case c.Concurrency < 0:
 		return c, errors.New("bench: Concurrency must not be negative")
-	case c.Requests < 0 || c.Duration < 0 || c.MaxDuration < 0 || c.RequestTimeout < 0 || c.Warmup < 0:
+	case c.Requests < 0 || c.Duration < 0 || c.MaxDuration < 0 || c.RequestTimeout < 0 || c.Warmup < 0 || c.CPUIdle < 0:
 		return c, errors.New("bench: Requests and durations must not be negative")
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")

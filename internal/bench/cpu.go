@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -43,6 +44,38 @@ type ComponentCost struct {
 	MicrosPerRequest float64 `json:"cpuMicrosPerRequest"`
 	// Cores is CPUSeconds over the window's wall time: the cores it kept busy.
 	Cores float64 `json:"cores"`
+	// IdleCores is what it kept busy without traffic (Config.CPUIdle), and
+	// MarginalMicrosPerRequest the CPU time per request beyond that idle
+	// cost; both are 0 when the idle cost was not watched.
+	IdleCores                float64 `json:"idleCores,omitempty"`
+	MarginalMicrosPerRequest float64 `json:"cpuMicrosPerRequestOverIdle,omitempty"`
+}
+
+// idleCPU is the CPU time the components used while watched without
+// traffic.
+type idleCPU struct {
+	seconds float64
+	ticks   []int64 // per component, then the sum
+	err     error
+}
+
+// watchIdle reads the components' CPU time over d with no traffic.
+func watchIdle(ctx context.Context, components []Component, d time.Duration) *idleCPU {
+	before := readCPU(components)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	after := readCPU(components)
+	idle := &idleCPU{seconds: after.at.Sub(before.at).Seconds(), err: errors.Join(before.failed, after.failed)}
+	var sum int64
+	for i := range components {
+		t := after.ticks[i] - before.ticks[i]
+		idle.ticks = append(idle.ticks, t)
+		sum += t
+	}
+	idle.ticks = append(idle.ticks, sum)
+	return idle
 }
 
 // clockTicks is USER_HZ, the unit of the times in /proc/<pid>/stat; it is
@@ -143,7 +176,7 @@ func parseStat(b []byte) (int, [4]int64, error) {
 }
 
 // cpuCost turns two readings into the cost of the requests between them.
-func cpuCost(components []Component, before, after procTimes, requests int64) (*CPUCost, error) {
+func cpuCost(components []Component, before, after procTimes, requests int64, idle *idleCPU) (*CPUCost, error) {
 	if before.failed != nil {
 		return nil, before.failed
 	}
@@ -152,7 +185,7 @@ func cpuCost(components []Component, before, after procTimes, requests int64) (*
 	}
 	wall := after.at.Sub(before.at).Seconds()
 	cost := &CPUCost{Seconds: wall, Requests: requests, Stack: ComponentCost{Name: "stack"}}
-	mk := func(name string, ticks int64) ComponentCost {
+	mk := func(name string, ticks int64, i int) ComponentCost {
 		c := ComponentCost{Name: name, CPUSeconds: float64(ticks) / clockTicks}
 		if requests > 0 {
 			c.MicrosPerRequest = c.CPUSeconds * 1e6 / float64(requests)
@@ -160,15 +193,21 @@ func cpuCost(components []Component, before, after procTimes, requests int64) (*
 		if wall > 0 {
 			c.Cores = c.CPUSeconds / wall
 		}
+		if idle != nil && idle.err == nil && idle.seconds > 0 && i >= 0 {
+			c.IdleCores = float64(idle.ticks[i]) / clockTicks / idle.seconds
+			if requests > 0 {
+				c.MarginalMicrosPerRequest = (c.CPUSeconds - c.IdleCores*wall) * 1e6 / float64(requests)
+			}
+		}
 		return c
 	}
 	var total int64
 	for i, c := range components {
 		d := after.ticks[i] - before.ticks[i]
 		total += d
-		cost.Components = append(cost.Components, mk(c.Name, d))
+		cost.Components = append(cost.Components, mk(c.Name, d, i))
 	}
-	cost.Stack = mk("stack", total)
-	cost.LoadGenerator = mk("load generator", after.self-before.self)
+	cost.Stack = mk("stack", total, len(components))
+	cost.LoadGenerator = mk("load generator", after.self-before.self, -1)
 	return cost, nil
 }

@@ -36,7 +36,7 @@ func TestCPUCostCountsProcessTrees(t *testing.T) {
 	require.NoError(t, before.failed)
 	time.Sleep(300 * time.Millisecond)
 	after := readCPU(comps)
-	cost, err := cpuCost(comps, before, after, 1000)
+	cost, err := cpuCost(comps, before, after, 1000, nil)
 	require.NoError(t, err)
 	require.Len(t, cost.Components, 1)
 	require.Positive(t, cost.Components[0].CPUSeconds, "the grandchild's loop counts")
@@ -60,6 +60,12 @@ func TestRunReportsCPU(t *testing.T) {
 	require.NotNil(t, rep.CPU)
 	require.Equal(t, int64(2000), rep.CPU.Requests)
 	require.Equal(t, "self", rep.CPU.Components[0].Name)
+
+	cfg.CPUIdle = 200 * time.Millisecond
+	rep, err = Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.NotNil(t, rep.CPU)
+	require.NotZero(t, rep.CPU.Stack.MarginalMicrosPerRequest, "the idle cost was watched")
 }
 
 func TestHotShareSendsToTheFirstVoucher(t *testing.T) {

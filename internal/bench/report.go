@@ -264,7 +264,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		p("cpu", "per request over the %d requests of %.2fs%s:", c.Requests, c.Seconds, after)
 		for _, cc := range append(append(slices.Clone(c.Components), c.Stack), c.LoadGenerator) {
-			p("", "%-15s %8.1f µs/req  %6.2f cores  %7.2f CPU s", cc.Name, cc.MicrosPerRequest, cc.Cores, cc.CPUSeconds)
+			over := ""
+			if cc.IdleCores > 0 || cc.MarginalMicrosPerRequest != 0 {
+				over = fmt.Sprintf("  (idle %.2f cores; %.1f µs/req over idle)", cc.IdleCores, cc.MarginalMicrosPerRequest)
+			}
+			p("", "%-15s %8.1f µs/req  %6.2f cores  %7.2f CPU s%s", cc.Name, cc.MicrosPerRequest, cc.Cores, cc.CPUSeconds, over)
 		}
 	}
 	if r.CPUError != "" {

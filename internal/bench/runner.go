@@ -182,6 +182,10 @@ func (r *runner) run(ctx context.Context) *Report {
 	if cfg.Duration > 0 {
 		r.end = r.start.Add(cfg.Duration)
 	}
+	var idle *idleCPU
+	if len(cfg.CPU) > 0 && cfg.CPUIdle > 0 {
+		idle = watchIdle(ctx, cfg.CPU, cfg.CPUIdle)
+	}
 	cpuBefore := make(chan procTimes, 1)
 	if len(cfg.CPU) > 0 {
 		if cfg.Warmup == 0 {
@@ -208,7 +212,7 @@ func (r *runner) run(ctx context.Context) *Report {
 		after := readCPU(cfg.CPU)
 		select {
 		case before := <-cpuBefore:
-			cost, err := cpuCost(cfg.CPU, before, after, rep.Histogram.TotalCount())
+			cost, err := cpuCost(cfg.CPU, before, after, rep.Histogram.TotalCount(), idle)
 			rep.CPU = cost
 			if err != nil {
 				rep.CPUError = err.Error()
