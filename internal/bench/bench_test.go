@@ -211,6 +211,24 @@ func TestMaxDurationStopsTheRun(t *testing.T) {
 	require.InDelta(t, 30, rep.Requests, 2)
 }
 
+// A worker waiting for a job scheduled past MaxDuration stops at
+// MaxDuration, not at the job's time.
+func TestMaxDurationStopsWaitingWorkers(t *testing.T) {
+	t.Parallel()
+	_, srv := newFakeServer(t)
+	cfg := baseConfig(srv.URL)
+	cfg.Target = RouteNoop
+	cfg.Rate = 2
+	cfg.Concurrency = 64
+	cfg.Duration = time.Hour
+	cfg.MaxDuration = 300 * time.Millisecond
+	start := time.Now()
+	rep, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 10*time.Second, "the 64th job is scheduled at 31.5s")
+	require.True(t, rep.StoppedByMaxDuration)
+}
+
 func TestCancelledContext(t *testing.T) {
 	t.Parallel()
 	_, srv := newFakeServer(t)

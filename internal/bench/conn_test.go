@@ -107,7 +107,7 @@ func TestMalformedResponseIsNoAnswer(t *testing.T) {
 func TestErrorCode(t *testing.T) {
 	t.Parallel()
 	for body, want := range map[string]string{
-		`{"error":"OUT_OF_STOCK","message":"x"}`:   "OUT_OF_STOCK",
+		`{"error":"OUT_OF_STOCK","message":"x"}`:    "OUT_OF_STOCK",
 		`{"message":"x", "error" : "ALREADY_USED"}`: "ALREADY_USED",
 		`{"error":""}`:       "",
 		`{"error":"a\"b"}`:   "",
@@ -166,7 +166,9 @@ func TestRequestPathDoesNotAllocate(t *testing.T) {
 		ws.countErr(errorCode(c.body))
 	}
 	send()
-	require.Zero(t, testing.AllocsPerRun(200, send))
+	if !raceEnabled {
+		require.Zero(t, testing.AllocsPerRun(200, send))
+	}
 
 	parsed, err := http.ReadRequest(bufio.NewReader(strings.NewReader(string(r.appendReserve(nil, ep, order{seq: 7, customer: 1234567})))))
 	require.NoError(t, err)

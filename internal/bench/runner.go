@@ -200,7 +200,7 @@ func (r *runner) run(ctx context.Context) *Report {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.work(ctx, r.endpoints[i%len(r.endpoints)], stats[i%len(stats)])
+			r.work(ctx, sendCtx, r.endpoints[i%len(r.endpoints)], stats[i%len(stats)])
 		}()
 	}
 	wg.Wait()
@@ -257,9 +257,10 @@ func (r *runner) take() (j job, ok bool) {
 }
 
 // work sends jobs on one keep-alive connection until the run is over. In an
-// open loop it waits for each job's scheduled time; a job it takes late
-// (every worker was busy) counts its lateness in its latency.
-func (r *runner) work(ctx context.Context, ep *endpoint, ws *workerStats) {
+// open loop it waits for each job's scheduled time (or the end of sending:
+// sendCtx); a job it takes late (every worker was busy) counts its lateness
+// in its latency.
+func (r *runner) work(ctx, sendCtx context.Context, ep *endpoint, ws *workerStats) {
 	conn := newHTTPConn(ctx, ep, r.cfg.RequestTimeout)
 	defer conn.close()
 	req := make([]byte, 0, 512)
@@ -280,10 +281,9 @@ func (r *runner) work(ctx context.Context, ep *endpoint, ws *workerStats) {
 			}
 			select {
 			case <-timer.C:
-			case <-ctx.Done():
-				return
+			case <-sendCtx.Done():
 			}
-			if r.stop.Load() {
+			if r.stop.Load() || sendCtx.Err() != nil {
 				r.stopped.Store(true)
 				return
 			}
