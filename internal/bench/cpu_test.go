@@ -62,9 +62,12 @@ func TestRunReportsCPU(t *testing.T) {
 	require.Equal(t, "self", rep.CPU.Components[0].Name)
 
 	cfg.CPUIdle = 200 * time.Millisecond
+	cfg.Requests, cfg.Duration, cfg.Warmup = 0, 600*time.Millisecond, 300*time.Millisecond
 	rep, err = Run(context.Background(), cfg)
 	require.NoError(t, err)
 	require.NotNil(t, rep.CPU)
+	require.Positive(t, rep.WarmupRequests, "the idle watch does not eat the warm-up")
+	require.Equal(t, rep.Histogram.TotalCount(), rep.CPU.Requests)
 	require.NotZero(t, rep.CPU.Stack.MarginalMicrosPerRequest, "the idle cost was watched")
 }
 

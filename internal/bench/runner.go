@@ -162,6 +162,12 @@ func (ws *workerStats) countErr(code []byte) {
 
 func (r *runner) run(ctx context.Context) *Report {
 	cfg := r.cfg
+	// The idle cost is watched before anything else starts: the warm-up
+	// and the MaxDuration bound count from the first request.
+	var idle *idleCPU
+	if len(cfg.CPU) > 0 && cfg.CPUIdle > 0 {
+		idle = watchIdle(ctx, cfg.CPU, cfg.CPUIdle)
+	}
 	// Sending stops at MaxDuration; requests in flight then finish (each is
 	// bounded by RequestTimeout) so their answers are counted.
 	sendCtx, cancelSend := context.WithTimeout(ctx, cfg.MaxDuration)
@@ -181,10 +187,6 @@ func (r *runner) run(ctx context.Context) *Report {
 	r.measureFrom = r.start.Add(cfg.Warmup)
 	if cfg.Duration > 0 {
 		r.end = r.start.Add(cfg.Duration)
-	}
-	var idle *idleCPU
-	if len(cfg.CPU) > 0 && cfg.CPUIdle > 0 {
-		idle = watchIdle(ctx, cfg.CPU, cfg.CPUIdle)
 	}
 	cpuBefore := make(chan procTimes, 1)
 	if len(cfg.CPU) > 0 {
