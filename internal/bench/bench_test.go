@@ -195,6 +195,24 @@ func TestLostAnswersAreCountedAndUnknown(t *testing.T) {
 	require.Equal(t, int64(270), rep.Reserved)
 }
 
+// A 503 that says its outcome is unknown may have taken a use: the order
+// counts as unknown, not as refused.
+func TestOutcomeUnknown503IsUnknown(t *testing.T) {
+	t.Parallel()
+	f, srv := newFakeServer(t)
+	f.unknownEvery = 10
+	cfg := baseConfig(srv.URL)
+	cfg.Requests = 300
+	cfg.TotalLimit = 1000
+	rep, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(30), rep.Status[http.StatusServiceUnavailable])
+	require.Equal(t, int64(30), rep.Errors["UNAVAILABLE"])
+	require.Len(t, rep.unknown[0], 30)
+	v, _ := f.snapshot(rep.Vouchers[0])
+	require.Len(t, v.orders, 300)
+}
+
 func TestMaxDurationStopsTheRun(t *testing.T) {
 	t.Parallel()
 	_, srv := newFakeServer(t)

@@ -318,6 +318,21 @@ func asciiEqualFold[B []byte | string](b B, s string) bool {
 	return true
 }
 
+// outcomeUnknown reports whether an error body carries
+// "outcomeUnknown": true: the one 503 after which the request may still
+// take effect (Kafka mode, the event not acknowledged in time).
+func outcomeUnknown(body []byte) bool {
+	i := bytes.Index(body, []byte(`"outcomeUnknown"`))
+	if i < 0 {
+		return false
+	}
+	rest := bytes.TrimLeft(body[i+len(`"outcomeUnknown"`):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return false
+	}
+	return bytes.HasPrefix(bytes.TrimLeft(rest[1:], " \t\r\n"), []byte("true"))
+}
+
 // errorCode returns the value of the top-level "error" member of a
 // voucherd error body without decoding the JSON (the bodies are small,
 // flat objects written by the server), or nil.

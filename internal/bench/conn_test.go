@@ -119,6 +119,18 @@ func TestErrorCode(t *testing.T) {
 	}
 }
 
+func TestOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]bool{
+		`{"error":"UNAVAILABLE","outcomeUnknown":true}`:    true,
+		`{"error":"UNAVAILABLE", "outcomeUnknown" : true}`: true,
+		`{"error":"UNAVAILABLE","outcomeUnknown":false}`:   false,
+		`{"error":"UNAVAILABLE"}`:                          false,
+	} {
+		require.Equal(t, want, outcomeUnknown([]byte(body)), body)
+	}
+}
+
 // The request path of a worker (building the request, the round trip,
 // reading the error code) allocates nothing once warm.
 func TestRequestPathDoesNotAllocate(t *testing.T) {

@@ -354,10 +354,11 @@ func (r *runner) record(ctx context.Context, ws *workerStats, j job, start time.
 		switch {
 		case status == http.StatusCreated:
 			ws.granted = append(ws.granted, j.order)
-		case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable):
-			// 503 means nothing was taken (a dependency failure leaks
-			// no use); other failures
-			// leave the outcome unknown.
+		case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable),
+			status == http.StatusServiceUnavailable && outcomeUnknown(body):
+			// A 503 means nothing was taken (a dependency failure leaks
+			// no use) unless it says the outcome is unknown; other
+			// failures leave the outcome unknown.
 			ws.unknown = append(ws.unknown, j.order)
 		}
 	}
