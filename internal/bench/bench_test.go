@@ -207,7 +207,7 @@ func TestOutcomeUnknown503IsUnknown(t *testing.T) {
 	rep, err := Run(context.Background(), cfg)
 	require.NoError(t, err)
 	require.Equal(t, int64(30), rep.Status[http.StatusServiceUnavailable])
-	require.Equal(t, int64(30), rep.Errors["UNAVAILABLE"])
+	require.Equal(t, int64(30), rep.Errors[ErrOutcomeUnknown])
 	require.Len(t, rep.unknown[0], 30)
 	v, _ := f.snapshot(rep.Vouchers[0])
 	require.Len(t, v.orders, 300)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,8 @@ const (
 	// stand ("outcomeUnknown": true).
 	ErrOutcomeUnknown = "UNAVAILABLE_OUTCOME_UNKNOWN"
 )
+
+var errOutcomeUnknown = []byte(ErrOutcomeUnknown)
 
 const maxBody = 64 << 10
 
@@ -334,6 +337,8 @@ func (r *runner) record(ctx context.Context, ws *workerStats, j job, start time.
 	switch {
 	case err != nil:
 		code = []byte(transportCode(ctx, err))
+	case status == http.StatusServiceUnavailable && outcomeUnknown(body):
+		code = errOutcomeUnknown
 	case status >= 300:
 		if code = errorCode(body); code == nil {
 			code = []byte(ErrUnknownBody)
@@ -355,7 +360,7 @@ func (r *runner) record(ctx context.Context, ws *workerStats, j job, start time.
 		case status == http.StatusCreated:
 			ws.granted = append(ws.granted, j.order)
 		case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable),
-			status == http.StatusServiceUnavailable && outcomeUnknown(body):
+			bytes.Equal(code, errOutcomeUnknown):
 			// A 503 means nothing was taken (a dependency failure leaks
 			// no use) unless it says the outcome is unknown; other
 			// failures leave the outcome unknown.
