@@ -173,10 +173,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				}
 			}
 			if *pgOutage == 0 {
+				// After the reports; on stderr with --json, which keeps
+				// stdout one JSON document.
+				out := stdout
+				if *asJSON {
+					out = stderr
+				}
 				before := stages(ctx, kafka.urls)
 				defer func() {
-					fmt.Fprintln(stdout)
-					writeStages(stdout, "flash-kafka", before, stages(ctx, kafka.urls))
+					fmt.Fprintln(out)
+					writeStages(out, "flash-kafka", before, stages(ctx, kafka.urls))
 				}()
 			}
 		}

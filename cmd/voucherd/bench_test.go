@@ -23,7 +23,7 @@ func TestBenchScaleScenarioSmall(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	err := runBench(ctx, []string{"--scenario=scale", "--vouchers=11", "--total=40", "--requests=3000",
-		"--customers=1500", "--concurrency=16", "--max-duration=90s", "--json", "--quiet"}, &stdout, &stderr)
+		"--customers=1500", "--concurrency=16", "--max-duration=90s", "--kafka-warmup=0", "--json", "--quiet"}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 
 	var reports []bench.Report
