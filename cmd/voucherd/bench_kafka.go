@@ -4,17 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/jackc/pgx/v5"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/voucherd/voucherd/internal/bench"
-	"github.com/voucherd/voucherd/internal/metrics"
 )
 
 // warmKafka reserves on a throwaway voucher of the Kafka-mode server for d
@@ -23,10 +25,10 @@ import (
 // seconds). It waits for the consumer to catch up afterwards.
 func warmKafka(ctx context.Context, stdout io.Writer, base bench.Config, st *benchStack, d time.Duration) error {
 	cfg := bench.Config{
-		Name: "kafka warm-up", BaseURL: "http://" + st.kafka.Addr(), FlashSale: true,
+		Name: "kafka warm-up", BaseURLs: st.groups["kafka"].urls, FlashSale: true,
 		TotalLimit: 100_000_000, PerUserLimit: 1, Customers: 100_000_000, Concurrency: base.Concurrency,
 		Duration: d, MaxDuration: d + 30*time.Second, Seed: base.Seed + 1_000_003,
-		Verify: bench.VerifyConfig{DatabaseURL: st.databaseURL, RedisAddrs: st.redisAddrs, KeyPrefix: st.kafkaPrefix, Wait: time.Minute},
+		Verify: bench.VerifyConfig{DatabaseURL: st.databaseURL, RedisAddrs: st.redisAddrs, KeyPrefix: st.groups["kafka"].prefix, Wait: time.Minute},
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -37,7 +39,7 @@ func warmKafka(ctx context.Context, stdout io.Writer, base bench.Config, st *ben
 	if !rep.OK() {
 		return fmt.Errorf("Kafka warm-up broke invariants: %v", rep.Violations())
 	}
-	return waitCaughtUp(ctx, st.kafka.kafka.log, time.Minute)
+	return waitCaughtUp(ctx, st.kafkaLog, time.Minute)
 }
 
 // outageResult is what one mode did through a PostgreSQL outage.
@@ -67,17 +69,16 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 	cfg.Progress = nil
 	targets := []struct {
 		name string
-		app  *App
-		pre  string
+		g    *instanceGroup
 		wait time.Duration
-	}{{"flash-sync", st.sync, st.syncPrefix, -1}, {"flash-kafka", st.kafka, st.kafkaPrefix, 2 * time.Minute}}
+	}{{"flash-sync", st.groups["sync"], -1}, {"flash-kafka", st.groups["kafka"], 2 * time.Minute}}
 	results := make([]outageResult, len(targets))
-	before := stages(st.kafka.metrics)
+	before := stages(ctx, st.groups["kafka"].urls)
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		c := cfg
-		c.Name, c.BaseURL, c.FlashSale = t.name, "http://"+t.app.Addr(), true
-		c.Verify = bench.VerifyConfig{DatabaseURL: st.databaseURL, RedisAddrs: st.redisAddrs, KeyPrefix: t.pre, Wait: t.wait}
+		c.Name, c.BaseURL, c.BaseURLs, c.FlashSale = t.name, "", t.g.urls, true
+		c.Verify = bench.VerifyConfig{DatabaseURL: st.databaseURL, RedisAddrs: st.redisAddrs, KeyPrefix: t.g.prefix, Wait: t.wait}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -105,7 +106,7 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 		rw.Add(2)
 		go func() {
 			defer rw.Done()
-			for ctx.Err() == nil && st.sync.store.Ping(ctx) != nil {
+			for ctx.Err() == nil && pingDatabase(ctx, st.databaseURL) != nil {
 				_ = sleepCtx(ctx, 50*time.Millisecond)
 			}
 			results[0].recovered = time.Since(restarted)
@@ -113,7 +114,7 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 		go func() {
 			defer rw.Done()
 			for ctx.Err() == nil {
-				lag, err := st.kafka.kafka.log.Lag(ctx)
+				lag, err := st.kafkaLog.Lag(ctx)
 				if err == nil && results[1].peakLag == 0 {
 					results[1].peakLag = lag
 				}
@@ -154,7 +155,7 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(stdout)
-	writeStages(stdout, "flash-kafka", before, stages(st.kafka.metrics))
+	writeStages(stdout, "flash-kafka", before, stages(ctx, st.groups["kafka"].urls))
 	if outErr != nil {
 		return outErr
 	}
@@ -196,28 +197,77 @@ type stageHist struct {
 	cum    []uint64
 }
 
-// stages reads a server's dependency histograms, keyed "dependency\top".
-func stages(m *metrics.Metrics) map[string]stageHist {
-	ch := make(chan prometheus.Metric, 64)
-	go func() { m.DependencyTime.Collect(ch); close(ch) }()
+// stages reads the dependency histograms of servers from their /metrics
+// and sums them, keyed "dependency\top". A server that does not answer
+// counts as none.
+func stages(ctx context.Context, urls []string) map[string]stageHist {
 	out := map[string]stageHist{}
-	for pm := range ch {
-		var d dto.Metric
-		if pm.Write(&d) != nil || d.Histogram == nil {
+	for _, u := range urls {
+		families, err := scrape(ctx, u+"/metrics")
+		if err != nil {
 			continue
 		}
-		labels := map[string]string{}
-		for _, l := range d.Label {
-			labels[l.GetName()] = l.GetValue()
+		fam := families["voucherd_dependency_duration_seconds"]
+		if fam == nil {
+			continue
 		}
-		h := stageHist{count: d.Histogram.GetSampleCount(), sum: d.Histogram.GetSampleSum()}
-		for _, b := range d.Histogram.Bucket {
-			h.bounds = append(h.bounds, b.GetUpperBound())
-			h.cum = append(h.cum, b.GetCumulativeCount())
+		for _, d := range fam.Metric {
+			if d.Histogram == nil {
+				continue
+			}
+			labels := map[string]string{}
+			for _, l := range d.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			key := labels["dependency"] + "\t" + labels["op"]
+			h := out[key]
+			h.count += d.Histogram.GetSampleCount()
+			h.sum += d.Histogram.GetSampleSum()
+			for i, bk := range d.Histogram.Bucket {
+				if i < len(h.cum) {
+					h.cum[i] += bk.GetCumulativeCount()
+					continue
+				}
+				h.bounds = append(h.bounds, bk.GetUpperBound())
+				h.cum = append(h.cum, bk.GetCumulativeCount())
+			}
+			out[key] = h
 		}
-		out[labels["dependency"]+"\t"+labels["op"]] = h
 	}
 	return out
+}
+
+// scrape reads a Prometheus text exposition.
+func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %d", url, resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// pingDatabase succeeds when PostgreSQL at url accepts a new connection.
+func pingDatabase(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.Ping(ctx)
 }
 
 // writeStages prints the dependency calls a server made since the snapshot

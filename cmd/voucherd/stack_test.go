@@ -23,7 +23,16 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain runs the tests, or, when the bench stack started this binary as
+// a voucherd process (`serve` or `consume`: the bench runs os.Executable()),
+// that command.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "consume") {
+		main()
+		os.Exit(0)
+	}
+	testenv.Main(m)
+}
 
 const (
 	testAPIToken   = "test-api-token"

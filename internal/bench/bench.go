@@ -1,9 +1,17 @@
 // Package bench is the load generator behind `voucherd bench`: it creates
 // fresh vouchers on a running voucherd, sends reservation traffic (or no-op
-// traffic to /healthz, as a baseline) in an open or closed loop, records
-// latency in an HdrHistogram, and reports throughput, percentiles and
-// outcomes. With a database URL it then verifies the invariants of SPEC §2
-// against PostgreSQL (and Redis in flash modes) for the vouchers it created.
+// traffic to /healthz, as a baseline) in an open or closed loop over one or
+// several instances, records latency in HdrHistograms, and reports
+// throughput, percentiles, outcomes and, given the stack's processes, their
+// CPU time per request. With a database URL it then verifies the
+// never-oversell invariants against PostgreSQL (and Redis in flash modes)
+// for the vouchers it created.
+//
+// The generator is meant not to be the ceiling: each worker keeps one
+// keep-alive HTTP/1.1 connection, writes each request from bytes prepared
+// once per voucher into a reused buffer, and parses only the status line,
+// the framing headers and the error code of the answer, without allocating
+// per request.
 //
 // Open loop: requests are scheduled at fixed intervals and latency is
 // measured from each request's scheduled send time, so a slow server cannot
@@ -23,6 +31,7 @@ import (
 	"io"
 	"math/big"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,8 +67,14 @@ const (
 type Config struct {
 	// Name labels the run in reports (Compare sets it to the target's name).
 	Name string
-	// BaseURL is the voucherd to load, e.g. "http://127.0.0.1:8080".
+	// BaseURL is the voucherd to load, e.g. "http://127.0.0.1:8080"; the
+	// run's vouchers are created through it.
 	BaseURL string
+	// BaseURLs, when set, are the voucherd instances of one deployment
+	// (sharing PostgreSQL and Redis) to spread the traffic over: worker i
+	// sends to BaseURLs[i % len]. Empty means BaseURL alone; BaseURL empty
+	// means BaseURLs[0].
+	BaseURLs []string
 	// APIToken authenticates reservation requests; AdminToken creates the
 	// bench vouchers.
 	APIToken   string
@@ -67,7 +82,7 @@ type Config struct {
 	// Target is RouteReserve (default) or RouteNoop.
 	Target Route
 
-	// The vouchers the run creates (SPEC §1). Each run creates fresh ones.
+	// The vouchers the run creates (the API's voucher fields). Each run creates fresh ones.
 	TotalLimit     int32
 	PerUserLimit   int32
 	FlashSale      bool
@@ -76,6 +91,10 @@ type Config struct {
 	// Vouchers is how many vouchers to create; traffic is spread uniformly
 	// across them (1 = a single hot voucher, the flash-sale case).
 	Vouchers int
+	// HotShare, with several vouchers, sends that share of the requests to
+	// the first voucher (a hot one) and spreads the rest uniformly over the
+	// others.
+	HotShare float64
 
 	// Customers is the number of distinct customers the traffic comes from.
 	Customers int64
@@ -118,6 +137,15 @@ type Config struct {
 
 	// Verify, when DatabaseURL is set, checks the invariants after the run.
 	Verify VerifyConfig
+
+	// CPU lists the processes of the stack under load; when set, the report
+	// gives each one's CPU time per request over the measured requests
+	// (those after Warmup), read from /proc (Linux).
+	CPU []Component
+	// CPUIdle, with CPU, first watches the stack this long without traffic,
+	// so that the report can tell its idle cost (a broker's or a pool's
+	// background work) from the cost of the requests.
+	CPUIdle time.Duration
 }
 
 // VerifyConfig tells Verify where voucherd keeps its state.
@@ -177,10 +205,23 @@ func (c Config) withDefaults() (Config, error) {
 		c.Seed = n.Uint64() + 1
 	}
 
-	u, err := url.Parse(c.BaseURL)
+	if c.BaseURL == "" && len(c.BaseURLs) > 0 {
+		c.BaseURL = c.BaseURLs[0]
+	}
+	if len(c.BaseURLs) == 0 {
+		c.BaseURLs = []string{c.BaseURL}
+	}
+	c.BaseURLs = slices.Clone(c.BaseURLs)
+	for i, b := range append([]string{c.BaseURL}, c.BaseURLs...) {
+		u, err := url.Parse(b)
+		if b == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("bench: BaseURL %q must be an http(s) URL", b)
+		}
+		if i > 0 {
+			c.BaseURLs[i-1] = strings.TrimRight(b, "/")
+		}
+	}
 	switch {
-	case c.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return c, fmt.Errorf("bench: BaseURL %q must be an http(s) URL", c.BaseURL)
 	case c.Target != RouteReserve && c.Target != RouteNoop:
 		return c, fmt.Errorf("bench: Target %q must be %q or %q", c.Target, RouteReserve, RouteNoop)
 	case c.TotalLimit < 0 || c.PerUserLimit < 0 || c.DiscountAmount < 0 || c.MinOrderAmount < 0:
@@ -191,11 +232,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: Customers must not be negative")
 	case c.RetryShare < 0 || c.RepeatShare < 0 || c.RetryShare+c.RepeatShare > 1:
 		return c, errors.New("bench: RetryShare and RepeatShare must be >= 0 and add up to at most 1")
+	case c.HotShare < 0 || c.HotShare > 1 || (c.HotShare > 0 && c.Vouchers < 2):
+		return c, errors.New("bench: HotShare must be between 0 and 1, with at least 2 vouchers")
 	case c.Rate < 0:
 		return c, errors.New("bench: Rate must not be negative")
 	case c.Concurrency < 0:
 		return c, errors.New("bench: Concurrency must not be negative")
-	case c.Requests < 0 || c.Duration < 0 || c.MaxDuration < 0 || c.RequestTimeout < 0 || c.Warmup < 0:
+	case c.Requests < 0 || c.Duration < 0 || c.MaxDuration < 0 || c.RequestTimeout < 0 || c.Warmup < 0 || c.CPUIdle < 0:
 		return c, errors.New("bench: Requests and durations must not be negative")
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
@@ -221,7 +264,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := newRunner(cfg)
+	r, err := newRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
 	defer r.hc.CloseIdleConnections()
 	if cfg.Target == RouteReserve {
 		if err := r.createVouchers(ctx); err != nil {

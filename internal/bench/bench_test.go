@@ -195,6 +195,24 @@ func TestLostAnswersAreCountedAndUnknown(t *testing.T) {
 	require.Equal(t, int64(270), rep.Reserved)
 }
 
+// A 503 that says its outcome is unknown may have taken a use: the order
+// counts as unknown, not as refused.
+func TestOutcomeUnknown503IsUnknown(t *testing.T) {
+	t.Parallel()
+	f, srv := newFakeServer(t)
+	f.unknownEvery = 10
+	cfg := baseConfig(srv.URL)
+	cfg.Requests = 300
+	cfg.TotalLimit = 1000
+	rep, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(30), rep.Status[http.StatusServiceUnavailable])
+	require.Equal(t, int64(30), rep.Errors[ErrOutcomeUnknown])
+	require.Len(t, rep.unknown[0], 30)
+	v, _ := f.snapshot(rep.Vouchers[0])
+	require.Len(t, v.orders, 300)
+}
+
 func TestMaxDurationStopsTheRun(t *testing.T) {
 	t.Parallel()
 	_, srv := newFakeServer(t)
@@ -209,6 +227,24 @@ func TestMaxDurationStopsTheRun(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.True(t, rep.StoppedByMaxDuration)
 	require.InDelta(t, 30, rep.Requests, 2)
+}
+
+// A worker waiting for a job scheduled past MaxDuration stops at
+// MaxDuration, not at the job's time.
+func TestMaxDurationStopsWaitingWorkers(t *testing.T) {
+	t.Parallel()
+	_, srv := newFakeServer(t)
+	cfg := baseConfig(srv.URL)
+	cfg.Target = RouteNoop
+	cfg.Rate = 2
+	cfg.Concurrency = 64
+	cfg.Duration = time.Hour
+	cfg.MaxDuration = 300 * time.Millisecond
+	start := time.Now()
+	rep, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 10*time.Second, "the 64th job is scheduled at 31.5s")
+	require.True(t, rep.StoppedByMaxDuration)
 }
 
 func TestCancelledContext(t *testing.T) {

@@ -13,9 +13,14 @@ import (
 // FlashSale picks the kind of voucher the run creates on it.
 type Target struct {
 	// Name labels the row ("standard", "flash-sync", "flash-kafka").
-	Name      string
+	Name string
+	// BaseURL is the server; BaseURLs, when set, are several instances of
+	// it to spread the load over (as Config.BaseURLs).
 	BaseURL   string
+	BaseURLs  []string
 	FlashSale bool
+	// CPU, when set, replaces Config.CPU for this target.
+	CPU []Component
 	// Verify, when set, replaces Config.Verify for this target (another
 	// database or key prefix).
 	Verify *VerifyConfig
@@ -63,7 +68,7 @@ func Compare(ctx context.Context, cfg Config, targets []Target) (*Comparison, er
 	}
 	// Fixing the defaults once gives every run the same seed, so the same
 	// sequence of customers, orderIds and retries.
-	cfg.BaseURL = targets[0].BaseURL
+	cfg.BaseURL, cfg.BaseURLs = targets[0].BaseURL, targets[0].BaseURLs
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -71,8 +76,12 @@ func Compare(ctx context.Context, cfg Config, targets []Target) (*Comparison, er
 	cmp := &Comparison{}
 
 	noop := cfg
-	noop.Name, noop.Target, noop.BaseURL, noop.FlashSale = "noop", RouteNoop, targets[0].BaseURL, false
+	noop.Name, noop.Target, noop.FlashSale = "noop", RouteNoop, false
+	noop.BaseURL, noop.BaseURLs = targets[0].BaseURL, targets[0].BaseURLs
 	noop.Verify = VerifyConfig{}
+	if targets[0].CPU != nil {
+		noop.CPU = targets[0].CPU
+	}
 	rep, err := Run(ctx, noop)
 	if rep != nil {
 		cmp.add(rep)
@@ -83,7 +92,11 @@ func Compare(ctx context.Context, cfg Config, targets []Target) (*Comparison, er
 
 	for _, t := range targets {
 		run := cfg
-		run.Name, run.Target, run.BaseURL, run.FlashSale = t.Name, RouteReserve, t.BaseURL, t.FlashSale
+		run.Name, run.Target, run.FlashSale = t.Name, RouteReserve, t.FlashSale
+		run.BaseURL, run.BaseURLs = t.BaseURL, t.BaseURLs
+		if t.CPU != nil {
+			run.CPU = t.CPU
+		}
 		if t.Verify != nil {
 			run.Verify = *t.Verify
 		}

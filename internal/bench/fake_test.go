@@ -24,6 +24,9 @@ type fakeAPI struct {
 	// dropEvery, when > 0, makes every dropEvery-th reserve call take the use
 	// and then close the connection without answering (a lost answer).
 	dropEvery int64
+	// unknownEvery, when > 0, makes every unknownEvery-th reserve call take
+	// the use and answer 503 with outcomeUnknown (a Kafka produce timeout).
+	unknownEvery int64
 	// slowFirst, when > 0, makes the first slowFirst reserve calls wait
 	// slowFor before answering (a cold server).
 	slowFirst int64
@@ -117,6 +120,12 @@ func (f *fakeAPI) reserve(w http.ResponseWriter, r *http.Request) {
 		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 			_ = conn.Close()
 		}
+		return
+	}
+	if f.unknownEvery > 0 && n%f.unknownEvery == 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":"UNAVAILABLE","message":"not acknowledged in time","outcomeUnknown":true}`))
 		return
 	}
 	if status != http.StatusCreated {

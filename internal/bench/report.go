@@ -18,9 +18,12 @@ import (
 // Report is the outcome of one run. Its JSON form is the machine-readable
 // output of `voucherd bench --json`.
 type Report struct {
-	Name      string   `json:"name,omitempty"`
-	Target    Route    `json:"target"`
-	BaseURL   string   `json:"baseUrl"`
+	Name    string `json:"name,omitempty"`
+	Target  Route  `json:"target"`
+	BaseURL string `json:"baseUrl"`
+	// BaseURLs lists the instances the traffic was spread over, when more
+	// than one.
+	BaseURLs  []string `json:"baseUrls,omitempty"`
 	FlashSale bool     `json:"flashSale"`
 	Vouchers  []string `json:"vouchers,omitempty"`
 	// Loop is "open" (fixed rate) or "closed" (back to back).
@@ -58,6 +61,11 @@ type Report struct {
 	// run before its own end; Interrupted when the caller's context did.
 	StoppedByMaxDuration bool `json:"stoppedByMaxDuration,omitempty"`
 	Interrupted          bool `json:"interrupted,omitempty"`
+
+	// CPU is the stack's CPU time per request, when Config.CPU was set;
+	// CPUError says why it is missing.
+	CPU      *CPUCost `json:"cpu,omitempty"`
+	CPUError string   `json:"cpuError,omitempty"`
 
 	// Verification is set when the run was verified.
 	Verification *Verification `json:"verification,omitempty"`
@@ -116,6 +124,9 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 		Histogram:     hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
 		prefix:        r.prefix,
 	}
+	if len(cfg.BaseURLs) > 1 {
+		rep.BaseURLs = cfg.BaseURLs
+	}
 	if cfg.Rate > 0 {
 		rep.Loop = "open"
 	}
@@ -128,10 +139,12 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 	for _, ws := range stats {
 		rep.Histogram.Merge(ws.hist)
 		for k, v := range ws.status {
-			rep.Status[k] += v
+			if v > 0 {
+				rep.Status[k] += v
+			}
 		}
 		for k, v := range ws.errs {
-			rep.Errors[k] += v
+			rep.Errors[k] += *v
 		}
 		rep.WarmupRequests += ws.warmup
 		rep.NewOrders += ws.kinds[kindNew]
@@ -200,7 +213,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	} else {
 		what += " (GET /healthz)"
 	}
-	p("target", "%s at %s", what, r.BaseURL)
+	if len(r.BaseURLs) > 1 {
+		p("target", "%s at %d instances: %s", what, len(r.BaseURLs), strings.Join(r.BaseURLs, " "))
+	} else {
+		p("target", "%s at %s", what, r.BaseURL)
+	}
 	if len(r.Vouchers) > 0 {
 		v := strings.Join(r.Vouchers, " ")
 		if len(r.Vouchers) > 4 {
@@ -239,6 +256,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.Interrupted {
 		p("stopped", "interrupted")
+	}
+	if c := r.CPU; c != nil {
+		after := ""
+		if r.WarmupSeconds > 0 {
+			after = " after the warm-up"
+		}
+		p("cpu", "per request over the %d requests of %.2fs%s:", c.Requests, c.Seconds, after)
+		for _, cc := range append(append(slices.Clone(c.Components), c.Stack), c.LoadGenerator) {
+			over := ""
+			if cc.IdleCores > 0 || cc.MarginalMicrosPerRequest != 0 {
+				over = fmt.Sprintf("  (idle %.2f cores; %.1f µs/req over idle)", cc.IdleCores, cc.MarginalMicrosPerRequest)
+			}
+			p("", "%-15s %8.1f µs/req  %6.2f cores  %7.2f CPU s%s", cc.Name, cc.MicrosPerRequest, cc.Cores, cc.CPUSeconds, over)
+		}
+	}
+	if r.CPUError != "" {
+		p("cpu", "not measured: %s", r.CPUError)
 	}
 	if v := r.Verification; v != nil {
 		checks := v.Vouchers

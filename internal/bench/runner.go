@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,50 +34,62 @@ const (
 	// ErrUnknownBody counts non-2xx answers without a voucherd error code.
 	ErrUnknownBody = "NO_CODE"
 	// ErrOutcomeUnknown counts 503 answers that say the reservation may
-	// stand ("outcomeUnknown": true, Kafka mode).
+	// stand ("outcomeUnknown": true).
 	ErrOutcomeUnknown = "UNAVAILABLE_OUTCOME_UNKNOWN"
 )
+
+var errOutcomeUnknown = []byte(ErrOutcomeUnknown)
 
 const maxBody = 64 << 10
 
 type runner struct {
-	cfg      Config
-	hc       *http.Client
-	prefix   string // run id: voucher codes and orderIds start with it
-	codes    []string
-	urls     []string // per voucher: the reservations URL
-	noopURL  string
-	bodyTail []byte // `,"orderAmount":N}`
+	cfg       Config
+	hc        *http.Client // creates the vouchers
+	prefix    string       // run id: voucher codes and orderIds start with it
+	codes     []string
+	endpoints []*endpoint // one per base URL; worker i sends to endpoints[i%len]
+	bodyTail  []byte      // `,"orderAmount":N}`
 
 	sent     atomic.Int64
 	done     atomic.Int64
 	failures atomic.Int64
-	// measureFrom is when latencies start to count (Config.Warmup), in
-	// Unix nanoseconds.
-	measureFrom atomic.Int64
+	// measureFrom is when latencies start to count (Config.Warmup).
+	measureFrom time.Time
+
+	// The job source the workers draw from, in one sequence so that the
+	// workload depends only on the seed.
+	mu     sync.Mutex
+	gen    *generator
+	issued int64
+	start  time.Time
+	end    time.Time // zero: no Duration
+	// stop is set when sending must end (MaxDuration or the caller's
+	// context); stopped records that it ended the run early.
+	stop    atomic.Bool
+	stopped atomic.Bool
 }
 
-func newRunner(cfg Config) *runner {
+func newRunner(cfg Config) (*runner, error) {
 	tr := &http.Transport{
-		Proxy: nil, // the bench talks to the server directly
-		DialContext: (&net.Dialer{
-			Timeout:   5 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		MaxIdleConns:        cfg.Concurrency * 2,
-		MaxIdleConnsPerHost: cfg.Concurrency,
-		IdleConnTimeout:     90 * time.Second,
+		Proxy:               nil, // the bench talks to the server directly
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
 		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
 	}
 	r := &runner{
-		cfg:     cfg,
-		hc:      &http.Client{Transport: tr, Timeout: cfg.RequestTimeout},
-		prefix:  runID(),
-		noopURL: cfg.BaseURL + "/healthz",
+		cfg:    cfg,
+		hc:     &http.Client{Transport: tr, Timeout: cfg.RequestTimeout},
+		prefix: runID(),
+	}
+	for _, u := range cfg.BaseURLs {
+		e, err := newEndpoint(u, cfg.APIToken)
+		if err != nil {
+			return nil, err
+		}
+		r.endpoints = append(r.endpoints, e)
 	}
 	r.bodyTail = []byte(`,"orderAmount":` + strconv.FormatInt(cfg.MinOrderAmount+cfg.DiscountAmount, 10) + `}`)
-	return r
+	return r, nil
 }
 
 // createVouchers creates the run's fresh vouchers, valid from a minute ago
@@ -105,7 +116,9 @@ func (r *runner) createVouchers(ctx context.Context) error {
 			return fmt.Errorf("bench: create voucher %s: %w", code, err)
 		}
 		r.codes = append(r.codes, code)
-		r.urls = append(r.urls, r.cfg.BaseURL+"/vouchers/"+code+"/reservations")
+		for _, e := range r.endpoints {
+			e.addVoucher(code)
+		}
 	}
 	return nil
 }
@@ -115,16 +128,17 @@ func (r *runner) orderID(seq int64) string {
 }
 
 // maxShards bounds the number of histograms: one HdrHistogram of this range
-// takes a few hundred KiB, too much to give each of thousands of workers.
-const maxShards = 16
+// takes about 140 KiB, too much to give each of thousands of workers.
+const maxShards = 256
 
 // workerStats is what a group of workers saw; merged after the run. Workers
-// share a shard (and its mutex) only with every maxShards-th other worker.
+// share a shard (and its mutex) only with every maxShards-th other worker,
+// so the lock is normally uncontended.
 type workerStats struct {
 	mu      sync.Mutex
 	hist    *hdrhistogram.Histogram
-	status  map[int]int64
-	errs    map[string]int64
+	status  [600]int64
+	errs    map[string]*int64
 	kinds   [3]int64
 	warmup  int64   // answers left out of hist (Config.Warmup)
 	granted []order // answered 201
@@ -133,128 +147,231 @@ type workerStats struct {
 
 func newWorkerStats() *workerStats {
 	return &workerStats{
-		hist:   hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
-		status: map[int]int64{},
-		errs:   map[string]int64{},
+		hist: hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
+		errs: map[string]*int64{},
 	}
+}
+
+// countErr counts one answer's error code without allocating once the code
+// has been seen.
+func (ws *workerStats) countErr(code []byte) {
+	p := ws.errs[string(code)]
+	if p == nil {
+		p = new(int64)
+		ws.errs[string(code)] = p
+	}
+	*p++
 }
 
 func (r *runner) run(ctx context.Context) *Report {
 	cfg := r.cfg
+	// The idle cost is watched before anything else starts: the warm-up
+	// and the MaxDuration bound count from the first request.
+	var idle *idleCPU
+	if len(cfg.CPU) > 0 && cfg.CPUIdle > 0 {
+		idle = watchIdle(ctx, cfg.CPU, cfg.CPUIdle)
+	}
 	// Sending stops at MaxDuration; requests in flight then finish (each is
 	// bounded by RequestTimeout) so their answers are counted.
 	sendCtx, cancelSend := context.WithTimeout(ctx, cfg.MaxDuration)
 	defer cancelSend()
+	stopSending := context.AfterFunc(sendCtx, func() { r.stop.Store(true) })
+	defer stopSending()
 
-	jobs := make(chan job)
 	stats := make([]*workerStats, min(cfg.Concurrency, maxShards))
 	for i := range stats {
 		stats[i] = newWorkerStats()
 	}
+	if cfg.Target == RouteReserve {
+		r.gen = newGenerator(cfg)
+	}
+	stopProgress := r.startProgress()
+	r.start = time.Now()
+	r.measureFrom = r.start.Add(cfg.Warmup)
+	if cfg.Duration > 0 {
+		r.end = r.start.Add(cfg.Duration)
+	}
+	cpuBefore := make(chan procTimes, 1)
+	if len(cfg.CPU) > 0 {
+		if cfg.Warmup == 0 {
+			cpuBefore <- readCPU(cfg.CPU)
+		} else {
+			t := time.AfterFunc(cfg.Warmup, func() { cpuBefore <- readCPU(cfg.CPU) })
+			defer t.Stop()
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range cfg.Concurrency {
 		wg.Add(1)
-		go func(ws *workerStats) {
+		go func() {
 			defer wg.Done()
-			r.work(ctx, jobs, ws)
-		}(stats[i%len(stats)])
+			r.work(ctx, sendCtx, r.endpoints[i%len(r.endpoints)], stats[i%len(stats)])
+		}()
 	}
-
-	stopProgress := r.startProgress()
-	start := time.Now()
-	r.measureFrom.Store(start.Add(cfg.Warmup).UnixNano())
-	truncated := r.dispatch(sendCtx, jobs, newGenerator(cfg), start)
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := time.Since(r.start)
 	stopProgress(elapsed)
 
 	rep := r.report(stats, elapsed)
-	rep.StoppedByMaxDuration = truncated && ctx.Err() == nil
+	if len(cfg.CPU) > 0 {
+		after := readCPU(cfg.CPU)
+		select {
+		case before := <-cpuBefore:
+			cost, err := cpuCost(cfg.CPU, before, after, rep.Histogram.TotalCount(), idle)
+			rep.CPU = cost
+			if err != nil {
+				rep.CPUError = err.Error()
+			}
+		default:
+			rep.CPUError = "the run ended before its warm-up did"
+		}
+	}
+	rep.StoppedByMaxDuration = r.stopped.Load() && ctx.Err() == nil
 	rep.Interrupted = ctx.Err() != nil
 	return rep
 }
 
-// dispatch hands jobs to the workers until the run is over. In an open loop
-// it waits for each job's scheduled time; when every worker is busy the send
-// blocks, the job is late, and its lateness counts in its latency. It
-// reports whether sendCtx ended the run.
-func (r *runner) dispatch(sendCtx context.Context, jobs chan<- job, gen *generator, start time.Time) bool {
-	defer close(jobs)
+// take returns the next job and, in an open loop, its scheduled send time;
+// ok is false when the run has nothing more to send.
+func (r *runner) take() (j job, ok bool) {
 	cfg := r.cfg
-	var end time.Time
-	if cfg.Duration > 0 {
-		end = start.Add(cfg.Duration)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stop.Load() {
+		r.stopped.Store(true)
+		return job{}, false
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for i := int64(0); cfg.Requests == 0 || i < cfg.Requests; i++ {
-		var at time.Time
-		if cfg.Rate > 0 {
-			at = start.Add(time.Duration(float64(i) * float64(time.Second) / cfg.Rate))
-			if !end.IsZero() && !at.Before(end) {
-				return false
-			}
-			if d := time.Until(at); d > 0 {
-				timer.Reset(d)
-				select {
-				case <-timer.C:
-				case <-sendCtx.Done():
-					return true
-				}
-			}
-		} else if !end.IsZero() && !time.Now().Before(end) {
-			return false
-		}
-		j := gen.next()
-		j.sched = at
-		select {
-		case jobs <- j:
-			r.sent.Add(1)
-		case <-sendCtx.Done():
-			return true
-		}
+	if cfg.Requests > 0 && r.issued >= cfg.Requests {
+		return job{}, false
 	}
-	return false
+	if cfg.Rate > 0 {
+		j.sched = r.start.Add(time.Duration(float64(r.issued) * float64(time.Second) / cfg.Rate))
+		if !r.end.IsZero() && !j.sched.Before(r.end) {
+			return job{}, false
+		}
+	} else if !r.end.IsZero() && !time.Now().Before(r.end) {
+		return job{}, false
+	}
+	if r.gen != nil {
+		sched := j.sched
+		j = r.gen.next()
+		j.sched = sched
+	}
+	r.issued++
+	return j, true
 }
 
-func (r *runner) work(ctx context.Context, jobs <-chan job, ws *workerStats) {
-	buf := make([]byte, 0, 4096)
-	for j := range jobs {
+// work sends jobs on one keep-alive connection until the run is over. In an
+// open loop it waits for each job's scheduled time (or the end of sending:
+// sendCtx); a job it takes late (every worker was busy) counts its lateness
+// in its latency.
+func (r *runner) work(ctx, sendCtx context.Context, ep *endpoint, ws *workerStats) {
+	conn := newHTTPConn(ctx, ep, r.cfg.RequestTimeout)
+	defer conn.close()
+	req := make([]byte, 0, 512)
+	var timer *time.Timer
+	for {
+		j, ok := r.take()
+		if !ok {
+			return
+		}
 		start := j.sched
 		if start.IsZero() {
 			start = time.Now()
-		}
-		status, code := r.send(ctx, j, &buf)
-		lat := time.Since(start).Microseconds()
-		lat = max(histMinMicros, min(lat, histMaxMicros))
-		ws.mu.Lock()
-		if r.cfg.Warmup > 0 && start.UnixNano() < r.measureFrom.Load() {
-			ws.warmup++
-		} else {
-			_ = ws.hist.RecordValue(lat)
-		}
-		ws.kinds[j.kind]++
-		ws.status[status]++
-		if code != "" {
-			ws.errs[code]++
-		}
-		if r.cfg.Target == RouteReserve {
-			switch {
-			case status == http.StatusCreated:
-				ws.granted = append(ws.granted, j.order)
-			case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable) || code == ErrOutcomeUnknown:
-				// 503 means nothing was taken unless it says the
-				// outcome is unknown; other failures leave it unknown.
-				ws.unknown = append(ws.unknown, j.order)
+		} else if d := time.Until(start); d > 0 {
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-timer.C:
+			case <-sendCtx.Done():
+			}
+			if r.stop.Load() || sendCtx.Err() != nil {
+				r.stopped.Store(true)
+				return
 			}
 		}
-		ws.mu.Unlock()
-		if r.failed(status) {
-			r.failures.Add(1)
+		r.sent.Add(1)
+		if r.cfg.Target == RouteNoop {
+			req = ep.noop
+		} else {
+			req = r.appendReserve(req[:0], ep, j.order)
 		}
-		r.done.Add(1)
+		status, err := conn.roundTrip(req, start)
+		lat := time.Since(start).Microseconds()
+		r.record(ctx, ws, j, start, max(histMinMicros, min(lat, histMaxMicros)), status, err, conn.body)
 	}
+}
+
+// appendReserve appends the reservation request of o to b.
+func (r *runner) appendReserve(b []byte, ep *endpoint, o order) []byte {
+	body := len(`{"customerId":,"orderId":"-"`) + digits(o.customer) + len(r.prefix) + digits(o.seq) + len(r.bodyTail)
+	b = append(b, ep.reserve[o.voucher]...)
+	b = strconv.AppendInt(b, int64(body), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, `{"customerId":`...)
+	b = strconv.AppendInt(b, o.customer, 10)
+	b = append(b, `,"orderId":"`...)
+	b = append(b, r.prefix...)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, o.seq, 10)
+	b = append(b, '"')
+	return append(b, r.bodyTail...)
+}
+
+// digits returns the length of n's decimal form; n >= 0.
+func digits(n int64) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}
+
+// record counts one request's outcome.
+func (r *runner) record(ctx context.Context, ws *workerStats, j job, start time.Time, lat int64, status int, err error, body []byte) {
+	var code []byte
+	switch {
+	case err != nil:
+		code = []byte(transportCode(ctx, err))
+	case status == http.StatusServiceUnavailable && outcomeUnknown(body):
+		code = errOutcomeUnknown
+	case status >= 300:
+		if code = errorCode(body); code == nil {
+			code = []byte(ErrUnknownBody)
+		}
+	}
+	ws.mu.Lock()
+	if r.cfg.Warmup > 0 && start.Before(r.measureFrom) {
+		ws.warmup++
+	} else {
+		_ = ws.hist.RecordValue(lat)
+	}
+	ws.kinds[j.kind]++
+	ws.status[status]++
+	if code != nil {
+		ws.countErr(code)
+	}
+	if r.cfg.Target == RouteReserve {
+		switch {
+		case status == http.StatusCreated:
+			ws.granted = append(ws.granted, j.order)
+		case status == 0 || (status >= 500 && status != http.StatusServiceUnavailable),
+			bytes.Equal(code, errOutcomeUnknown):
+			// A 503 means nothing was taken (a dependency failure leaks
+			// no use) unless it says the outcome is unknown; other
+			// failures leave the outcome unknown.
+			ws.unknown = append(ws.unknown, j.order)
+		}
+	}
+	ws.mu.Unlock()
+	if r.failed(status) {
+		r.failures.Add(1)
+	}
+	r.done.Add(1)
 }
 
 // failed reports whether an answer is a failure rather than an expected
@@ -271,61 +388,6 @@ func (r *runner) failed(status int) bool {
 		return false
 	}
 	return true
-}
-
-// send performs one request and returns its status (0 when no answer came)
-// and the error code for the report ("" on success).
-func (r *runner) send(ctx context.Context, j job, buf *[]byte) (int, string) {
-	var req *http.Request
-	var err error
-	if r.cfg.Target == RouteNoop {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, r.noopURL, nil)
-	} else {
-		b := (*buf)[:0]
-		b = append(b, `{"customerId":`...)
-		b = strconv.AppendInt(b, j.order.customer, 10)
-		b = append(b, `,"orderId":"`...)
-		b = append(b, r.prefix...)
-		b = append(b, '-')
-		b = strconv.AppendInt(b, j.order.seq, 10)
-		b = append(b, '"')
-		b = append(b, r.bodyTail...)
-		*buf = b
-		// The transport may still read the body after Do returns, so each
-		// request gets its own copy.
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, r.urls[j.order.voucher], bytes.NewReader(bytes.Clone(b)))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-			if r.cfg.APIToken != "" {
-				req.Header.Set("Authorization", "Bearer "+r.cfg.APIToken)
-			}
-		}
-	}
-	if err != nil {
-		return 0, ErrConnection
-	}
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return 0, transportCode(ctx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		// Drain so the connection is reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-		return resp.StatusCode, ""
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	var e struct {
-		Error          string `json:"error"`
-		OutcomeUnknown bool   `json:"outcomeUnknown"`
-	}
-	if json.Unmarshal(body, &e) != nil || e.Error == "" {
-		return resp.StatusCode, ErrUnknownBody
-	}
-	if e.OutcomeUnknown {
-		return resp.StatusCode, ErrOutcomeUnknown
-	}
-	return resp.StatusCode, e.Error
 }
 
 func transportCode(ctx context.Context, err error) string {

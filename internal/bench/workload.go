@@ -43,6 +43,7 @@ type generator struct {
 	repeatShare float64
 	customers   int64
 	vouchers    int
+	hotShare    float64
 	seen        int64 // customers 1..seen have sent a request
 	orders      int64 // orderIds issued so far
 	recent      []order
@@ -55,6 +56,7 @@ func newGenerator(cfg Config) *generator {
 		repeatShare: cfg.RepeatShare,
 		customers:   cfg.Customers,
 		vouchers:    cfg.Vouchers,
+		hotShare:    cfg.HotShare,
 	}
 }
 
@@ -75,7 +77,15 @@ func (g *generator) next() job {
 	default:
 		cust, kind = 1+g.rng.Int64N(g.customers), kindRepeat
 	}
-	o := order{seq: g.orders, customer: cust, voucher: int32(g.rng.IntN(g.vouchers))}
+	o := order{seq: g.orders, customer: cust}
+	switch {
+	case g.hotShare == 0:
+		o.voucher = int32(g.rng.IntN(g.vouchers))
+	case g.rng.Float64() < g.hotShare:
+		o.voucher = 0
+	default:
+		o.voucher = 1 + int32(g.rng.IntN(g.vouchers-1))
+	}
 	if len(g.recent) < retryWindow {
 		g.recent = append(g.recent, o)
 	} else {

@@ -3,10 +3,15 @@ package redisgate
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/testenv"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -30,7 +35,8 @@ func BenchmarkGateReserveHot(b *testing.B) {
 			// cache hits starve the few that go to Redis when the entry
 			// expires (2 cores), which a real server, blocked on network
 			// reads most of the time, does not do.
-			g := newGate(b, Config{SoldOutTTL: tc.soldOutTTL, Timeout: 5 * time.Second})
+			addr := testenv.Redis(b).Addr
+			g := newGate(b, Config{SoldOutTTL: tc.soldOutTTL, Timeout: 5 * time.Second}, addr)
 			v := testVoucher("HOT", tc.total, 1)
 			loadEmpty(b, g, v)
 			if tc.total == 1 {
@@ -43,6 +49,7 @@ func BenchmarkGateReserveHot(b *testing.B) {
 			// auto-pipelining has concurrent calls to batch.
 			b.SetParallelism(32)
 			b.ReportAllocs()
+			cpu0 := redisCPU(b, addr)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -55,9 +62,34 @@ func BenchmarkGateReserveHot(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			// Redis's own CPU time per call: one key slot lives on one
+			// shard's single thread, so 1e6 / this is the ceiling of one
+			// hot voucher on one shard.
+			b.ReportMetric((redisCPU(b, addr)-cpu0)*1e6/float64(b.N), "redis-µs/op")
 			_ = g.Forget(ctx, v.Code)
 		})
 	}
+}
+
+// redisCPU returns the CPU seconds (user + system) the Redis server at addr
+// has used, from INFO CPU.
+func redisCPU(tb testing.TB, addr string) float64 {
+	tb.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	require.NoError(tb, err)
+	defer c.Close()
+	info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
+	require.NoError(tb, err)
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(tb, err)
+			total += f
+		}
+	}
+	return total
 }
 
 // BenchmarkSoldOutCopy measures one copy of a sold-out voucher's orders

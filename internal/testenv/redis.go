@@ -97,6 +97,27 @@ func NewRedisCluster(t testing.TB) *RedisCluster {
 	return c
 }
 
+// StartRedisCluster starts a Redis Cluster of three masters outside any
+// test (for `voucherd bench`); the caller must Close it.
+func StartRedisCluster() (*RedisCluster, error) { return startRedisCluster() }
+
+// Close stops the masters and removes their files.
+func (c *RedisCluster) Close() { c.shutdown() }
+
+// PID returns the server's process id, 0 when it is not running or not
+// ours.
+func (s *RedisServer) PID() int {
+	if s.proc == nil {
+		return 0
+	}
+	s.proc.mu.Lock()
+	defer s.proc.mu.Unlock()
+	if s.proc.cmd == nil || s.proc.cmd.Process == nil || isClosed(s.proc.done) {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // Stop shuts the server down (SIGTERM); nothing is saved.
 func (s *RedisServer) Stop(t testing.TB) {
 	t.Helper()

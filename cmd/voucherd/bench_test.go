@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/bench"
+)
+
+// The scale scenario in small: 10 flash vouchers and a hot one beside them,
+// traffic spread over 3 voucherd processes, a Redis Cluster of 3 masters, a
+// Kafka topic of 6 partitions read by 2 consumers, in sync and in Kafka
+// mode. Every voucher sells out exactly, PostgreSQL and Redis agree, and the
+// CPU time of each component is reported.
+func TestBenchScaleScenarioSmall(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := runBench(ctx, []string{"--scenario=scale", "--vouchers=11", "--total=40", "--requests=3000",
+		"--customers=1500", "--concurrency=16", "--max-duration=90s", "--kafka-warmup=0", "--json", "--quiet"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+
+	var reports []bench.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &reports), stdout.String())
+	require.Len(t, reports, 2)
+	for i, mode := range []string{"flash-sync", "flash-kafka"} {
+		rep := reports[i]
+		require.Equal(t, mode, rep.Name)
+		require.Len(t, rep.BaseURLs, 3, "spread over 3 instances")
+		require.Equal(t, int64(3000), rep.Requests)
+		require.NotNil(t, rep.Verification, mode)
+		require.Empty(t, rep.Verification.Violations, mode)
+		require.Len(t, rep.Verification.Vouchers, 11)
+		for _, v := range rep.Verification.Vouchers {
+			require.Equal(t, int64(40), v.HeldRows, "%s %s sold out exactly", mode, v.Code)
+			require.Equal(t, v.HeldRows, v.UsedCount, "%s %s", mode, v.Code)
+			require.Equal(t, v.Granted, v.HeldRows, "%s %s", mode, v.Code)
+			require.NotNil(t, v.RedisRemaining, "%s %s", mode, v.Code)
+			require.Zero(t, *v.RedisRemaining, "%s %s: Redis agrees", mode, v.Code)
+		}
+		require.Empty(t, rep.CPUError, mode)
+		require.NotNil(t, rep.CPU, mode)
+		var names []string
+		for _, c := range rep.CPU.Components {
+			names = append(names, c.Name)
+		}
+		want := []string{"voucherd", "redis", "postgresql"}
+		if mode == "flash-kafka" {
+			want = append(want, "kafka")
+		}
+		require.Equal(t, want, names)
+		require.Positive(t, rep.CPU.Components[0].MicrosPerRequest, "the voucherd processes worked")
+		require.Positive(t, rep.CPU.Stack.MicrosPerRequest)
+	}
+}
