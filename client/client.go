@@ -139,7 +139,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	return c
 }
 
-// Voucher is a limited-use discount code (SPEC §1). Money is in integer minor
+// Voucher is a limited-use discount code (see the README). Money is in integer minor
 // units. Reserved, Confirmed and Remaining are live counts filled by the
 // server on reads; they and the timestamps are ignored when creating a
 // voucher.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Error codes of the voucherd API (SPEC §3), found in Error.Code.
+// Error codes of the voucherd API (api/openapi.yaml), found in Error.Code.
 const (
 	InvalidRequest      = "INVALID_REQUEST"
 	Unauthorized        = "UNAUTHORIZED"

@@ -43,8 +43,8 @@ type App struct {
 	liveness *jobs.Liveness
 	// tracing is nil unless OpenTelemetry tracing is on.
 	tracing *tracing.Provider
-	live    *live.Hub // live sale view (issue 9)
-	// notifier publishes threshold events to Kafka (issue 9); nil without
+	live    *live.Hub // live sale view
+	// notifier publishes threshold events to Kafka; nil without
 	// Kafka brokers.
 	notifier *kafkalog.Notifier
 	server   *http.Server
@@ -96,7 +96,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	if gate != nil {
 		gate = a.metrics.InstrumentGate(gate)
 	}
-	// --- live sale view (issue 9) ---
+	// --- live sale view ---
 	a.live, err = live.NewHub(live.Config{
 		// a.svc is set below, before the first watcher can arrive.
 		Voucher:  func(ctx context.Context, code string) (voucher.Voucher, error) { return a.svc.Voucher(ctx, code) },
@@ -333,7 +333,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("log format must be json or text, not %q", format)
 }
 
-// --- live sale view (issue 9) ---
+// --- live sale view ---
 
 // liveObserver sends each observation to the metrics and reservation
 // outcomes also to the live hub.

@@ -65,7 +65,7 @@ type Config struct {
 	KafkaSessionTimeout time.Duration
 	WriteTimeout        time.Duration
 	CombineWrites       bool
-	// Issue 9: hold extension and threshold events.
+	// Hold extension and threshold events.
 	MaxHold          time.Duration
 	LowStockShare    float64
 	KafkaEventsTopic string

@@ -63,7 +63,7 @@ func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics
 
 func (k *kafkaParts) ping(ctx context.Context) error { return k.log.Ping(ctx) }
 
-// openNotifier prepares the producer of threshold events (issue 9), used
+// openNotifier prepares the producer of threshold events, used
 // whenever Kafka brokers are configured, in any write mode. A Kafka that is
 // down at start does not stop serving: threshold events are best effort
 // (logged and counted in any case), so the topic is only created if it can

@@ -56,7 +56,7 @@ type VoucherCheck struct {
 	RedisRemaining *int64 `json:"redisRemaining,omitempty"`
 }
 
-// Verify checks the invariants of SPEC §2 for the vouchers of a reserve run,
+// Verify checks the invariants (docs/rules.md) for the vouchers of a reserve run,
 // reading PostgreSQL directly (and Redis for flash vouchers when
 // cfg.RedisAddrs is set):
 //

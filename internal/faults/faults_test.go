@@ -285,7 +285,7 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	}
 
 	// Linearizability: exact in standard mode; in the flash modes refusals
-	// may undersell (SPEC §2.5), so OUT_OF_STOCK and ALREADY_USED are not
+	// may undersell (docs/rules.md), so OUT_OF_STOCK and ALREADY_USED are not
 	// checked there, and the exact check is reported for information.
 	strict := sc.mode == modeStandard
 	timeout := 60 * time.Second

@@ -63,7 +63,7 @@ type modelInput struct {
 // modelOutput is an attempt's outcome.
 type modelOutput struct{ outcome Outcome }
 
-// Model is the sequential specification of one voucher (SPEC §2): reserve
+// Model is the sequential specification of one voucher: reserve
 // takes a use when the orderId is new, the customer is under perUserLimit
 // and a use is left; a known orderId is replayed (ok), refused as
 // ORDER_CONFLICT (another customer) or ORDER_RELEASED; release gives the
@@ -77,7 +77,7 @@ type modelOutput struct{ outcome Outcome }
 // With strict false (the flash modes) OUT_OF_STOCK and ALREADY_USED are
 // accepted in any state, without effect: the Redis gate may refuse a use
 // that the model would grant (a hold whose write failed and is not yet
-// reconciled, the per-instance sold-out cache), which SPEC §2.5 allows as
+// reconciled, the per-instance sold-out cache), which the invariants (docs/rules.md) allow as
 // temporary undersell. Everything that hands out a use or answers for an
 // orderId stays exact.
 type Model struct {

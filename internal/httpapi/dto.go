@@ -221,7 +221,7 @@ func (r extendRequest) duration() (time.Duration, error) {
 	return time.Duration(*r.Seconds) * time.Second, nil
 }
 
-// reservationJSON is the 201 body of a reservation (SPEC §3).
+// reservationJSON is the 201 body of a reservation.
 type reservationJSON struct {
 	OrderID        string    `json:"orderId"`
 	DiscountAmount int64     `json:"discountAmount"`

@@ -1,4 +1,4 @@
-// Package httpapi serves voucherd's HTTP API (SPEC §3): routes, JSON
+// Package httpapi serves voucherd's HTTP API: routes, JSON
 // transfer objects, bearer-token auth, strict decoding, and the one table
 // that maps domain error codes to HTTP statuses.
 package httpapi

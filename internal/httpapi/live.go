@@ -17,7 +17,7 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// The live sale view (issue 9):
+// The live sale view:
 //
 //	GET /vouchers/{code}/live   Server-Sent Events: "snapshot" events with a
 //	                            live.Snapshot as JSON, about once per

@@ -133,7 +133,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// extend pushes a RESERVED hold's expiry forward (issue 9); see
+// extend pushes a RESERVED hold's expiry forward; see
 // voucher.Service.Extend for the rules.
 func (s *Server) extend(w http.ResponseWriter, r *http.Request) error {
 	var body extendRequest

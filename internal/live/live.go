@@ -1,4 +1,4 @@
-// Package live owns the live sale view's data (issue 9): per-voucher
+// Package live owns the live sale view's data: per-voucher
 // activity counters fed by the service's observer, and one snapshot feed per
 // watched voucher that reads the voucher's counts once per tick and fans the
 // snapshot out to every watcher, so a thousand open dashboards cost the

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// extendScript rewrites a hold's expiry after a hold extension (issue 9).
+// extendScript rewrites a hold's expiry after a hold extension.
 var extendScript = newScript("extend.lua", false)
 
 // Extend sets the expiry recorded in orderID's hold to expiresAt if it is

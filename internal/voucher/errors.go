@@ -11,7 +11,7 @@ import (
 // one table.
 type ErrorCode string
 
-// The error codes of the API contract (SPEC §3) plus the few the service needs
+// The error codes of the API contract (api/openapi.yaml) plus the few the service needs
 // for itself.
 const (
 	CodeInvalidRequest      ErrorCode = "INVALID_REQUEST"

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Hold extension (issue 9): an order service whose customer is still paying
+// Hold extension: an order service whose customer is still paying
 // may push a RESERVED hold's expiry forward, up to a maximum total hold time
 // counted from the reservation.
 

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Held out or sold out (issue 9).
+// Held out or sold out.
 //
 // When no use is free, a voucher whose held uses are all CONFIRMED is sold
 // out (OUT_OF_STOCK) for good, unless an order is refunded; one with RESERVED

@@ -13,7 +13,7 @@ import (
 // FlashWrites says how flash reservations reach the store after the gate.
 type FlashWrites string
 
-// Flash write modes (SPEC §4).
+// Flash write modes.
 const (
 	// FlashSync writes each reservation that passed the gate to the store
 	// before answering.

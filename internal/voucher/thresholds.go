@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Threshold events (issue 9): when a voucher's free uses drop below a share
+// Threshold events: when a voucher's free uses drop below a share
 // of its total limit, and when they reach zero, the service emits one
 // VoucherLowStock or VoucherSoldOut event per crossing, so that a shop can
 // switch banners or stop promoting the code.

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Limits of the contract (SPEC §1, §2).
+// Limits of the contract.
 const (
 	MaxCodeLen    = 32
 	MaxOrderIDLen = 64
@@ -235,7 +235,7 @@ func (v Voucher) EligibilityFacts(orderAmount int64) Facts {
 		OrderAmount: orderAmount, MinOrderAmount: v.MinOrderAmount}
 }
 
-// Status is the state of a redemption (SPEC §2).
+// Status is the state of a redemption.
 type Status string
 
 // Redemption states.

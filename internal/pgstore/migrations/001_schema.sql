@@ -1,7 +1,7 @@
 -- 001_schema: vouchers, redemptions and the per-customer counters.
 --
 -- Invariants the database enforces on its own, whatever the code above it
--- does (SPEC §2): used_count never exceeds total_limit and never goes below
+-- does (docs/rules.md): used_count never exceeds total_limit and never goes below
 -- zero; a customer's held counter never goes below zero; one redemption per
 -- order_id.
 

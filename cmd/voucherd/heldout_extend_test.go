@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of issue 9: HELD_OUT vs OUT_OF_STOCK, hold extension and
+// End-to-end tests of HELD_OUT vs OUT_OF_STOCK, hold extension and
 // threshold events, in standard, flash-sync and flash-kafka mode.
 
 import (
