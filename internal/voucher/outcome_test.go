@@ -214,3 +214,91 @@ func TestConfirmedDead(t *testing.T) {
 	require.Empty(t, look(8*time.Second, nil), "absent again: the wait starts over")
 	require.Equal(t, map[string]bool{"a": true, "b": true}, look(11*time.Second, nil))
 }
+
+// stepStore answers the reservations of a standard voucher with the errors
+// of steps in turn (nil: a reservation).
+type stepStore struct {
+	Store
+	mu    sync.Mutex
+	steps []error
+}
+
+func (s *stepStore) Voucher(context.Context, string) (Voucher, error) {
+	v := flashVoucher()
+	v.FlashSale = false
+	return v, nil
+}
+
+func (s *stepStore) Reserve(_ context.Context, req ReserveRequest, _ time.Time, _ time.Duration) (Reservation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.steps[0]
+	s.steps = s.steps[1:]
+	if err != nil {
+		return Reservation{}, err
+	}
+	return Reservation{Redemption: Redemption{OrderID: req.OrderID, VoucherCode: req.Code, CustomerID: req.CustomerID, Status: StatusReserved}}, nil
+}
+
+// In standard mode a retry of an order whose write ended with an unknown
+// outcome keeps the flag on every 503 until the store answers, and only
+// for that order.
+func TestStandardRetryOfUnknownOrderCarriesTheFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	down := Unavailable(errors.New("connection refused"), "postgres")
+	st := &stepStore{steps: []error{lostReply, down, down, nil, down, down}}
+	svc, err := NewService(ServiceConfig{Store: st})
+	require.NoError(t, err)
+
+	_, err = svc.Reserve(ctx, reserveReq("o-1"))
+	require.True(t, IsOutcomeUnknown(err), "%v", err)
+	for range 2 {
+		_, err = svc.Reserve(ctx, reserveReq("o-1"))
+		require.True(t, IsCode(err, CodeUnavailable), "%v", err)
+		require.True(t, IsOutcomeUnknown(err), "a retry that cannot reach the store settles nothing: %v", err)
+	}
+	res, err := svc.Reserve(ctx, reserveReq("o-1"))
+	require.NoError(t, err)
+	require.Equal(t, "o-1", res.OrderID)
+
+	_, err = svc.Reserve(ctx, reserveReq("o-1"))
+	require.False(t, IsOutcomeUnknown(err), "settled by the 201: %v", err)
+	_, err = svc.Reserve(ctx, reserveReq("o-2"))
+	require.True(t, IsCode(err, CodeUnavailable))
+	require.False(t, IsOutcomeUnknown(err), "another order's 503 took nothing: %v", err)
+}
+
+// switchGate takes uses until down is set, then fails every call.
+type switchGate struct {
+	outcomeGate
+	down bool
+}
+
+func (g *switchGate) Reserve(ctx context.Context, code string, limit int32, h Hold) (GateDecision, error) {
+	if g.down {
+		return downGate{}.Reserve(ctx, code, limit, h)
+	}
+	return g.outcomeGate.Reserve(ctx, code, limit, h)
+}
+
+// In flash-sync mode, with Redis down, a retry of an order whose write on
+// this instance ended with an unknown outcome (not settled yet) keeps the
+// flag; a new order's 503 does not carry it.
+func TestGateDownRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := &switchGate{outcomeGate: outcomeGate{outcome: GateTaken}}
+	svc, err := NewService(ServiceConfig{Store: &outcomeStore{reserveErr: lostReply}, Gate: g})
+	require.NoError(t, err)
+	_, err = svc.Reserve(ctx, reserveReq("o-1"))
+	require.True(t, IsOutcomeUnknown(err), "%v", err)
+
+	g.down = true
+	_, err = svc.Reserve(ctx, reserveReq("o-1"))
+	require.True(t, IsCode(err, CodeUnavailable), "%v", err)
+	require.True(t, IsOutcomeUnknown(err), "%v", err)
+	_, err = svc.Reserve(ctx, reserveReq("o-2"))
+	require.True(t, IsCode(err, CodeUnavailable), "%v", err)
+	require.False(t, IsOutcomeUnknown(err), "%v", err)
+}

@@ -144,6 +144,11 @@ type Service struct {
 	// an unknown outcome, keyed by code and orderId, until SettleUnknown
 	// or a retry of the order settles them; guarded by mu.
 	unsettled map[orderKey]unsettledWrite
+	// unknownStandard holds the standard-mode orders whose write ended with
+	// an unknown outcome on this instance, until an answer other than 503
+	// settles them: a retry that fails to reach the store says the outcome
+	// is still unknown; guarded by mu.
+	unknownStandard map[orderKey]struct{}
 	// absentSince records, per instance id seen without a live heartbeat,
 	// when that was first seen (confirmedDead); guarded by mu.
 	absentSince map[string]time.Time
@@ -233,7 +238,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
 		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{},
-		unsettled: map[orderKey]unsettledWrite{}, absentSince: map[string]time.Time{}}, nil
+		unsettled: map[orderKey]unsettledWrite{}, unknownStandard: map[orderKey]struct{}{},
+		absentSince: map[string]time.Time{}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -317,7 +323,7 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		}
 	}()
 	if !v.FlashSale {
-		return s.reserveStandard(ctx, req)
+		return s.reserveStandardTracked(ctx, req)
 	}
 	if s.gate == nil {
 		if s.cfg.FlashFallback {
@@ -340,6 +346,35 @@ func (s *Service) reserveStandard(ctx context.Context, req ReserveRequest) (Rese
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	return s.store.Reserve(wctx, req, s.cfg.Clock(), s.cfg.ReservationTTL)
+}
+
+// maxUnknownStandard bounds unknownStandard; past it the set starts over
+// (a retry then answers a plain 503 while the store stays unreachable).
+const maxUnknownStandard = 100_000
+
+// reserveStandardTracked is reserveStandard for a standard voucher, keeping
+// the OutcomeUnknown flag on every 503 for an order whose earlier write on
+// this instance ended with an unknown outcome, until an answer settles it
+// (the store is idempotent by orderId, so a retry that reaches it does).
+func (s *Service) reserveStandardTracked(ctx context.Context, req ReserveRequest) (Reservation, error) {
+	res, err := s.reserveStandard(ctx, req)
+	k := orderKey{req.Code, req.OrderID}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case IsOutcomeUnknown(err):
+		if len(s.unknownStandard) >= maxUnknownStandard {
+			s.unknownStandard = map[orderKey]struct{}{}
+		}
+		s.unknownStandard[k] = struct{}{}
+	case IsCode(err, CodeUnavailable):
+		if _, unknown := s.unknownStandard[k]; unknown {
+			return res, outcomeUnknown(err, req.OrderID)
+		}
+	default:
+		delete(s.unknownStandard, k)
+	}
+	return res, err
 }
 
 // writeContext detaches a durable write from the client's cancellation and
@@ -510,6 +545,14 @@ func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr erro
 		if s.cfg.Events.CaughtUp(ctx) != nil {
 			return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
 		}
+	}
+	s.mu.Lock()
+	_, unsettled := s.unsettled[orderKey{req.Code, req.OrderID}]
+	s.mu.Unlock()
+	if unsettled {
+		// This instance's write of the order ended with an unknown outcome
+		// and has not been settled: the gate still holds its use.
+		return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
 	}
 	return Reservation{}, gateErr
 }
