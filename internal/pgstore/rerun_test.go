@@ -50,10 +50,18 @@ func TestReserveRunsAgainAfterDeadlock(t *testing.T) {
 			done <- result{err}
 		}()
 		require.Eventually(t, func() bool {
+			select {
+			case r := <-done:
+				require.FailNow(t, "the reservation ended before it waited for the counter's lock", "err: %v", r.err)
+			default:
+			}
 			var n int
 			err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND wait_event_type = 'Lock'
 				  AND query LIKE '%voucherd_reserve%'`).Scan(&n)
+			if err != nil || n > 1 {
+				t.Logf("waiting reservations: %d, err: %v", n, err)
+			}
 			return err == nil && n == 1
 		}, 10*time.Second, 10*time.Millisecond)
 		// The other transaction now wants order "second": a deadlock.
