@@ -12,6 +12,10 @@ type cachedVoucher struct {
 	retry   time.Time // no read before this, after a failed one
 }
 
+// maxCachedVouchers bounds the voucher cache and the held-out cache; past
+// it a cache starts over, so that requests for ever new codes cannot grow it without end.
+const maxCachedVouchers = 100_000
+
 // DefaultStaleVoucherMax is the default of ServiceConfig.StaleVoucherMax.
 const DefaultStaleVoucherMax = 10 * time.Minute
 
@@ -58,7 +62,7 @@ func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, erro
 	}
 	if s.cfg.VoucherCacheTTL > 0 {
 		s.mu.Lock()
-		if len(s.cache) > 100_000 {
+		if len(s.cache) > maxCachedVouchers {
 			s.cache = map[string]cachedVoucher{}
 		}
 		s.cache[code] = cachedVoucher{v: v, fetched: now}

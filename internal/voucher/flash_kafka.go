@@ -121,9 +121,12 @@ func (s *Service) replayDurable(ctx context.Context, code string, h Hold) (Reser
 	return Reservation{Redemption: row, Replay: true}, nil
 }
 
+// minOrphanAge is the least orphanAge, whatever WriteTimeout is.
+const minOrphanAge = 10 * time.Second
+
 // orphanAge is how old a pending hold must be before a retry of its orderId
 // may treat it as never written: well past any produce attempt.
-func (s *Service) orphanAge() time.Duration { return max(3*s.cfg.WriteTimeout, 10*time.Second) }
+func (s *Service) orphanAge() time.Duration { return max(3*s.cfg.WriteTimeout, minOrphanAge) }
 
 // fenceOrphan releases a pending hold whose event has not reached the store
 // well after its produce gave up waiting (the outcome was unknown), so that

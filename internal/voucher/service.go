@@ -70,14 +70,15 @@ type ServiceConfig struct {
 	// FlashWrites selects sync (default) or kafka writes for flash vouchers.
 	FlashWrites FlashWrites
 	// ReservationTTL is how long a RESERVED redemption holds its use
-	// (default 15 minutes).
+	// (default DefaultReservationTTL).
 	ReservationTTL time.Duration
 	// FlashFallback sends flash reservations through the standard path when
 	// the gate is down (sync mode only). Off by default: the hot row is what
 	// flash mode exists to avoid.
 	FlashFallback bool
 	// VoucherCacheTTL is how long voucher definitions are cached in process
-	// for routing and eligibility (default 1s; negative disables).
+	// for routing and eligibility (default DefaultVoucherCacheTTL; negative
+	// disables).
 	VoucherCacheTTL time.Duration
 	// StaleVoucherMax is how long, counted from its last successful read, a
 	// flash voucher's cached definition keeps being used in Kafka mode while
@@ -87,11 +88,11 @@ type ServiceConfig struct {
 	// it is unreadable.
 	StaleVoucherMax time.Duration
 	// WarmupWait is how long a request waits for another instance's warm-up
-	// of the same voucher (default 500ms).
+	// of the same voucher (default DefaultWarmupWait).
 	WarmupWait time.Duration
 	// WriteTimeout bounds the durable write after the gate passed; it runs
 	// detached from the client's cancellation so that a client hanging up
-	// does not leave the write's outcome unknown (default 5s).
+	// does not leave the write's outcome unknown (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
 	// MaxHold bounds how long a hold may be RESERVED in total, counted from
 	// the reservation, when it is extended (default DefaultMaxHold, or
@@ -156,6 +157,18 @@ type Service struct {
 
 type orderKey struct{ code, orderID string }
 
+// Defaults of ServiceConfig.
+const (
+	// DefaultReservationTTL is the default of ServiceConfig.ReservationTTL.
+	DefaultReservationTTL = 15 * time.Minute
+	// DefaultVoucherCacheTTL is the default of ServiceConfig.VoucherCacheTTL.
+	DefaultVoucherCacheTTL = time.Second
+	// DefaultWarmupWait is the default of ServiceConfig.WarmupWait.
+	DefaultWarmupWait = 500 * time.Millisecond
+	// DefaultWriteTimeout is the default of ServiceConfig.WriteTimeout.
+	DefaultWriteTimeout = 5 * time.Second
+)
+
 // NewService validates cfg and returns a Service.
 func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Store == nil {
@@ -171,7 +184,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, errors.New("voucher: kafka writes need a Gate and an EventLog")
 	}
 	if cfg.ReservationTTL <= 0 {
-		cfg.ReservationTTL = 15 * time.Minute
+		cfg.ReservationTTL = DefaultReservationTTL
 	}
 	switch {
 	case cfg.MaxHold == 0:
@@ -189,16 +202,16 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.HeldOutCacheTTL = DefaultHeldOutCacheTTL
 	}
 	if cfg.VoucherCacheTTL == 0 {
-		cfg.VoucherCacheTTL = time.Second
+		cfg.VoucherCacheTTL = DefaultVoucherCacheTTL
 	}
 	if cfg.StaleVoucherMax == 0 {
 		cfg.StaleVoucherMax = DefaultStaleVoucherMax
 	}
 	if cfg.WarmupWait <= 0 {
-		cfg.WarmupWait = 500 * time.Millisecond
+		cfg.WarmupWait = DefaultWarmupWait
 	}
 	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 5 * time.Second
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -367,6 +380,20 @@ func (s *Service) writeContext(ctx context.Context) (context.Context, context.Ca
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.WriteTimeout)
 }
 
+// Retry limits of reserveFlash.
+const (
+	// pendingReplayPolls is how many times a Kafka-mode replay of an order
+	// whose hold is still pending asks the gate again, pendingReplayPoll
+	// apart, before it looks at the store (about one second in all).
+	pendingReplayPolls = 50
+	// pendingReplayPoll is the wait between those polls.
+	pendingReplayPoll = 20 * time.Millisecond
+	// notLoadedWarmups is how many warm-ups a reservation tries when the
+	// gate answers GateNotLoaded; then sync mode falls back to the
+	// standard path and Kafka mode answers 503 with an unknown outcome.
+	notLoadedWarmups = 2
+)
+
 // reserveFlash runs the gate and then the durable write of the configured
 // mode. fellBack reports that the standard path answered instead.
 func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Voucher, now time.Time) (res Reservation, fellBack bool, err error) {
@@ -435,7 +462,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			// outcome was unknown); answering 201 now could promise a
 			// reservation that then fails. Once the store has the row, the
 			// hold is durable whatever the producer said.
-			if attempt < 50 && sleepCtx(ctx, 20*time.Millisecond) == nil {
+			if attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil {
 				continue
 			}
 			if row, err := s.store.Redemption(ctx, req.Code, req.OrderID); err == nil && row.CustomerID == req.CustomerID {
@@ -468,7 +495,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateSoldOut:
 			return Reservation{}, false, s.soldOutInGate(ctx, req.Code)
 		case GateNotLoaded:
-			if attempt >= 2 {
+			if attempt >= notLoadedWarmups {
 				if !kafka {
 					res, err := s.reserveStandard(ctx, req)
 					return res, true, err

@@ -5,6 +5,14 @@ import (
 	"time"
 )
 
+// warmupLockTTL bounds how long one loader holds a voucher's warm-up lock
+// in the gate: a loader that dies frees the lock after it.
+const warmupLockTTL = 10 * time.Second
+
+// warmupPoll is how often waitLoaded asks the gate whether another
+// loader has finished.
+const warmupPoll = 10 * time.Millisecond
+
 // WarmupResult says where a flash voucher stands after Warmup.
 type WarmupResult struct {
 	// InGate reports that the voucher is loaded in the gate now. It is
@@ -34,7 +42,7 @@ func (s *Service) Warmup(ctx context.Context, code string) (WarmupResult, error)
 	if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
 		return WarmupResult{InGate: ok}, err
 	}
-	unlock, ok, err := s.gate.Lock(ctx, code, 10*time.Second)
+	unlock, ok, err := s.gate.Lock(ctx, code, warmupLockTTL)
 	if err != nil {
 		return WarmupResult{}, err
 	}
@@ -66,7 +74,7 @@ func (s *Service) Warmup(ctx context.Context, code string) (WarmupResult, error)
 func (s *Service) waitLoaded(ctx context.Context, code string) (bool, error) {
 	deadline := s.cfg.Clock().Add(s.cfg.WarmupWait)
 	for s.cfg.Clock().Before(deadline) {
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+		if err := sleepCtx(ctx, warmupPoll); err != nil {
 			return false, Unavailable(err, "waiting for voucher %s to load", code)
 		}
 		if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
