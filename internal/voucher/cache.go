@@ -13,7 +13,8 @@ type cachedVoucher struct {
 }
 
 // maxCachedVouchers bounds the voucher cache and the held-out cache; past
-// it a cache starts over, so that requests for ever new codes cannot grow it without end.
+// it a cache starts over, so that requests for ever new codes cannot grow
+// it without end.
 const maxCachedVouchers = 100_000
 
 // DefaultStaleVoucherMax is the default of ServiceConfig.StaleVoucherMax.
