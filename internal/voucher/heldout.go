@@ -123,7 +123,7 @@ func (s *Service) holds(ctx context.Context, code string) (*heldOutEntry, HoldSu
 			c.mu.Unlock()
 			return e, e.sum, e.err
 		}
-		if c.m == nil || len(c.m) > 100_000 {
+		if c.m == nil || len(c.m) > maxCachedVouchers {
 			c.m = map[string]*heldOutEntry{}
 		}
 		e = &heldOutEntry{done: make(chan struct{})}

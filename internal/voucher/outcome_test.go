@@ -10,63 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// outcomeGate answers every reservation with outcome (and hold, for a
-// replay) and records the releases.
-type outcomeGate struct {
-	Gate
-	outcome GateOutcome
-	hold    Hold
-
-	mu       sync.Mutex
-	releases []ReleaseMode
-}
-
-func (g *outcomeGate) Reserve(_ context.Context, _ string, _ int32, h Hold) (GateDecision, error) {
-	if g.outcome == GateTaken {
-		return GateDecision{Outcome: GateTaken, Remaining: 9}, nil
-	}
-	return GateDecision{Outcome: g.outcome, Hold: g.hold}, nil
-}
-
-func (g *outcomeGate) Release(_ context.Context, _, _ string, mode ReleaseMode) (bool, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.releases = append(g.releases, mode)
-	return true, nil
-}
-
-func (g *outcomeGate) released() []ReleaseMode {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]ReleaseMode(nil), g.releases...)
-}
-
-// outcomeStore fails every reservation with reserveErr and fences orders
-// (AbandonOrder) by inserting a RELEASED row.
-type outcomeStore struct {
-	Store
-	reserveErr error
-	abandoned  []string
-}
-
-func (s *outcomeStore) Voucher(context.Context, string) (Voucher, error) { return flashVoucher(), nil }
-
-func (s *outcomeStore) Reserve(context.Context, ReserveRequest, time.Time, time.Duration) (Reservation, error) {
-	return Reservation{}, s.reserveErr
-}
-
-func (s *outcomeStore) Redemption(_ context.Context, code, orderID string) (Redemption, error) {
-	return Redemption{}, Errorf(CodeReservationNotFound, "no row")
-}
-
-func (s *outcomeStore) AbandonOrder(_ context.Context, code string, h Hold, now time.Time) (Redemption, bool, error) {
-	s.abandoned = append(s.abandoned, h.OrderID)
-	return Redemption{OrderID: h.OrderID, VoucherCode: code, CustomerID: h.CustomerID, Status: StatusReleased}, true, nil
-}
-
-type behindLog struct{ EventLog }
-
-func (behindLog) CaughtUp(context.Context) error { return errors.New("consumer behind") }
+// redisDown is the gate's error when Redis cannot be reached.
+func redisDown() error { return Unavailable(errors.New("connection refused"), "redis reserve") }
 
 var lostReply = &Error{Code: CodeUnavailable, OutcomeUnknown: true, Message: "reply lost"}
 
@@ -92,8 +37,8 @@ func TestSyncWriteOutcomeDecidesCompensation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g := &outcomeGate{outcome: GateTaken}
-			st := &outcomeStore{reserveErr: tc.err}
+			g := &fakeGate{decision: GateDecision{Outcome: GateTaken, Remaining: 9}}
+			st := &fakeStore{voucher: flashVoucher(), reserveErr: tc.err}
 			svc, err := NewService(ServiceConfig{Store: st, Gate: g, Clock: func() time.Time { return clock }})
 			require.NoError(t, err)
 			_, err = svc.Reserve(ctx, reserveReq("o-1"))
@@ -134,8 +79,8 @@ func TestRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
 
 	t.Run("flash-sync", func(t *testing.T) {
 		t.Parallel()
-		g := &outcomeGate{outcome: GateReplay, hold: hold}
-		st := &outcomeStore{reserveErr: Unavailable(nil, "connection refused")}
+		g := &fakeGate{decision: GateDecision{Outcome: GateReplay, Hold: hold}}
+		st := &fakeStore{voucher: flashVoucher(), reserveErr: Unavailable(nil, "connection refused")}
 		svc, err := NewService(ServiceConfig{Store: st, Gate: g})
 		require.NoError(t, err)
 		_, err = svc.Reserve(ctx, reserveReq("o-1"))
@@ -146,28 +91,13 @@ func TestRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
 		t.Parallel()
 		pending := hold
 		pending.Pending = true
-		g := &outcomeGate{outcome: GateReplay, hold: pending}
-		svc, err := NewService(ServiceConfig{Store: &outcomeStore{}, Gate: g, Events: behindLog{}, FlashWrites: FlashKafka})
+		g := &fakeGate{decision: GateDecision{Outcome: GateReplay, Hold: pending}}
+		svc, err := NewService(ServiceConfig{Store: &fakeStore{voucher: flashVoucher()}, Gate: g,
+			Events: &fakeLog{caughtUpErr: errors.New("consumer behind")}, FlashWrites: FlashKafka})
 		require.NoError(t, err)
 		_, err = svc.Reserve(ctx, reserveReq("o-1"))
 		require.True(t, IsOutcomeUnknown(err), "%v", err)
 	})
-}
-
-type downGate struct{ Gate }
-
-func (downGate) Reserve(context.Context, string, int32, Hold) (GateDecision, error) {
-	return GateDecision{}, Unavailable(errors.New("connection refused"), "redis reserve")
-}
-
-// rowStore has the row of order "taken" (customer 7) and no other.
-type rowStore struct{ *outcomeStore }
-
-func (rowStore) Redemption(_ context.Context, code, orderID string) (Redemption, error) {
-	if orderID != "taken" {
-		return Redemption{}, Errorf(CodeReservationNotFound, "no row")
-	}
-	return Redemption{OrderID: orderID, VoucherCode: code, CustomerID: 7, Status: StatusReserved}, nil
 }
 
 // With the gate down, a retry of an order the store has is answered from
@@ -176,7 +106,13 @@ func (rowStore) Redemption(_ context.Context, code, orderID string) (Redemption,
 func TestGateDownAnswersFromTheRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	syncSvc, err := NewService(ServiceConfig{Store: rowStore{&outcomeStore{}}, Gate: downGate{}})
+	// The store has the row of order "taken" (customer 7) and no other.
+	rowStore := func() *fakeStore {
+		return &fakeStore{voucher: flashVoucher(), rows: map[string]Redemption{
+			"taken": {OrderID: "taken", VoucherCode: "SALE", CustomerID: 7, Status: StatusReserved}}}
+	}
+	downGate := func() *fakeGate { return &fakeGate{err: redisDown()} }
+	syncSvc, err := NewService(ServiceConfig{Store: rowStore(), Gate: downGate()})
 	require.NoError(t, err)
 	res, err := syncSvc.Reserve(ctx, reserveReq("taken"))
 	require.NoError(t, err)
@@ -185,7 +121,8 @@ func TestGateDownAnswersFromTheRow(t *testing.T) {
 	require.True(t, IsCode(err, CodeUnavailable))
 	require.False(t, IsOutcomeUnknown(err), "nothing was taken for an order the store does not have")
 
-	kafka, err := NewService(ServiceConfig{Store: rowStore{&outcomeStore{}}, Gate: downGate{}, Events: behindLog{}, FlashWrites: FlashKafka})
+	kafka, err := NewService(ServiceConfig{Store: rowStore(), Gate: downGate(),
+		Events: &fakeLog{caughtUpErr: errors.New("consumer behind")}, FlashWrites: FlashKafka})
 	require.NoError(t, err)
 	res, err = kafka.Reserve(ctx, reserveReq("taken"))
 	require.NoError(t, err)
@@ -200,7 +137,7 @@ func TestGateDownAnswersFromTheRow(t *testing.T) {
 func TestConfirmedDead(t *testing.T) {
 	t.Parallel()
 	at := time.Now()
-	svc, err := NewService(ServiceConfig{Store: &outcomeStore{}, HeartbeatTTL: 3 * time.Second,
+	svc, err := NewService(ServiceConfig{Store: &fakeStore{voucher: flashVoucher()}, HeartbeatTTL: 3 * time.Second,
 		Clock: func() time.Time { return at }})
 	require.NoError(t, err)
 	look := func(d time.Duration, alive map[string]bool) map[string]bool {
@@ -269,32 +206,19 @@ func TestStandardRetryOfUnknownOrderCarriesTheFlag(t *testing.T) {
 	require.False(t, IsOutcomeUnknown(err), "another order's 503 took nothing: %v", err)
 }
 
-// switchGate takes uses until down is set, then fails every call.
-type switchGate struct {
-	outcomeGate
-	down bool
-}
-
-func (g *switchGate) Reserve(ctx context.Context, code string, limit int32, h Hold) (GateDecision, error) {
-	if g.down {
-		return downGate{}.Reserve(ctx, code, limit, h)
-	}
-	return g.outcomeGate.Reserve(ctx, code, limit, h)
-}
-
 // In flash-sync mode, with Redis down, a retry of an order whose write on
 // this instance ended with an unknown outcome (not settled yet) keeps the
 // flag; a new order's 503 does not carry it.
 func TestGateDownRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	g := &switchGate{outcomeGate: outcomeGate{outcome: GateTaken}}
-	svc, err := NewService(ServiceConfig{Store: &outcomeStore{reserveErr: lostReply}, Gate: g})
+	g := &fakeGate{decision: GateDecision{Outcome: GateTaken, Remaining: 9}}
+	svc, err := NewService(ServiceConfig{Store: &fakeStore{voucher: flashVoucher(), reserveErr: lostReply}, Gate: g})
 	require.NoError(t, err)
 	_, err = svc.Reserve(ctx, reserveReq("o-1"))
 	require.True(t, IsOutcomeUnknown(err), "%v", err)
 
-	g.down = true
+	g.err = redisDown() // Redis goes down
 	_, err = svc.Reserve(ctx, reserveReq("o-1"))
 	require.True(t, IsCode(err, CodeUnavailable), "%v", err)
 	require.True(t, IsOutcomeUnknown(err), "%v", err)

@@ -70,14 +70,15 @@ type ServiceConfig struct {
 	// FlashWrites selects sync (default) or kafka writes for flash vouchers.
 	FlashWrites FlashWrites
 	// ReservationTTL is how long a RESERVED redemption holds its use
-	// (default 15 minutes).
+	// (default DefaultReservationTTL).
 	ReservationTTL time.Duration
 	// FlashFallback sends flash reservations through the standard path when
 	// the gate is down (sync mode only). Off by default: the hot row is what
 	// flash mode exists to avoid.
 	FlashFallback bool
 	// VoucherCacheTTL is how long voucher definitions are cached in process
-	// for routing and eligibility (default 1s; negative disables).
+	// for routing and eligibility (default DefaultVoucherCacheTTL; negative
+	// disables).
 	VoucherCacheTTL time.Duration
 	// StaleVoucherMax is how long, counted from its last successful read, a
 	// flash voucher's cached definition keeps being used in Kafka mode while
@@ -87,11 +88,11 @@ type ServiceConfig struct {
 	// it is unreadable.
 	StaleVoucherMax time.Duration
 	// WarmupWait is how long a request waits for another instance's warm-up
-	// of the same voucher (default 500ms).
+	// of the same voucher (default DefaultWarmupWait).
 	WarmupWait time.Duration
 	// WriteTimeout bounds the durable write after the gate passed; it runs
 	// detached from the client's cancellation so that a client hanging up
-	// does not leave the write's outcome unknown (default 5s).
+	// does not leave the write's outcome unknown (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
 	// MaxHold bounds how long a hold may be RESERVED in total, counted from
 	// the reservation, when it is extended (default DefaultMaxHold, or
@@ -156,21 +157,17 @@ type Service struct {
 
 type orderKey struct{ code, orderID string }
 
-// unsettledWrite is a hold whose write ended with an unknown outcome at
-// since.
-type unsettledWrite struct {
-	hold  Hold
-	since time.Time
-}
-
-type cachedVoucher struct {
-	v       Voucher
-	fetched time.Time // of the last successful read
-	retry   time.Time // no read before this, after a failed one
-}
-
-// DefaultStaleVoucherMax is the default of ServiceConfig.StaleVoucherMax.
-const DefaultStaleVoucherMax = 10 * time.Minute
+// Defaults of ServiceConfig.
+const (
+	// DefaultReservationTTL is the default of ServiceConfig.ReservationTTL.
+	DefaultReservationTTL = 15 * time.Minute
+	// DefaultVoucherCacheTTL is the default of ServiceConfig.VoucherCacheTTL.
+	DefaultVoucherCacheTTL = time.Second
+	// DefaultWarmupWait is the default of ServiceConfig.WarmupWait.
+	DefaultWarmupWait = 500 * time.Millisecond
+	// DefaultWriteTimeout is the default of ServiceConfig.WriteTimeout.
+	DefaultWriteTimeout = 5 * time.Second
+)
 
 // NewService validates cfg and returns a Service.
 func NewService(cfg ServiceConfig) (*Service, error) {
@@ -187,7 +184,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, errors.New("voucher: kafka writes need a Gate and an EventLog")
 	}
 	if cfg.ReservationTTL <= 0 {
-		cfg.ReservationTTL = 15 * time.Minute
+		cfg.ReservationTTL = DefaultReservationTTL
 	}
 	switch {
 	case cfg.MaxHold == 0:
@@ -205,16 +202,16 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.HeldOutCacheTTL = DefaultHeldOutCacheTTL
 	}
 	if cfg.VoucherCacheTTL == 0 {
-		cfg.VoucherCacheTTL = time.Second
+		cfg.VoucherCacheTTL = DefaultVoucherCacheTTL
 	}
 	if cfg.StaleVoucherMax == 0 {
 		cfg.StaleVoucherMax = DefaultStaleVoucherMax
 	}
 	if cfg.WarmupWait <= 0 {
-		cfg.WarmupWait = 500 * time.Millisecond
+		cfg.WarmupWait = DefaultWarmupWait
 	}
 	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 5 * time.Second
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -383,6 +380,20 @@ func (s *Service) writeContext(ctx context.Context) (context.Context, context.Ca
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.WriteTimeout)
 }
 
+// Retry limits of reserveFlash.
+const (
+	// pendingReplayPolls is how many times a Kafka-mode replay of an order
+	// whose hold is still pending asks the gate again, pendingReplayPoll
+	// apart, before it looks at the store (about one second in all).
+	pendingReplayPolls = 50
+	// pendingReplayPoll is the wait between those polls.
+	pendingReplayPoll = 20 * time.Millisecond
+	// notLoadedWarmups is how many warm-ups a reservation tries when the
+	// gate answers GateNotLoaded; then sync mode falls back to the
+	// standard path and Kafka mode answers 503 with an unknown outcome.
+	notLoadedWarmups = 2
+)
+
 // reserveFlash runs the gate and then the durable write of the configured
 // mode. fellBack reports that the standard path answered instead.
 func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Voucher, now time.Time) (res Reservation, fellBack bool, err error) {
@@ -451,7 +462,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			// outcome was unknown); answering 201 now could promise a
 			// reservation that then fails. Once the store has the row, the
 			// hold is durable whatever the producer said.
-			if attempt < 50 && sleepCtx(ctx, 20*time.Millisecond) == nil {
+			if attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil {
 				continue
 			}
 			if row, err := s.store.Redemption(ctx, req.Code, req.OrderID); err == nil && row.CustomerID == req.CustomerID {
@@ -484,7 +495,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateSoldOut:
 			return Reservation{}, false, s.soldOutInGate(ctx, req.Code)
 		case GateNotLoaded:
-			if attempt >= 2 {
+			if attempt >= notLoadedWarmups {
 				if !kafka {
 					res, err := s.reserveStandard(ctx, req)
 					return res, true, err
@@ -501,290 +512,6 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			return Reservation{}, false, Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
 		}
 	}
-}
-
-// writeTaken writes a use the gate granted (sync mode). On a failure that
-// provably wrote nothing the use goes back to the gate and the orderId is
-// forgotten there, so the client may retry it. On a failure whose outcome
-// is unknown (the row may have been committed) the gate keeps the use:
-// giving it back could let the gate hand out a use the store holds. A
-// retry of the orderId settles it (the store is idempotent by orderId);
-// SettleUnknown does otherwise.
-func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, hold Hold) (Reservation, error) {
-	res, err := s.reserveStandard(ctx, req)
-	if err == nil {
-		return res, nil
-	}
-	if IsOutcomeUnknown(err) {
-		s.mu.Lock()
-		s.unsettled[orderKey{req.Code, req.OrderID}] = unsettledWrite{hold: hold, since: s.cfg.Clock()}
-		s.mu.Unlock()
-		s.log.WarnContext(ctx, "durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
-		return Reservation{}, err
-	}
-	s.compensate(ctx, req.Code, req.OrderID, ModeFlashSync, err)
-	return Reservation{}, err
-}
-
-// gateDown answers a flash reservation the gate could not decide (gateErr)
-// from the orderId's row, so that a retry of an order an earlier attempt
-// took is not told that nothing was taken: the row's reservation (a
-// replay), ORDER_RELEASED or ORDER_CONFLICT when the store has one. Without
-// a row the answer is gateErr, marked OutcomeUnknown in Kafka mode while
-// the consumer has not caught up (the order's event may be on its way).
-func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr error) (Reservation, error) {
-	row, err := s.store.Redemption(ctx, req.Code, req.OrderID)
-	switch {
-	case err == nil && row.CustomerID != req.CustomerID:
-		return Reservation{}, orderConflict(req.Code, req.OrderID, "")
-	case err == nil && row.Status == StatusReleased:
-		return Reservation{}, orderReleased(req.OrderID)
-	case err == nil:
-		return Reservation{Redemption: row, Replay: true}, nil
-	case IsCode(err, CodeReservationNotFound) && s.cfg.FlashWrites == FlashKafka:
-		if s.cfg.Events.CaughtUp(ctx) != nil {
-			return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
-		}
-	}
-	s.mu.Lock()
-	_, unsettled := s.unsettled[orderKey{req.Code, req.OrderID}]
-	s.mu.Unlock()
-	if unsettled {
-		// This instance's write of the order ended with an unknown outcome
-		// and has not been settled: the gate still holds its use.
-		return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
-	}
-	return Reservation{}, gateErr
-}
-
-// settled drops orderID from the unsettled orders: a retry got an answer
-// from the store.
-func (s *Service) settled(code, orderID string) {
-	s.mu.Lock()
-	delete(s.unsettled, orderKey{code, orderID})
-	s.mu.Unlock()
-}
-
-// storeCheckWait bounds how long a Kafka-mode reservation waits for the
-// store's answer about its orderId once Kafka has answered.
-const storeCheckWait = 200 * time.Millisecond
-
-// claimTTL bounds how long an orderId's cross-voucher claim lives in the
-// gate: past the consumer's lag, the store itself knows the orderId.
-const claimTTL = 24 * time.Hour
-
-// publish sends the reservation event (Kafka mode) and makes the hold durable
-// in the gate once acknowledged. The orderId is claimed across vouchers in
-// the gate first, and the store is asked about it while Kafka writes the
-// event: an orderId the store knows for another voucher or customer is
-// refused before the answer, and its event is rejected by the consumer, so
-// the use is given back. When the store cannot answer (PostgreSQL down) the
-// gate's claim alone decides, so that a sale goes on through an outage
-// (docs/kafka.md says what that check then misses).
-func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservation, error) {
-	wctx, cancel := s.writeContext(ctx)
-	defer cancel()
-	if err := s.claimOrder(wctx, code, hold); err != nil {
-		return Reservation{}, err
-	}
-	known := make(chan storedOrder, 1)
-	go func() {
-		row, err := s.store.Order(wctx, hold.OrderID)
-		known <- storedOrder{row: row, err: err}
-	}()
-	perr := s.cfg.Events.PublishReserved(wctx, EventFromHold(code, hold))
-	var so storedOrder
-	select {
-	case so = <-known:
-	case <-time.After(storeCheckWait):
-		// A store that hangs counts as unavailable; the read ends with wctx.
-		so.err = Unavailable(nil, "the store did not answer within %s", storeCheckWait)
-	}
-	if res, done, err := s.settleStoredOrder(wctx, code, hold, so); done {
-		return res, err
-	}
-	if perr != nil && so.err == nil && ownEvent(code, hold, so.row) {
-		// The wait gave up, but the consumer has written the event already.
-		perr = nil
-	}
-	if perr != nil {
-		if errors.Is(perr, ErrOutcomeUnknown) {
-			// The event may still land: giving the use back now could let the
-			// gate hand it out twice. The hold stays pending; a retry with the
-			// same orderId gets its answer once the store has it, and
-			// reconciliation gives the use back if it never arrives.
-			s.log.WarnContext(ctx, "reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", perr)
-			return Reservation{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
-				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
-		}
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, perr)
-		if uerr := s.gate.UnclaimOrder(wctx, hold.OrderID, code); uerr != nil {
-			s.log.WarnContext(ctx, "could not drop the orderId claim; a retry with another voucher gets ORDER_CONFLICT until it expires",
-				"code", code, "orderId", hold.OrderID, "err", uerr)
-		}
-		if !IsCode(perr, CodeUnavailable) {
-			perr = Unavailable(perr, "could not record the reservation")
-		}
-		return Reservation{}, perr
-	}
-	committed, err := s.gate.Commit(wctx, code, hold)
-	if err != nil {
-		// The event is durable, so the reservation stands; replays of this
-		// orderId wait and then get 503 until reconciliation commits the hold.
-		s.log.ErrorContext(ctx, "hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
-	}
-	if err == nil && !committed {
-		if res, done, err := s.notCommitted(wctx, code, hold); done {
-			return res, err
-		}
-	}
-	hold.Pending = false
-	return Reservation{Redemption: holdRedemption(code, hold, StatusReserved)}, nil
-}
-
-// notCommitted answers a reservation whose event Kafka acknowledged but
-// whose hold was no longer pending when it was to be marked durable: this
-// instance stalled past its heartbeat and reconciliation fenced the order
-// (a RELEASED row: the event takes nothing), or Redis lost the hold. done
-// is false when another process committed the hold (it saw the row): the
-// 201 stands.
-func (s *Service) notCommitted(ctx context.Context, code string, hold Hold) (Reservation, bool, error) {
-	h, found, err := s.gate.Lookup(ctx, code, hold.OrderID)
-	switch {
-	case err == nil && found && h.Released:
-		return Reservation{}, true, orderReleased(hold.OrderID)
-	case err == nil && found && !h.Pending:
-		return Reservation{}, false, nil
-	}
-	return Reservation{}, true, &Error{Code: CodeUnavailable, OutcomeUnknown: true, Err: err,
-		Message: "order " + hold.OrderID + " was written but its hold changed meanwhile; retry with the same orderId"}
-}
-
-// replayDurable answers a retry of a reservation whose event Kafka has
-// acknowledged. The store is asked first: the order may since have been
-// confirmed, or released by the expiry job a moment before the gate heard of
-// it. Only a row the consumer has not written yet is answered from the hold;
-// then nothing can have changed it.
-func (s *Service) replayDurable(ctx context.Context, code string, h Hold) (Reservation, error) {
-	row, err := s.store.Redemption(ctx, code, h.OrderID)
-	switch {
-	case IsCode(err, CodeReservationNotFound):
-		return Reservation{Redemption: holdRedemption(code, h, StatusReserved), Replay: true}, nil
-	case err != nil:
-		// The reservation stands (Kafka acknowledged it): not "nothing
-		// was taken".
-		return Reservation{}, outcomeUnknown(err, h.OrderID)
-	case row.Status == StatusReleased:
-		return Reservation{}, orderReleased(h.OrderID)
-	}
-	return Reservation{Redemption: row, Replay: true}, nil
-}
-
-// orphanAge is how old a pending hold must be before a retry of its orderId
-// may treat it as never written: well past any produce attempt.
-func (s *Service) orphanAge() time.Duration { return max(3*s.cfg.WriteTimeout, 10*time.Second) }
-
-// fenceOrphan releases a pending hold whose event has not reached the store
-// well after its produce gave up waiting (the outcome was unknown), so that
-// a retry of the orderId gets a definite answer instead of waiting for
-// reconciliation. The producer may still deliver the event - an idempotent
-// producer retries for as long as the broker has not answered - so the
-// orderId is fenced in the store first (a RELEASED row; the late event then
-// takes nothing) and marked released in the gate. It reports whether the
-// order is now released; false when the hold is too young, the consumer is
-// behind, or the orderId has a row after all.
-func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
-	if s.cfg.Clock().Sub(h.ReservedAt) < s.orphanAge() || s.cfg.Events.CaughtUp(ctx) != nil {
-		return false
-	}
-	_, inserted, err := s.store.AbandonOrder(ctx, code, h, s.cfg.Clock())
-	if err != nil || !inserted {
-		return false
-	}
-	if _, err := s.gate.Release(ctx, code, h.OrderID, ReleaseMark); err != nil {
-		// The store has decided; reconciliation gives the use back (a hold
-		// whose row is RELEASED is stale).
-		s.log.WarnContext(ctx, "fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
-	}
-	s.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID)
-	return true
-}
-
-// claimOrder claims the orderId across vouchers in the gate. On an error the
-// gate's use has been given back.
-func (s *Service) claimOrder(ctx context.Context, code string, hold Hold) error {
-	owner, err := s.gate.ClaimOrder(ctx, hold.OrderID, code, s.cfg.Clock().Add(claimTTL))
-	if err != nil {
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
-		return err
-	}
-	if owner != code {
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
-		return orderConflict(code, hold.OrderID, owner)
-	}
-	return nil
-}
-
-// storedOrder is the store's answer about an orderId.
-type storedOrder struct {
-	row Redemption
-	err error
-}
-
-// ownEvent reports whether row is what the consumer wrote for hold's own
-// event: a replay of an orderId the store knew before would carry that
-// earlier reservation's time.
-func ownEvent(code string, hold Hold, row Redemption) bool {
-	return row.VoucherCode == code && row.CustomerID == hold.CustomerID && row.Status == StatusReserved &&
-		row.CreatedAt.Equal(hold.ReservedAt) && row.OrderAmount == hold.OrderAmount
-}
-
-// settleStoredOrder answers a Kafka-mode reservation whose orderId the store
-// already has from before the gate knew it. done reports that it answered;
-// false when the store has no such row, has only this reservation's own
-// event (the consumer can be that quick), or could not answer.
-//
-// Whatever became of the event, the answer is safe: the consumer applies an
-// event of an orderId the store knows as AlreadyApplied (same voucher and
-// customer, nothing changes) or rejects it (another voucher or customer,
-// nothing taken), so the gate's use may be given back for a conflict.
-func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold, so storedOrder) (res Reservation, done bool, err error) {
-	row := so.row
-	switch {
-	case so.err != nil:
-		// Not found, or the store is unavailable: the gate's claim decided.
-		return Reservation{}, false, nil
-	case row.VoucherCode != code || row.CustomerID != hold.CustomerID:
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
-		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
-		return Reservation{}, true, orderConflict(code, hold.OrderID, row.VoucherCode)
-	case row.Status == StatusReleased:
-		if _, err := s.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
-			s.log.ErrorContext(ctx, "could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
-		}
-		return Reservation{}, true, orderReleased(hold.OrderID)
-	case ownEvent(code, hold, row):
-		return Reservation{}, false, nil
-	}
-	// The store holds this very reservation but the gate had lost it: the use
-	// the gate just took is the one the row holds, so keep it.
-	if _, err := s.gate.Commit(ctx, code, hold); err != nil {
-		s.log.ErrorContext(ctx, "hold not marked durable in the gate", "code", code, "orderId", hold.OrderID, "err", err)
-	}
-	return Reservation{Redemption: row, Replay: true}, true, nil
-}
-
-func (s *Service) compensate(ctx context.Context, code, orderID string, mode Mode, cause error) {
-	s.obs.Compensated(mode)
-	cctx, cancel := s.writeContext(ctx)
-	defer cancel()
-	if _, err := s.gate.Release(cctx, code, orderID, ReleaseForget); err != nil {
-		// The gate keeps a use that no row backs: undersell, repaired by
-		// reconciliation after its grace period.
-		s.log.ErrorContext(ctx, "could not give a use back to the gate", "code", code, "orderId", orderID, "cause", cause, "err", err)
-		return
-	}
-	s.log.WarnContext(ctx, "durable write failed; use given back to the gate", "code", code, "orderId", orderID, "mode", mode, "cause", cause)
 }
 
 // knownOrder answers for an orderId the gate or store already knows, used
@@ -805,14 +532,6 @@ func (s *Service) knownOrder(ctx context.Context, req ReserveRequest) (*Reservat
 		return nil, err
 	}
 	return &Reservation{Redemption: r, Replay: true}, nil
-}
-
-func holdRedemption(code string, h Hold, st Status) Redemption {
-	return Redemption{
-		OrderID: h.OrderID, VoucherCode: code, CustomerID: h.CustomerID,
-		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount, Status: st,
-		CreatedAt: h.ReservedAt, UpdatedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt,
-	}
 }
 
 // Redemption returns one redemption. In Kafka mode a reservation still on its
@@ -902,233 +621,6 @@ func (s *Service) releaseInGate(ctx context.Context, code, orderID string) {
 	if _, err := s.gate.Release(ctx, code, orderID, ReleaseMark); err != nil {
 		s.log.ErrorContext(ctx, "released in the database but not in the gate; reconciliation will repair", "code", code, "orderId", orderID, "err", err)
 	}
-}
-
-// applyFromGate writes a Kafka-mode reservation the consumer has not applied
-// yet, with the consumer's own idempotent function, so that confirm and
-// release can act on it. It reports whether there was one to apply, or
-// the consumer wrote it meanwhile: either way the caller runs its store
-// operation again.
-func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool, error) {
-	if !s.kafkaFlash(ctx, code) {
-		return false, nil
-	}
-	h, found, err := s.gateHold(ctx, code, orderID)
-	if errors.Is(err, errInStoreNow) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if !found || h.Released {
-		return false, nil
-	}
-	if h.Pending {
-		return false, Unavailable(nil, "reservation %s is still being written; retry", orderID)
-	}
-	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{EventFromHold(code, h)})
-	if err != nil {
-		return false, err
-	}
-	if len(results) == 1 && results[0].Outcome == Rejected {
-		return false, Errorf(CodeInternal, "the database rejected reservation %s: %s", orderID, results[0].Reason)
-	}
-	return true, nil
-}
-
-// gateHold looks orderID up in the gate for a Kafka-mode voucher whose store
-// row is missing. An orderId the gate does not know is only known to be
-// absent when the gate has the voucher loaded (every reservation since the
-// load went through it) or when the consumer has caught up (the store has
-// every event): a voucher gone from Redis while events wait in Kafka answers
-// Unavailable rather than a 404 for a reservation that stands.
-func (s *Service) gateHold(ctx context.Context, code, orderID string) (Hold, bool, error) {
-	h, found, err := s.gate.Lookup(ctx, code, orderID)
-	if err != nil || found {
-		return h, found, err
-	}
-	loaded, err := s.gate.Loaded(ctx, code)
-	if err != nil {
-		return Hold{}, false, err
-	}
-	if loaded {
-		return Hold{}, false, nil
-	}
-	if err := s.cfg.Events.CaughtUp(ctx); err != nil {
-		return Hold{}, false, &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: err,
-			Message: "voucher " + code + " is not loaded in Redis and the consumer has not caught up: reservation " + orderID + " may still be on its way to the database; retry"}
-	}
-	// The consumer may have written the row between the caller's look at
-	// the store and catching up: ask again before calling the order absent.
-	if _, err := s.store.Redemption(ctx, code, orderID); !IsCode(err, CodeReservationNotFound) {
-		if err == nil {
-			err = errInStoreNow
-		}
-		return Hold{}, false, err
-	}
-	return Hold{}, false, nil
-}
-
-// errInStoreNow tells gateHold's callers that the row they missed has been
-// written since: they read the store again.
-var errInStoreNow = errors.New("the reservation reached the database meanwhile")
-
-func (s *Service) kafkaFlash(ctx context.Context, code string) bool {
-	if s.cfg.FlashWrites != FlashKafka || s.gate == nil {
-		return false
-	}
-	v, err := s.cachedVoucher(ctx, code)
-	return err == nil && v.FlashSale
-}
-
-// ExpireDue releases up to limit reservations past their expiry, in the store
-// and then in the gate, and returns how many it released.
-func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
-	released, err := s.store.ExpireDue(ctx, s.cfg.Clock(), limit)
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range released {
-		s.releaseInGate(ctx, r.VoucherCode, r.OrderID)
-	}
-	if len(released) > 0 {
-		s.obs.Expired(len(released))
-	}
-	return len(released), nil
-}
-
-// WarmupResult says where a flash voucher stands after Warmup.
-type WarmupResult struct {
-	// InGate reports that the voucher is loaded in the gate now. It is
-	// false only when another loader held the lock and had not finished
-	// within ServiceConfig.WarmupWait: call again.
-	InGate bool
-	// LoadedNow reports that this call wrote the gate (false: the voucher
-	// was there already, or another loader wrote it).
-	LoadedNow bool
-}
-
-// Warmup loads a flash voucher into the gate from a store snapshot, once:
-// one loader at a time across instances, the others wait for it. In Kafka
-// mode it refuses while the consumer has not caught up, since events still
-// in Kafka are missing from the snapshot.
-func (s *Service) Warmup(ctx context.Context, code string) (WarmupResult, error) {
-	if s.gate == nil {
-		return WarmupResult{}, Unavailable(nil, "Redis is not configured")
-	}
-	v, err := s.cachedVoucher(ctx, code)
-	if err != nil {
-		return WarmupResult{}, err
-	}
-	if !v.FlashSale {
-		return WarmupResult{}, Errorf(CodeNotFlashSale, "voucher %s is not a flash-sale voucher", code)
-	}
-	if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
-		return WarmupResult{InGate: ok}, err
-	}
-	unlock, ok, err := s.gate.Lock(ctx, code, 10*time.Second)
-	if err != nil {
-		return WarmupResult{}, err
-	}
-	if !ok {
-		loaded, err := s.waitLoaded(ctx, code)
-		return WarmupResult{InGate: loaded}, err
-	}
-	defer unlock()
-	if s.cfg.FlashWrites == FlashKafka {
-		if err := s.cfg.Events.CaughtUp(ctx); err != nil {
-			return WarmupResult{}, err
-		}
-	}
-	snap, err := s.store.GateSnapshot(ctx, code)
-	if err != nil {
-		return WarmupResult{}, err
-	}
-	// Load writes nothing when the voucher is there already; either way it
-	// is in the gate once Load succeeds.
-	wrote, err := s.gate.Load(ctx, snap)
-	if err != nil {
-		return WarmupResult{}, err
-	}
-	return WarmupResult{InGate: true, LoadedNow: wrote}, nil
-}
-
-// waitLoaded waits up to WarmupWait for another loader and reports whether
-// the voucher is in the gate.
-func (s *Service) waitLoaded(ctx context.Context, code string) (bool, error) {
-	deadline := s.cfg.Clock().Add(s.cfg.WarmupWait)
-	for s.cfg.Clock().Before(deadline) {
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-			return false, Unavailable(err, "waiting for voucher %s to load", code)
-		}
-		if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
-			return ok, err
-		}
-	}
-	return false, nil
-}
-
-// cachedVoucher returns the voucher definition, cached briefly: the hot path
-// of a flash sale must not read the database per request. One caller at a
-// time re-reads an expired definition; the others meanwhile use the expired
-// one, for at most another VoucherCacheTTL. While the store is unavailable,
-// a Kafka-mode flash voucher is answered from its last read for up to
-// StaleVoucherMax, and the store is tried again once per VoucherCacheTTL.
-func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, error) {
-	now := s.cfg.Clock()
-	var c cachedVoucher
-	var ok bool
-	if s.cfg.VoucherCacheTTL > 0 {
-		s.mu.Lock()
-		c, ok = s.cache[code]
-		age := now.Sub(c.fetched)
-		switch {
-		case ok && (age < s.cfg.VoucherCacheTTL || now.Before(c.retry) && s.servesStale(c, now)):
-			s.mu.Unlock()
-			return c.v, nil
-		case ok && s.refreshing[code] && age < 2*s.cfg.VoucherCacheTTL:
-			s.mu.Unlock()
-			return c.v, nil
-		}
-		s.refreshing[code] = true
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			delete(s.refreshing, code)
-			s.mu.Unlock()
-		}()
-	}
-	v, err := s.store.Voucher(ctx, code)
-	if err != nil {
-		if ok && IsCode(err, CodeUnavailable) && s.servesStale(c, now) {
-			c.retry = now.Add(s.cfg.VoucherCacheTTL)
-			s.mu.Lock()
-			s.cache[code] = c
-			s.mu.Unlock()
-			return c.v, nil
-		}
-		return Voucher{}, err
-	}
-	if s.cfg.VoucherCacheTTL > 0 {
-		s.mu.Lock()
-		if len(s.cache) > 100_000 {
-			s.cache = map[string]cachedVoucher{}
-		}
-		s.cache[code] = cachedVoucher{v: v, fetched: now}
-		s.mu.Unlock()
-	}
-	return v, nil
-}
-
-// servesStale reports whether c may stand in for a store that cannot be read.
-func (s *Service) servesStale(c cachedVoucher, now time.Time) bool {
-	return s.cfg.FlashWrites == FlashKafka && c.v.FlashSale && now.Sub(c.fetched) < s.cfg.StaleVoucherMax
-}
-
-func (s *Service) forget(code string) {
-	s.mu.Lock()
-	delete(s.cache, code)
-	s.mu.Unlock()
 }
 
 // Ping checks the store and, when configured, the gate.
