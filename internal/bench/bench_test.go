@@ -137,7 +137,11 @@ func TestWarmupLeavesTheFirstRequestsOutOfLatency(t *testing.T) {
 			}
 			// Requests 0-99 are scheduled in the first 100ms.
 			require.Equal(t, int64(100), rep.WarmupRequests)
-			require.Less(t, rep.Latency.Max, float64(slow.Milliseconds()), "the cold answers are left out")
+			if !raceEnabled {
+				// The race detector slows the fake server's answers past any
+				// latency bound; the first pass of make test checks it.
+				require.Less(t, rep.Latency.Max, float64(slow.Milliseconds()), "the cold answers are left out")
+			}
 			var table bytes.Buffer
 			require.NoError(t, rep.WriteTable(&table))
 			require.Contains(t, table.String(), "100 requests of the first 0.1s left out of the latency figures")
@@ -226,7 +230,11 @@ func TestMaxDurationStopsTheRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.True(t, rep.StoppedByMaxDuration)
-	require.InDelta(t, 30, rep.Requests, 2)
+	if !raceEnabled {
+		// Under the race detector the schedule falls behind; the first
+		// pass of make test checks the count.
+		require.InDelta(t, 30, rep.Requests, 2)
+	}
 }
 
 // A worker waiting for a job scheduled past MaxDuration stops at
