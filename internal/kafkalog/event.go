@@ -17,12 +17,12 @@ const EventTypeReserved = "VoucherReserved"
 // version and type travel in the value so that a record read on its own (a
 // dead letter, a tool) says what it is.
 type wireEvent struct {
-	Version        int       `json:"version"`
-	Type           string    `json:"type"`
-	Code           string    `json:"code"`
-	CustomerID     int64     `json:"customerId"`
-	OrderID        string    `json:"orderId"`
-	OrderAmount    int64     `json:"orderAmount"`
+	Version     int    `json:"version"`
+	Type        string `json:"type"`
+	Code        string `json:"code"`
+	CustomerID  int64  `json:"customerId"`
+	OrderID     string `json:"orderId"`
+	OrderAmount int64  `json:"orderAmount"`
 	// DiscountAmount is the discount computed for this order when it was
 	// reserved (a pointer: missing is an error, 0 is a percentage that
 	// rounded down to nothing).
