@@ -124,7 +124,8 @@ func TestFormatPercentBP(t *testing.T) {
 }
 
 // A patch sets one kind of discount: a fixed amount drops a percentage and
-// its cap; a percentage keeps the cap of a percentage unless it sets one.
+// its cap; a percentage keeps the cap of a percentage unless it sets one; a
+// cap comes with a percentage, whatever the voucher's kind.
 func TestPatchDiscount(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -146,7 +147,7 @@ func TestPatchDiscount(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Discount{PercentBP: 1500, MaxAmount: 40_000}, v.Discount())
 
-	v, err = Patch{MaxDiscountAmount: i64(1)}.Apply(pctV)
+	v, err = Patch{DiscountPercentBP: i32(2000), MaxDiscountAmount: i64(1)}.Apply(pctV)
 	require.NoError(t, err)
 	require.Equal(t, Discount{PercentBP: 2000, MaxAmount: 1}, v.Discount())
 
@@ -154,8 +155,10 @@ func TestPatchDiscount(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Discount{Amount: 300}, v.Discount())
 
-	_, err = Patch{MaxDiscountAmount: i64(1)}.Apply(fixed)
-	require.ErrorContains(t, err, "maxDiscountAmount applies to a discountPercent only")
+	for _, v := range []Voucher{fixed, pctV} {
+		_, err = Patch{MaxDiscountAmount: i64(1)}.Apply(v)
+		require.ErrorContains(t, err, "maxDiscountAmount is set together with discountPercent")
+	}
 	_, err = Patch{DiscountAmount: i64(1), DiscountPercentBP: i32(100)}.Apply(fixed)
 	require.ErrorContains(t, err, "discountAmount cannot be set with discountPercent or maxDiscountAmount")
 	_, err = Patch{DiscountAmount: i64(1), MaxDiscountAmount: i64(100)}.Apply(pctV)

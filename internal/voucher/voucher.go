@@ -136,8 +136,10 @@ func (v Voucher) Validate() error {
 // Limits may be raised, and lowered no further than what is already held.
 // Setting DiscountAmount makes the discount fixed (and drops a percentage
 // and its cap); setting DiscountPercentBP makes it a percentage, keeping
-// the cap unless MaxDiscountAmount sets it. Redemptions keep the discount
-// computed when they were reserved.
+// the cap of a percentage unless MaxDiscountAmount sets it, which is set
+// only together with DiscountPercentBP (so that whether a patch is valid
+// does not depend on the voucher's current kind). Redemptions keep the
+// discount computed when they were reserved.
 type Patch struct {
 	DiscountAmount    *int64
 	DiscountPercentBP *int32
@@ -163,6 +165,9 @@ func (p Patch) Empty() bool {
 func (p Patch) Apply(v Voucher) (Voucher, error) {
 	if p.DiscountAmount != nil && (p.DiscountPercentBP != nil || p.MaxDiscountAmount != nil) {
 		return v, Errorf(CodeInvalidRequest, "discountAmount cannot be set with discountPercent or maxDiscountAmount")
+	}
+	if p.MaxDiscountAmount != nil && p.DiscountPercentBP == nil {
+		return v, Errorf(CodeInvalidRequest, "maxDiscountAmount is set together with discountPercent (the voucher's percentage or a new one)")
 	}
 	if p.DiscountAmount != nil {
 		v.DiscountAmount, v.DiscountPercentBP, v.MaxDiscountAmount = *p.DiscountAmount, 0, 0
