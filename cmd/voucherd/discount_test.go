@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/client"
+	"github.com/voucherd/voucherd/internal/bench"
 )
 
 // A percentage voucher answers, in every mode, the discount computed for
@@ -126,4 +129,32 @@ func TestClientPercentDiscount(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, http.StatusBadRequest, apiErr.Status)
 	require.Contains(t, apiErr.Message, "discountAmount and discountPercent exclude each other")
+}
+
+// voucherd bench --percent creates percentage vouchers: every reservation it
+// makes stores the discount computed for its order amount.
+func TestBenchPercentDiscount(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := runBench(ctx, []string{"--url", s.base, "--mode=flash", "--api-token", testAPIToken, "--admin-token", testAdminToken,
+		"--percent=12.5", "--max-discount=10000", "--total=20", "--requests=200", "--customers=100", "--concurrency=4",
+		"--max-duration=60s", "--database-url", s.cfg.DatabaseURL, "--json", "--quiet"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	require.Len(t, rep.Vouchers, 1)
+	var pct int32
+	var maxDisc int64
+	require.NoError(t, s.db.QueryRow(ctx, `SELECT discount_percent_bp, max_discount_amount FROM voucher WHERE code = $1`,
+		rep.Vouchers[0]).Scan(&pct, &maxDisc))
+	require.Equal(t, int32(1250), pct)
+	require.Equal(t, int64(10000), maxDisc)
+	var rows, wrong int
+	require.NoError(t, s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE discount_amount <> 10000)
+		FROM voucher_redemption WHERE voucher_code = $1`, rep.Vouchers[0]).Scan(&rows, &wrong))
+	require.Equal(t, 20, rows, "the voucher sold out")
+	require.Zero(t, wrong, "12.5%% of 100,000 is 12,500, capped at 10,000")
 }
