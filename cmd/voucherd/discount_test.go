@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +158,36 @@ func TestBenchPercentDiscount(t *testing.T) {
 		FROM voucher_redemption WHERE voucher_code = $1`, rep.Vouchers[0]).Scan(&rows, &wrong))
 	require.Equal(t, 20, rows, "the voucher sold out")
 	require.Zero(t, wrong, "12.5%% of 100,000 is 12,500, capped at 10,000")
+}
+
+// voucherd voucher create and patch take --percent and --max-discount, and
+// print the percentage.
+func TestCLIPercentDiscount(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	cli := func(args ...string) (string, error) {
+		var out, errOut strings.Builder
+		args = append(args[:2:2], append([]string{"--url", s.base, "--token", testAdminToken}, args[2:]...)...)
+		err := run(t.Context(), args, &out, &errOut)
+		return out.String(), err
+	}
+	code := fmt.Sprintf("L%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
+	out, err := cli("voucher", "create", "--code", code, "--percent", "12.5", "--max-discount", "40000", "--total", "3")
+	require.NoError(t, err)
+	require.Contains(t, out, "12.5% of the order amount, at most 40000")
+	r := s.reserve(code, 1, code+"-1", 1000)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, int64(125), r.num("discountAmount"))
+
+	out, err = cli("voucher", "patch", "--percent", "20", code)
+	require.NoError(t, err)
+	require.Contains(t, out, "20% of the order amount, at most 40000", "the cap is kept")
+	out, err = cli("voucher", "patch", "--discount", "300", code)
+	require.NoError(t, err)
+	require.Contains(t, out, "discount    300\n")
+
+	_, err = cli("voucher", "create", "--code", code+"X", "--percent", "12.345", "--total", "3")
+	require.ErrorContains(t, err, "discountPercent must be a number from 1 to 100 with at most two decimals")
+	_, err = cli("voucher", "create", "--code", code+"Y", "--percent", "5", "--discount", "10", "--total", "3")
+	require.ErrorContains(t, err, "discountAmount and discountPercent exclude each other")
 }
