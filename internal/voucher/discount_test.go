@@ -166,3 +166,19 @@ func TestPatchDiscount(t *testing.T) {
 	require.False(t, Patch{MaxDiscountAmount: i64(1)}.Empty())
 	require.False(t, Patch{DiscountPercentBP: i32(100)}.Empty())
 }
+
+// The audit trail records the kind of discount a voucher has.
+func TestAuditFieldsDiscount(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	v := Voucher{Code: "P", DiscountPercentBP: 1250, MaxDiscountAmount: 40_000, TotalLimit: 1, PerUserLimit: 1,
+		StartsAt: start, EndsAt: start.Add(time.Hour)}
+	got := string(AuditFields(v))
+	require.Contains(t, got, `"discountPercent":12.5,"maxDiscountAmount":40000`)
+	require.NotContains(t, got, "discountAmount")
+	v.DiscountAmount, v.DiscountPercentBP, v.MaxDiscountAmount = 300, 0, 0
+	got = string(AuditFields(v))
+	require.Contains(t, got, `"discountAmount":300`)
+	require.NotContains(t, got, "discountPercent")
+	require.NotContains(t, got, "maxDiscountAmount")
+}
