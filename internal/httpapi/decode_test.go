@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -413,4 +414,30 @@ func TestParseScaled(t *testing.T) {
 		_, ok := parseScaled([]byte(raw), 2)
 		require.False(t, ok, raw)
 	}
+}
+
+// parseScaled agrees with exact rational arithmetic on every JSON number.
+func FuzzParseScaled(f *testing.F) {
+	for _, s := range []string{"12.5", "0.01", "1e2", "-3.25", "1250e-2", "0.001", "92233720368547758.07", "100.000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d := scanner{b: []byte(s)}
+		v, err := d.number()
+		if err != nil || d.i != len(s) || len(s) > 40 {
+			return
+		}
+		if i := strings.IndexAny(s, "eE"); i >= 0 && len(s)-i > 4 {
+			return // big.Rat would build the huge power; parseScaled bounds it
+		}
+		got, ok := parseScaled(v.raw, 2)
+		r, okRat := new(big.Rat).SetString(s)
+		require.True(t, okRat, s)
+		r.Mul(r, big.NewRat(100, 1))
+		want := r.IsInt() && r.Num().IsInt64()
+		require.Equal(t, want, ok, s)
+		if ok {
+			require.Equal(t, r.Num().Int64(), got, s)
+		}
+	})
 }

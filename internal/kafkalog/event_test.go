@@ -184,3 +184,14 @@ func TestDecodeEventZeroDiscount(t *testing.T) {
 	require.Equal(t, int64(0), got.DiscountAmount)
 	require.Equal(t, int64(9), got.OrderAmount)
 }
+
+// An event written before percentage discounts existed (same version, a
+// fixed discount) decodes as it did.
+func TestDecodeEventOfAFixedDiscount(t *testing.T) {
+	t.Parallel()
+	got, err := decodeEvent([]byte(`{"version":1,"type":"VoucherReserved","code":"FLASH100","customerId":7,"orderId":"o-1",` +
+		`"orderAmount":250000,"discountAmount":100000,"reservedAt":"2026-12-01T10:00:00Z","expiresAt":"2026-12-01T10:15:00Z"}`))
+	require.NoError(t, err)
+	require.Equal(t, int64(100_000), got.DiscountAmount)
+	require.Equal(t, int64(250_000), got.OrderAmount)
+}
