@@ -143,15 +143,27 @@ func New(baseURL, token string, opts ...Option) *Client {
 // units. Reserved, Confirmed and Remaining are live counts filled by the
 // server on reads; they and the timestamps are ignored when creating a
 // voucher.
+//
+// The discount is either DiscountAmount (fixed, in minor units) or
+// DiscountPercent (1 to 100 with at most two decimals, e.g. 12.5) with an
+// optional MaxDiscountAmount cap: exactly one of DiscountAmount and
+// DiscountPercent is non-zero. A reservation answers the discount computed
+// for its order (see Redemption.DiscountAmount).
 type Voucher struct {
-	Code           string    `json:"code"`
-	DiscountAmount int64     `json:"discountAmount"`
-	MinOrderAmount int64     `json:"minOrderAmount"`
-	TotalLimit     int32     `json:"totalLimit"`
-	PerUserLimit   int32     `json:"perUserLimit"`
-	StartsAt       time.Time `json:"startsAt"`
-	EndsAt         time.Time `json:"endsAt"`
-	FlashSale      bool      `json:"flashSale"`
+	Code           string `json:"code"`
+	DiscountAmount int64  `json:"discountAmount,omitempty"`
+	// DiscountPercent travels as a JSON number written with the fewest
+	// digits that read back as the same float64, so a value with at most
+	// two decimals reaches the server exactly; the server refuses one with
+	// more (0.1+0.2, for instance) with InvalidRequest.
+	DiscountPercent   float64   `json:"discountPercent,omitempty"`
+	MaxDiscountAmount int64     `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64     `json:"minOrderAmount"`
+	TotalLimit        int32     `json:"totalLimit"`
+	PerUserLimit      int32     `json:"perUserLimit"`
+	StartsAt          time.Time `json:"startsAt"`
+	EndsAt            time.Time `json:"endsAt"`
+	FlashSale         bool      `json:"flashSale"`
 	// Active is false once the voucher was stopped (Deactivate); read only:
 	// a new voucher is always active.
 	Active bool `json:"active,omitempty"`
@@ -166,27 +178,35 @@ type Voucher struct {
 // voucherCreate is the body of POST /vouchers: only the fields a client may
 // set, with zero limits left out so the server applies its defaults.
 type voucherCreate struct {
-	Code           string    `json:"code"`
-	DiscountAmount int64     `json:"discountAmount"`
-	MinOrderAmount int64     `json:"minOrderAmount"`
-	TotalLimit     int32     `json:"totalLimit"`
-	PerUserLimit   int32     `json:"perUserLimit,omitempty"`
-	StartsAt       time.Time `json:"startsAt"`
-	EndsAt         time.Time `json:"endsAt"`
-	FlashSale      bool      `json:"flashSale"`
+	Code              string    `json:"code"`
+	DiscountAmount    int64     `json:"discountAmount,omitempty"`
+	DiscountPercent   float64   `json:"discountPercent,omitempty"`
+	MaxDiscountAmount int64     `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64     `json:"minOrderAmount"`
+	TotalLimit        int32     `json:"totalLimit"`
+	PerUserLimit      int32     `json:"perUserLimit,omitempty"`
+	StartsAt          time.Time `json:"startsAt"`
+	EndsAt            time.Time `json:"endsAt"`
+	FlashSale         bool      `json:"flashSale"`
 }
 
 // VoucherPatch changes some fields of a voucher; nil fields stay as they are.
 // Limits may be raised, and lowered no further than what is already held
-// (the server answers LimitBelowHeld otherwise).
+// (the server answers LimitBelowHeld otherwise). DiscountAmount makes the
+// discount fixed; DiscountPercent makes it a percentage (keeping the cap of
+// a percentage unless MaxDiscountAmount is set); MaxDiscountAmount is set
+// only with DiscountPercent (repeat the percentage to change the cap
+// alone). Redemptions keep the discount computed when they were reserved.
 type VoucherPatch struct {
-	DiscountAmount *int64     `json:"discountAmount,omitempty"`
-	MinOrderAmount *int64     `json:"minOrderAmount,omitempty"`
-	TotalLimit     *int32     `json:"totalLimit,omitempty"`
-	PerUserLimit   *int32     `json:"perUserLimit,omitempty"`
-	StartsAt       *time.Time `json:"startsAt,omitempty"`
-	EndsAt         *time.Time `json:"endsAt,omitempty"`
-	FlashSale      *bool      `json:"flashSale,omitempty"`
+	DiscountAmount    *int64     `json:"discountAmount,omitempty"`
+	DiscountPercent   *float64   `json:"discountPercent,omitempty"`
+	MaxDiscountAmount *int64     `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    *int64     `json:"minOrderAmount,omitempty"`
+	TotalLimit        *int32     `json:"totalLimit,omitempty"`
+	PerUserLimit      *int32     `json:"perUserLimit,omitempty"`
+	StartsAt          *time.Time `json:"startsAt,omitempty"`
+	EndsAt            *time.Time `json:"endsAt,omitempty"`
+	FlashSale         *bool      `json:"flashSale,omitempty"`
 	// Active stops (false) or restarts (true) the voucher; see Deactivate.
 	Active *bool `json:"active,omitempty"`
 }
@@ -200,7 +220,11 @@ const (
 
 // Redemption is one order's use of a voucher. Reserve answers with OrderID,
 // DiscountAmount, Status and ExpiresAt; reads and state changes may fill the
-// other fields too.
+// other fields too. DiscountAmount is the discount computed for this order
+// when it was reserved, in minor units: a fixed discount whole, or the
+// percentage of the order amount rounded down to the minor unit and at most
+// the cap (possibly 0 on a tiny order). Replays and reads answer the same
+// amount even after the voucher's discount was patched.
 type Redemption struct {
 	OrderID        string    `json:"orderId"`
 	VoucherCode    string    `json:"voucherCode,omitempty"`
@@ -226,7 +250,8 @@ type ReserveRequest struct {
 // answer would make the retry fail with VoucherExists.
 func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error) {
 	body := voucherCreate{
-		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
+		Code: v.Code, DiscountAmount: v.DiscountAmount, DiscountPercent: v.DiscountPercent,
+		MaxDiscountAmount: v.MaxDiscountAmount, MinOrderAmount: v.MinOrderAmount,
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,7 +56,9 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		var v client.Voucher
 		var starts, ends string
 		fs.StringVar(&v.Code, "code", "", "voucher code (required)")
-		fs.Int64Var(&v.DiscountAmount, "discount", 0, "discount amount in minor units (required)")
+		fs.Int64Var(&v.DiscountAmount, "discount", 0, "fixed discount amount in minor units (this or --percent is required)")
+		fs.Float64Var(&v.DiscountPercent, "percent", 0, "discount as a percentage of the order amount, 1 to 100 with at most two decimals (instead of --discount)")
+		fs.Int64Var(&v.MaxDiscountAmount, "max-discount", 0, "cap of a --percent discount in minor units (default no cap)")
 		fs.Int64Var(&v.MinOrderAmount, "min-order", 0, "minimum order amount in minor units")
 		total := fs.Int("total", 0, "total uses (required)")
 		perUser := fs.Int("per-user", 1, "uses one customer may hold")
@@ -94,7 +97,9 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		var p client.VoucherPatch
 		total := fs.Int("total", 0, "new total uses (0 keeps it)")
 		perUser := fs.Int("per-user", 0, "new per-customer limit (0 keeps it)")
-		discount := fs.Int64("discount", 0, "new discount amount (0 keeps it)")
+		discount := fs.Int64("discount", 0, "new fixed discount amount (0 keeps it); drops a percentage")
+		percent := fs.Float64("percent", 0, "new discount percentage, 1 to 100 with at most two decimals (0 keeps it)")
+		maxDiscount := fs.Int64("max-discount", 0, "new cap of a percentage discount, given with --percent (0 keeps it)")
 		ends := fs.String("ends", "", "new end, RFC 3339; it must not be past")
 		if err := fs.Parse(args); err != nil {
 			return err
@@ -112,6 +117,12 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		if *discount > 0 {
 			p.DiscountAmount = discount
+		}
+		if *percent > 0 {
+			p.DiscountPercent = percent
+		}
+		if *maxDiscount > 0 {
+			p.MaxDiscountAmount = maxDiscount
 		}
 		if *ends != "" {
 			e, err := time.Parse(time.RFC3339, *ends)
@@ -149,7 +160,14 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "code\t%s\n", v.Code)
-	fmt.Fprintf(tw, "discount\t%d\n", v.DiscountAmount)
+	switch {
+	case v.DiscountPercent != 0 && v.MaxDiscountAmount != 0:
+		fmt.Fprintf(tw, "discount\t%s%% of the order amount, at most %d\n", strconv.FormatFloat(v.DiscountPercent, 'f', -1, 64), v.MaxDiscountAmount)
+	case v.DiscountPercent != 0:
+		fmt.Fprintf(tw, "discount\t%s%% of the order amount\n", strconv.FormatFloat(v.DiscountPercent, 'f', -1, 64))
+	default:
+		fmt.Fprintf(tw, "discount\t%d\n", v.DiscountAmount)
+	}
 	fmt.Fprintf(tw, "min order\t%d\n", v.MinOrderAmount)
 	fmt.Fprintf(tw, "uses\t%d total, %d per customer\n", v.TotalLimit, v.PerUserLimit)
 	fmt.Fprintf(tw, "window\t%s .. %s\n", v.StartsAt.UTC().Format(time.RFC3339), v.EndsAt.UTC().Format(time.RFC3339))

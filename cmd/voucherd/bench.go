@@ -63,6 +63,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scenario := fs.String("scenario", "", "a preset applied before the other flags: "+strings.Join(slices.Sorted(maps.Keys(benchScenarios)), ", "))
 	total := fs.Int("total", 1000, "uses per voucher (totalLimit)")
 	perUser := fs.Int("per-user", 1, "perUserLimit")
+	fs.Float64Var(&cfg.DiscountPercent, "percent", 0, "give the vouchers this discountPercent (1 to 100, two decimals at most) instead of a fixed discountAmount; each order is then of 100,000 minor units above the minimum")
+	fs.Int64Var(&cfg.MaxDiscountAmount, "max-discount", 0, "with --percent: the vouchers' maxDiscountAmount (0: no cap)")
 	fs.IntVar(&cfg.Vouchers, "vouchers", 1, "vouchers to create; traffic is spread uniformly across them")
 	fs.Float64Var(&cfg.HotShare, "hot-share", 0, "with several vouchers: share of the traffic sent to the first one (a hot voucher)")
 	fs.Int64Var(&cfg.Customers, "customers", 50000, "distinct customers")

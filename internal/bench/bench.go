@@ -88,6 +88,12 @@ type Config struct {
 	FlashSale      bool
 	DiscountAmount int64
 	MinOrderAmount int64
+	// DiscountPercent, when set, gives the vouchers a percentage discount
+	// (the API's discountPercent) capped at MaxDiscountAmount (0: no cap)
+	// instead of DiscountAmount; every reservation then computes its
+	// discount from the order amount.
+	DiscountPercent   float64
+	MaxDiscountAmount int64
 	// Vouchers is how many vouchers to create; traffic is spread uniformly
 	// across them (1 = a single hot voucher, the flash-sale case).
 	Vouchers int
@@ -173,7 +179,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PerUserLimit == 0 {
 		c.PerUserLimit = DefaultPerUserLimit
 	}
-	if c.DiscountAmount == 0 {
+	if c.DiscountAmount == 0 && c.DiscountPercent == 0 {
 		c.DiscountAmount = DefaultDiscountAmount
 	}
 	if c.Vouchers == 0 {
@@ -224,8 +230,11 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Target != RouteReserve && c.Target != RouteNoop:
 		return c, fmt.Errorf("bench: Target %q must be %q or %q", c.Target, RouteReserve, RouteNoop)
-	case c.TotalLimit < 0 || c.PerUserLimit < 0 || c.DiscountAmount < 0 || c.MinOrderAmount < 0:
+	case c.TotalLimit < 0 || c.PerUserLimit < 0 || c.DiscountAmount < 0 || c.MinOrderAmount < 0 ||
+		c.DiscountPercent < 0 || c.MaxDiscountAmount < 0:
 		return c, errors.New("bench: voucher limits and amounts must not be negative")
+	case c.DiscountPercent != 0 && c.DiscountAmount != 0:
+		return c, errors.New("bench: DiscountAmount and DiscountPercent exclude each other")
 	case c.Vouchers < 0 || c.Vouchers > maxVouchers:
 		return c, fmt.Errorf("bench: Vouchers must be between 1 and %d", maxVouchers)
 	case c.Customers < 0:

@@ -88,8 +88,18 @@ func newRunner(cfg Config) (*runner, error) {
 		}
 		r.endpoints = append(r.endpoints, e)
 	}
-	r.bodyTail = []byte(`,"orderAmount":` + strconv.FormatInt(cfg.MinOrderAmount+cfg.DiscountAmount, 10) + `}`)
+	r.bodyTail = []byte(`,"orderAmount":` + strconv.FormatInt(orderAmount(cfg), 10) + `}`)
 	return r, nil
+}
+
+// orderAmount is the order amount of every request: the minimum order plus
+// the fixed discount, or plus 100,000 minor units with a percentage (so that
+// the percentage takes something off).
+func orderAmount(cfg Config) int64 {
+	if cfg.DiscountPercent != 0 {
+		return cfg.MinOrderAmount + 100_000
+	}
+	return cfg.MinOrderAmount + cfg.DiscountAmount
 }
 
 // createVouchers creates the run's fresh vouchers, valid from a minute ago
@@ -103,14 +113,16 @@ func (r *runner) createVouchers(ctx context.Context) error {
 			code += "-" + strconv.Itoa(i)
 		}
 		_, err := admin.CreateVoucher(ctx, client.Voucher{
-			Code:           code,
-			DiscountAmount: r.cfg.DiscountAmount,
-			MinOrderAmount: r.cfg.MinOrderAmount,
-			TotalLimit:     r.cfg.TotalLimit,
-			PerUserLimit:   r.cfg.PerUserLimit,
-			StartsAt:       now.Add(-time.Minute),
-			EndsAt:         now.Add(time.Hour),
-			FlashSale:      r.cfg.FlashSale,
+			Code:              code,
+			DiscountAmount:    r.cfg.DiscountAmount,
+			DiscountPercent:   r.cfg.DiscountPercent,
+			MaxDiscountAmount: r.cfg.MaxDiscountAmount,
+			MinOrderAmount:    r.cfg.MinOrderAmount,
+			TotalLimit:        r.cfg.TotalLimit,
+			PerUserLimit:      r.cfg.PerUserLimit,
+			StartsAt:          now.Add(-time.Minute),
+			EndsAt:            now.Add(time.Hour),
+			FlashSale:         r.cfg.FlashSale,
 		})
 		if err != nil {
 			return fmt.Errorf("bench: create voucher %s: %w", code, err)

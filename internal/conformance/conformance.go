@@ -63,6 +63,8 @@ type VoucherSpec struct {
 	Disabled bool
 	// Missing: the voucher does not exist.
 	Missing bool
+	// Discount is the voucher's discount; zero is a fixed 100,000.
+	Discount voucher.Discount
 }
 
 // Voucher returns the voucher of spec with the given code.
@@ -70,6 +72,9 @@ func (s VoucherSpec) Voucher(code string) voucher.Voucher {
 	v := voucher.Voucher{Code: code, DiscountAmount: 100_000, MinOrderAmount: s.MinOrderAmount,
 		TotalLimit: s.TotalLimit, PerUserLimit: s.PerUserLimit, StartsAt: Base, EndsAt: Base.Add(30 * 24 * time.Hour),
 		Disabled: s.Disabled}
+	if s.Discount != (voucher.Discount{}) {
+		v.DiscountAmount, v.DiscountPercentBP, v.MaxDiscountAmount = s.Discount.Amount, s.Discount.PercentBP, s.Discount.MaxAmount
+	}
 	switch s.Window {
 	case NotStarted:
 		v.StartsAt, v.EndsAt = Now.Add(time.Hour), Now.Add(48*time.Hour)
@@ -123,11 +128,20 @@ type Answer struct {
 	// Or is a second acceptable code, where two limits bind at once and
 	// implementations check them in different orders; both take nothing.
 	Or voucher.ErrorCode
+	// Discount, when set, is the discountAmount a use taken or replayed
+	// answers: the one computed for the order that took it. The gate and
+	// the fault model are given the discount, so only the store's
+	// functions and Voucher.Discount are checked against it.
+	Discount *int64
 }
 
 // String is the answer in a word or two.
 func (a Answer) String() string {
 	switch {
+	case a.Code == "" && a.Replay && a.Discount != nil:
+		return fmt.Sprintf("replay (discount %d)", *a.Discount)
+	case a.Code == "" && a.Discount != nil:
+		return fmt.Sprintf("taken (discount %d)", *a.Discount)
 	case a.Code == "" && a.Replay:
 		return "replay"
 	case a.Code == "":
@@ -145,6 +159,9 @@ func (a Answer) Accepts(got Answer) bool {
 	if got.Replay != a.Replay || got.Reason != a.Reason {
 		return false
 	}
+	if a.Discount != nil && (got.Discount == nil || *got.Discount != *a.Discount) {
+		return false
+	}
 	return got.Code == a.Code || (a.Or != "" && got.Code == a.Or)
 }
 
@@ -158,7 +175,8 @@ func AnswerOf(res voucher.Reservation, err error) Answer {
 		}
 		return Answer{Code: ve.Code, Reason: ve.Reason}
 	}
-	return Answer{Replay: res.Replay}
+	d := res.DiscountAmount
+	return Answer{Replay: res.Replay, Discount: &d}
 }
 
 // Gate is the answer as the Redis gate gives it: the gate tells no held-out
@@ -232,6 +250,16 @@ func reserve(c int64, o string) Step { return Step{Kind: StepReserve, Customer: 
 func release(o string) Step          { return Step{Kind: StepRelease, Order: o} }
 func confirm(o string) Step          { return Step{Kind: StepConfirm, Order: o} }
 func req(c int64, o string) Request  { return Request{Customer: c, Order: o} }
+
+// takenOff and replayOff are a use taken or replayed answering discount d.
+func takenOff(d int64) Answer  { return Answer{Discount: &d} }
+func replayOff(d int64) Answer { return Answer{Replay: true, Discount: &d} }
+
+// percent is a percentage discount of bp basis points, capped at max (0:
+// no cap).
+func percent(bp int32, max int64) VoucherSpec {
+	return VoucherSpec{TotalLimit: 10, PerUserLimit: 10, Discount: voucher.Discount{PercentBP: bp, MaxAmount: max}}
+}
 
 var (
 	taken    = Answer{}
@@ -333,4 +361,25 @@ var Cases = []Case{
 	{Name: "quota full, released, taken again in one go", Voucher: VoucherSpec{TotalLimit: 3, PerUserLimit: 1},
 		Before:   []Step{reserve(1, "o1"), release("o1"), reserve(2, "o2")},
 		Requests: []Request{req(1, "o3"), req(1, "o4"), req(2, "o2")}, Want: []Answer{taken, quota, replay}},
+	{Name: "a fixed discount is answered whole, whatever the order amount", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5},
+		Requests: []Request{{Customer: 1, Order: "o1", Amount: 50}, {Customer: 1, Order: "o2"}},
+		Want:     []Answer{takenOff(100_000), takenOff(100_000)}},
+	{Name: "a percentage of the order amount", Voucher: percent(1250, 0),
+		Requests: []Request{{Customer: 1, Order: "o1"}, {Customer: 2, Order: "o2", Amount: 1_000_000_000_000_000}},
+		Want:     []Answer{takenOff(31_250), takenOff(125_000_000_000_000)}},
+	{Name: "a percentage rounds down to the minor unit", Voucher: percent(3333, 0),
+		Requests: []Request{{Customer: 1, Order: "o1", Amount: 1}, {Customer: 1, Order: "o2", Amount: 299},
+			{Customer: 1, Order: "o3", Amount: 300}, {Customer: 1, Order: "o4", Amount: 999_999_999_999_999}},
+		Want: []Answer{takenOff(0), takenOff(99), takenOff(99), takenOff(333_299_999_999_999)}},
+	{Name: "100% is the order amount", Voucher: percent(10_000, 0),
+		Requests: []Request{{Customer: 1, Order: "o1", Amount: 1}, {Customer: 1, Order: "o2", Amount: 1_000_000_000_000_000}},
+		Want:     []Answer{takenOff(1), takenOff(1_000_000_000_000_000)}},
+	{Name: "a percentage is capped", Voucher: percent(2000, 40_000),
+		Requests: []Request{{Customer: 1, Order: "o1", Amount: 199_995}, {Customer: 1, Order: "o2", Amount: 200_000},
+			{Customer: 1, Order: "o3", Amount: 200_005}, {Customer: 1, Order: "o4"}},
+		Want: []Answer{takenOff(39_999), takenOff(40_000), takenOff(40_000), takenOff(40_000)}},
+	{Name: "a replay answers the discount of the order that took the use", Voucher: percent(1000, 0),
+		Before:   []Step{reserve(1, "o1")},
+		Requests: []Request{{Customer: 1, Order: "o1", Amount: 10}, {Customer: 1, Order: "o2", Amount: 10}},
+		Want:     []Answer{replayOff(25_000), takenOff(1)}},
 }

@@ -48,3 +48,20 @@ func TestCasesEligibility(t *testing.T) {
 		}
 	}
 }
+
+// Voucher.Discount, which the flash paths use to compute the discount they
+// hold, answers every use taken as the store's functions do.
+func TestCasesDiscount(t *testing.T) {
+	t.Parallel()
+	for i, c := range Cases {
+		if c.Voucher.Missing {
+			continue
+		}
+		d := c.Voucher.Voucher(Code(i)).Discount()
+		for j, r := range c.Requests {
+			if w := c.Want[j]; w.Code == "" && !w.Replay && w.Discount != nil {
+				require.Equal(t, *w.Discount, d.Compute(r.OrderAmount()), "%s: request %d", c.Name, j)
+			}
+		}
+	}
+}

@@ -479,14 +479,33 @@ func intField(name string, v jsonValue, lo, hi int64) (int64, error) {
 
 // parseInteger returns the value of a JSON number (already checked against
 // the grammar) when it is an integer in int64's range.
-func parseInteger(raw []byte) (int64, bool) {
+func parseInteger(raw []byte) (int64, bool) { return parseScaled(raw, 0) }
+
+// decimalField reads a number member with at most scale decimals as an
+// integer count of 10^-scale units (12.5 with scale 2 is 1250), within
+// [lo, hi] of those units; what it means is worded by want.
+func decimalField(name string, v jsonValue, scale int, lo, hi int64, want string) (int64, error) {
+	if v.kind != kindNumber {
+		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "field %s must be a number, not %s", name, kindName(v.kind))
+	}
+	n, ok := parseScaled(v.raw, scale)
+	if !ok || n < lo || n > hi {
+		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "field %s must be %s", name, want)
+	}
+	return n, nil
+}
+
+// parseScaled returns the value of a JSON number (already checked against
+// the grammar) times 10^scale when that is an integer in int64's range:
+// exactly, from its digits, never through a float.
+func parseScaled(raw []byte, scale int) (int64, bool) {
 	neg := false
 	if raw[0] == '-' {
 		neg = true
 		raw = raw[1:]
 	}
 	// Fast path: plain digits.
-	if len(raw) <= 18 {
+	if scale == 0 && len(raw) <= 18 {
 		var n int64
 		plain := true
 		for _, c := range raw {
@@ -537,6 +556,7 @@ func parseInteger(raw []byte) (int64, bool) {
 		}
 		exp += e
 	}
+	exp += scale
 	// Leading zeros say nothing; trailing ones move into the exponent.
 	for len(mant) > 0 && mant[0] == '0' {
 		mant = mant[1:]

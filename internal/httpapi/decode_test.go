@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -316,4 +317,127 @@ func TestQueryInteger(t *testing.T) {
 		_, ok := queryInteger(s)
 		require.False(t, ok, s)
 	}
+}
+
+// discountPercent is read exactly, as basis points: 1 to 100 with at most
+// two decimals, in any JSON spelling of such a number; maxDiscountAmount is
+// an amount. Exactly one of discountAmount and discountPercent is given, and
+// a cap only with a percentage.
+func TestDecodeDiscountPercent(t *testing.T) {
+	t.Parallel()
+	const window = `"code":"P","totalLimit":1,"startsAt":"2026-01-01T00:00:00Z","endsAt":"2027-01-01T00:00:00Z"`
+	accepted := []struct {
+		body    string
+		bp      int32
+		maxDisc int64
+	}{
+		{`"discountPercent":20`, 2000, 0},
+		{`"discountPercent":12.5`, 1250, 0},
+		{`"discountPercent":12.50`, 1250, 0},
+		{`"discountPercent":1`, 100, 0},
+		{`"discountPercent":1.00`, 100, 0},
+		{`"discountPercent":99.99`, 9999, 0},
+		{`"discountPercent":100`, 10000, 0},
+		{`"discountPercent":100.000`, 10000, 0},
+		{`"discountPercent":1e2`, 10000, 0},
+		{`"discountPercent":1250e-2`, 1250, 0},
+		{`"discountPercent":0.0125e3`, 1250, 0},
+		{`"discountPercent":33.33,"maxDiscountAmount":50000`, 3333, 50000},
+		{`"discountPercent":5,"maxDiscountAmount":1000000000000000`, 500, voucher.MaxAmount},
+	}
+	for _, c := range accepted {
+		var r createVoucherRequest
+		require.NoError(t, r.decode([]byte(`{`+window+`,`+c.body+`}`), false), c.body)
+		v, err := r.toVoucher()
+		require.NoError(t, err, c.body)
+		require.Equal(t, voucher.Discount{PercentBP: c.bp, MaxAmount: c.maxDisc}, v.Discount(), c.body)
+	}
+
+	const percentBounds = "field discountPercent must be a number from 1 to 100 with at most two decimals"
+	for body, msg := range map[string]string{
+		`"discountPercent":0.99`:                        percentBounds,
+		`"discountPercent":0`:                           percentBounds,
+		`"discountPercent":0.01`:                        percentBounds,
+		`"discountPercent":-5`:                          percentBounds,
+		`"discountPercent":100.01`:                      percentBounds,
+		`"discountPercent":12.345`:                      percentBounds,
+		`"discountPercent":1e400`:                       percentBounds,
+		`"discountPercent":1e-400`:                      percentBounds,
+		`"discountPercent":"20"`:                        "field discountPercent must be a number, not a string",
+		`"discountPercent":null`:                        "field discountPercent must not be null",
+		`"discountPercent":20,"maxDiscountAmount":0`:    "field maxDiscountAmount must be an integer from 1 to 1000000000000000",
+		`"discountPercent":20,"maxDiscountAmount":1.5`:  "field maxDiscountAmount must be an integer from 1 to",
+		`"discountPercent":20,"maxDiscountAmount":1e16`: "field maxDiscountAmount must be an integer from 1 to",
+		`"discountPercent":20,"discountAmount":100`:     "discountAmount and discountPercent exclude each other",
+		`"discountAmount":100,"maxDiscountAmount":100`:  "maxDiscountAmount applies to a discountPercent only",
+		`"maxDiscountAmount":100`:                       "discountAmount or discountPercent is required",
+		``:                                              "discountAmount or discountPercent is required",
+		`"discountPercent":20,"discountPercent":30`:     "field discountPercent appears more than once",
+		`"discountPercent":20,"MaxDiscountAmount":30`:   `unknown field "MaxDiscountAmount"`,
+	} {
+		body = `{` + window + `,` + body + `}`
+		if strings.HasSuffix(body, ",}") {
+			body = body[:len(body)-2] + "}"
+		}
+		var r createVoucherRequest
+		err := r.decode([]byte(body), false)
+		if err == nil {
+			_, err = r.toVoucher()
+		}
+		require.ErrorContains(t, err, msg, body)
+		require.Equal(t, voucher.CodeInvalidRequest, voucher.CodeOf(err), body)
+	}
+
+	// A patch may switch the kind: the fields reach the domain patch, which
+	// decides (voucher.Patch.Apply).
+	var r createVoucherRequest
+	require.NoError(t, r.decode([]byte(`{"discountPercent":7.5,"maxDiscountAmount":900}`), true))
+	p := r.toPatch()
+	require.Equal(t, int32(750), *p.DiscountPercentBP)
+	require.Equal(t, int64(900), *p.MaxDiscountAmount)
+	require.Nil(t, p.DiscountAmount)
+}
+
+// parseScaled reads a number times 10^scale exactly, refusing what is not an
+// integer after scaling or does not fit an int64.
+func TestParseScaled(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]int64{
+		"0": 0, "0.00": 0, "1": 100, "0.01": 1, "12.5": 1250, "-3.25": -325, "1e2": 10000, "125E-1": 1250,
+		"92233720368547758.07": math.MaxInt64,
+	} {
+		got, ok := parseScaled([]byte(raw), 2)
+		require.True(t, ok, raw)
+		require.Equal(t, want, got, raw)
+	}
+	for _, raw := range []string{"0.001", "1.005", "92233720368547758.08", "1e18", "1e-3"} {
+		_, ok := parseScaled([]byte(raw), 2)
+		require.False(t, ok, raw)
+	}
+}
+
+// parseScaled agrees with exact rational arithmetic on every JSON number.
+func FuzzParseScaled(f *testing.F) {
+	for _, s := range []string{"12.5", "0.01", "1e2", "-3.25", "1250e-2", "0.001", "92233720368547758.07", "100.000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d := scanner{b: []byte(s)}
+		v, err := d.number()
+		if err != nil || d.i != len(s) || len(s) > 40 {
+			return
+		}
+		if i := strings.IndexAny(s, "eE"); i >= 0 && len(s)-i > 4 {
+			return // big.Rat would build the huge power; parseScaled bounds it
+		}
+		got, ok := parseScaled(v.raw, 2)
+		r, okRat := new(big.Rat).SetString(s)
+		require.True(t, okRat, s)
+		r.Mul(r, big.NewRat(100, 1))
+		want := r.IsInt() && r.Num().IsInt64()
+		require.Equal(t, want, ok, s)
+		if ok {
+			require.Equal(t, r.Num().Int64(), got, s)
+		}
+	})
 }

@@ -12,30 +12,37 @@ import (
 
 // voucherJSON is a voucher on the wire, with live counts.
 type voucherJSON struct {
-	Code           string    `json:"code"`
-	DiscountAmount int64     `json:"discountAmount"`
-	MinOrderAmount int64     `json:"minOrderAmount"`
-	TotalLimit     int32     `json:"totalLimit"`
-	PerUserLimit   int32     `json:"perUserLimit"`
-	StartsAt       time.Time `json:"startsAt"`
-	EndsAt         time.Time `json:"endsAt"`
-	FlashSale      bool      `json:"flashSale"`
-	Active         bool      `json:"active"`
-	Reserved       int32     `json:"reserved"`
-	Confirmed      int32     `json:"confirmed"`
-	Remaining      int32     `json:"remaining"`
-	CreatedAt      time.Time `json:"createdAt"`
-	UpdatedAt      time.Time `json:"updatedAt"`
+	Code string `json:"code"`
+	// One of DiscountAmount and DiscountPercent is set.
+	DiscountAmount    int64       `json:"discountAmount,omitempty"`
+	DiscountPercent   json.Number `json:"discountPercent,omitempty"`
+	MaxDiscountAmount int64       `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64       `json:"minOrderAmount"`
+	TotalLimit        int32       `json:"totalLimit"`
+	PerUserLimit      int32       `json:"perUserLimit"`
+	StartsAt          time.Time   `json:"startsAt"`
+	EndsAt            time.Time   `json:"endsAt"`
+	FlashSale         bool        `json:"flashSale"`
+	Active            bool        `json:"active"`
+	Reserved          int32       `json:"reserved"`
+	Confirmed         int32       `json:"confirmed"`
+	Remaining         int32       `json:"remaining"`
+	CreatedAt         time.Time   `json:"createdAt"`
+	UpdatedAt         time.Time   `json:"updatedAt"`
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
-	return voucherJSON{
-		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
-		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
+	out := voucherJSON{
+		Code: v.Code, DiscountAmount: v.DiscountAmount, MaxDiscountAmount: v.MaxDiscountAmount,
+		MinOrderAmount: v.MinOrderAmount, TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt.UTC(), EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
 		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining(),
 		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(),
 	}
+	if v.DiscountPercentBP != 0 {
+		out.DiscountPercent = json.Number(voucher.FormatPercentBP(v.DiscountPercentBP))
+	}
+	return out
 }
 
 // Bounds of the integer members, as api/openapi.yaml states them.
@@ -50,19 +57,24 @@ const (
 type createVoucherRequest struct {
 	Code           *string
 	DiscountAmount *int64
-	MinOrderAmount *int64
-	TotalLimit     *int32
-	PerUserLimit   *int32
-	StartsAt       *time.Time
-	EndsAt         *time.Time
-	FlashSale      *bool
+	// DiscountPercentBP is discountPercent in basis points.
+	DiscountPercentBP *int32
+	MaxDiscountAmount *int64
+	MinOrderAmount    *int64
+	TotalLimit        *int32
+	PerUserLimit      *int32
+	StartsAt          *time.Time
+	EndsAt            *time.Time
+	FlashSale         *bool
 	// Active is a member of PATCH only.
 	Active *bool
 }
 
 var (
-	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale"}
-	patchFields  = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active"}
+	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
+		"discountPercent", "maxDiscountAmount"}
+	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
+		"discountPercent", "maxDiscountAmount"}
 )
 
 // decode reads the members of a voucher body: POST /vouchers's, or PATCH
@@ -82,6 +94,14 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			r.Code = &s
 		case "discountAmount":
 			r.DiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
+		case "discountPercent":
+			var bp int64
+			bp, err = decimalField(name, v, 2, voucher.MinDiscountPercentBP, voucher.MaxDiscountPercentBP,
+				"a number from 1 to 100 with at most two decimals")
+			bp32 := int32(bp)
+			r.DiscountPercentBP = &bp32
+		case "maxDiscountAmount":
+			r.MaxDiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
 		case "minOrderAmount":
 			r.MinOrderAmount, err = int64Ptr(name, v, 0, maxAmount)
 		case "totalLimit":
@@ -128,8 +148,12 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	switch {
 	case r.Code == nil:
 		return voucher.Voucher{}, missing("code")
-	case r.DiscountAmount == nil:
-		return voucher.Voucher{}, missing("discountAmount")
+	case r.DiscountAmount == nil && r.DiscountPercentBP == nil:
+		return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "discountAmount or discountPercent is required")
+	case r.DiscountAmount != nil && r.DiscountPercentBP != nil:
+		return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "discountAmount and discountPercent exclude each other: give one")
+	case r.MaxDiscountAmount != nil && r.DiscountPercentBP == nil:
+		return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "maxDiscountAmount applies to a discountPercent only, not to a fixed discountAmount")
 	case r.TotalLimit == nil:
 		return voucher.Voucher{}, missing("totalLimit")
 	case r.StartsAt == nil:
@@ -138,8 +162,16 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 		return voucher.Voucher{}, missing("endsAt")
 	}
 	v := voucher.Voucher{
-		Code: *r.Code, DiscountAmount: *r.DiscountAmount, TotalLimit: *r.TotalLimit,
+		Code: *r.Code, TotalLimit: *r.TotalLimit,
 		PerUserLimit: 1, StartsAt: *r.StartsAt, EndsAt: *r.EndsAt,
+	}
+	if r.DiscountAmount != nil {
+		v.DiscountAmount = *r.DiscountAmount
+	} else {
+		v.DiscountPercentBP = *r.DiscountPercentBP
+	}
+	if r.MaxDiscountAmount != nil {
+		v.MaxDiscountAmount = *r.MaxDiscountAmount
 	}
 	if r.MinOrderAmount != nil {
 		v.MinOrderAmount = *r.MinOrderAmount
@@ -156,8 +188,8 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 // toPatch returns the body of PATCH /vouchers/{code} as a domain patch.
 func (r createVoucherRequest) toPatch() voucher.Patch {
 	return voucher.Patch{
-		DiscountAmount: r.DiscountAmount, MinOrderAmount: r.MinOrderAmount,
-		TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
+		DiscountAmount: r.DiscountAmount, DiscountPercentBP: r.DiscountPercentBP, MaxDiscountAmount: r.MaxDiscountAmount,
+		MinOrderAmount: r.MinOrderAmount, TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
 		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
 	}
 }

@@ -17,13 +17,16 @@ const EventTypeReserved = "VoucherReserved"
 // version and type travel in the value so that a record read on its own (a
 // dead letter, a tool) says what it is.
 type wireEvent struct {
-	Version        int       `json:"version"`
-	Type           string    `json:"type"`
-	Code           string    `json:"code"`
-	CustomerID     int64     `json:"customerId"`
-	OrderID        string    `json:"orderId"`
-	OrderAmount    int64     `json:"orderAmount"`
-	DiscountAmount int64     `json:"discountAmount"`
+	Version     int    `json:"version"`
+	Type        string `json:"type"`
+	Code        string `json:"code"`
+	CustomerID  int64  `json:"customerId"`
+	OrderID     string `json:"orderId"`
+	OrderAmount int64  `json:"orderAmount"`
+	// DiscountAmount is the discount computed for this order when it was
+	// reserved (a pointer: missing is an error, 0 is a percentage that
+	// rounded down to nothing).
+	DiscountAmount *int64    `json:"discountAmount"`
 	ReservedAt     time.Time `json:"reservedAt"`
 	ExpiresAt      time.Time `json:"expiresAt"`
 }
@@ -37,7 +40,7 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		CustomerID:     e.CustomerID,
 		OrderID:        e.OrderID,
 		OrderAmount:    e.OrderAmount,
-		DiscountAmount: e.DiscountAmount,
+		DiscountAmount: &e.DiscountAmount,
 		ReservedAt:     e.ReservedAt.UTC(),
 		ExpiresAt:      e.ExpiresAt.UTC(),
 	})
@@ -69,7 +72,7 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 		CustomerID:     w.CustomerID,
 		OrderID:        w.OrderID,
 		OrderAmount:    w.OrderAmount,
-		DiscountAmount: w.DiscountAmount,
+		DiscountAmount: *w.DiscountAmount,
 		ReservedAt:     w.ReservedAt,
 		ExpiresAt:      w.ExpiresAt,
 	}, nil
@@ -89,8 +92,10 @@ func (w wireEvent) check() error {
 		return fmt.Errorf("customerId must be positive, got %d", w.CustomerID)
 	case w.OrderAmount < 0:
 		return fmt.Errorf("orderAmount must be >= 0, got %d", w.OrderAmount)
-	case w.DiscountAmount <= 0:
-		return fmt.Errorf("discountAmount must be > 0, got %d", w.DiscountAmount)
+	case w.DiscountAmount == nil:
+		return errors.New("discountAmount is missing")
+	case *w.DiscountAmount < 0 || *w.DiscountAmount > voucher.MaxAmount:
+		return fmt.Errorf("discountAmount must be from 0 to %d, got %d", int64(voucher.MaxAmount), *w.DiscountAmount)
 	case w.ReservedAt.IsZero():
 		return errors.New("reservedAt is missing")
 	case !w.ExpiresAt.After(w.ReservedAt):

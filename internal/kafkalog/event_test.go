@@ -84,7 +84,8 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"bad orderId", valid(func(m map[string]any) { m["orderId"] = "" }), "invalid orderId"},
 		{"customer zero", valid(func(m map[string]any) { m["customerId"] = 0 }), "customerId"},
 		{"negative amount", valid(func(m map[string]any) { m["orderAmount"] = -1 }), "orderAmount"},
-		{"no discount", valid(func(m map[string]any) { m["discountAmount"] = 0 }), "discountAmount"},
+		{"no discount", valid(func(m map[string]any) { delete(m, "discountAmount") }), "discountAmount is missing"},
+		{"negative discount", valid(func(m map[string]any) { m["discountAmount"] = -1 }), "discountAmount"},
 		{"no reservedAt", valid(func(m map[string]any) { delete(m, "reservedAt") }), "reservedAt"},
 		{"expires before", valid(func(m map[string]any) { m["expiresAt"] = "2020-01-01T00:00:00Z" }), "expiresAt"},
 		{"string amount", valid(func(m map[string]any) { m["orderAmount"] = "12" }), "cannot unmarshal"},
@@ -167,4 +168,30 @@ func TestConfigDefaults(t *testing.T) {
 		_, err := tt.cfg.withDefaults()
 		require.Error(t, err, tt.name)
 	}
+}
+
+// A percentage discount may round down to 0 on a small order: such an event
+// decodes, and carries its computed discount unchanged.
+func TestDecodeEventZeroDiscount(t *testing.T) {
+	t.Parallel()
+	e := sampleEvent(2)
+	e.OrderAmount, e.DiscountAmount = 9, 0
+	raw, err := encodeEvent(e)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"discountAmount":0`)
+	got, err := decodeEvent(raw)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), got.DiscountAmount)
+	require.Equal(t, int64(9), got.OrderAmount)
+}
+
+// An event written before percentage discounts existed (same version, a
+// fixed discount) decodes as it did.
+func TestDecodeEventOfAFixedDiscount(t *testing.T) {
+	t.Parallel()
+	got, err := decodeEvent([]byte(`{"version":1,"type":"VoucherReserved","code":"FLASH100","customerId":7,"orderId":"o-1",` +
+		`"orderAmount":250000,"discountAmount":100000,"reservedAt":"2026-12-01T10:00:00Z","expiresAt":"2026-12-01T10:15:00Z"}`))
+	require.NoError(t, err)
+	require.Equal(t, int64(100_000), got.DiscountAmount)
+	require.Equal(t, int64(250_000), got.OrderAmount)
 }

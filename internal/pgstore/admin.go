@@ -84,8 +84,9 @@ var voucherListings = map[voucher.VoucherState]voucherListing{
 // index range per voucher, not two: used_count is the number of RESERVED and
 // CONFIRMED rows (every writer changes both in one transaction), so the
 // RESERVED count is used_count less the CONFIRMED one.
-const voucherColumns = `v.code, v.discount_amount, v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
+const voucherColumns = `v.code, coalesce(v.discount_amount, 0), v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
+       coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0),
        v.used_count - c.confirmed, c.confirmed`
 
 // voucherFrom joins each listed voucher with its CONFIRMED count.

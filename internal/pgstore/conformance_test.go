@@ -76,6 +76,9 @@ func TestConformance(t *testing.T) {
 			require.NoError(t, err, c.Name)
 			for j, a := range answers {
 				got := conformance.Answer{Code: a.Code, Reason: a.Reason, Replay: a.Replay}
+				if a.Code == "" {
+					got.Discount = &a.Redemption.DiscountAmount
+				}
 				require.True(t, c.Want[j].Accepts(got), "%s: element %d: want %s, got %s", c.Name, j, c.Want[j], got)
 			}
 		}

@@ -10,11 +10,12 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// scanVoucher scans the twelve voucher columns of the queries, then extra.
+// scanVoucher scans the fourteen voucher columns of the queries, then extra.
 func scanVoucher(row pgx.Row, v *voucher.Voucher, extra ...any) error {
 	dest := append([]any{
 		&v.Code, &v.DiscountAmount, &v.MinOrderAmount, &v.TotalLimit, &v.PerUserLimit,
 		&v.StartsAt, &v.EndsAt, &v.FlashSale, &v.UsedCount, &v.CreatedAt, &v.UpdatedAt, &v.Disabled,
+		&v.DiscountPercentBP, &v.MaxDiscountAmount,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
@@ -46,7 +47,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherInsert,
 			v.Code, v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit,
-			v.StartsAt, v.EndsAt, v.FlashSale, v.Disabled), &out); err != nil {
+			v.StartsAt, v.EndsAt, v.FlashSale, v.Disabled, v.DiscountPercentBP, v.MaxDiscountAmount), &out); err != nil {
 			return err
 		}
 		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))
@@ -114,7 +115,7 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		}
 		if err := scanVoucher(tx.QueryRow(ctx, qVoucherUpdate, code,
 			next.DiscountAmount, next.MinOrderAmount, next.TotalLimit, next.PerUserLimit,
-			next.StartsAt, next.EndsAt, next.FlashSale, next.Disabled), &after); err != nil {
+			next.StartsAt, next.EndsAt, next.FlashSale, next.Disabled, next.DiscountPercentBP, next.MaxDiscountAmount), &after); err != nil {
 			return err
 		}
 		// A patch changes no redemption: the counts read under the lock

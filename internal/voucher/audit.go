@@ -61,23 +61,28 @@ func ActorOf(ctx context.Context) string {
 // auditFields are the settings of a voucher the audit trail records: what a
 // create or patch can set, not the counters.
 type auditFields struct {
-	Code           string    `json:"code"`
-	DiscountAmount int64     `json:"discountAmount"`
-	MinOrderAmount int64     `json:"minOrderAmount"`
-	TotalLimit     int32     `json:"totalLimit"`
-	PerUserLimit   int32     `json:"perUserLimit"`
-	StartsAt       time.Time `json:"startsAt"`
-	EndsAt         time.Time `json:"endsAt"`
-	FlashSale      bool      `json:"flashSale"`
-	Active         bool      `json:"active"`
+	Code           string `json:"code"`
+	DiscountAmount int64  `json:"discountAmount,omitempty"`
+	// DiscountPercent is the API's decimal, e.g. 12.5.
+	DiscountPercent   json.Number `json:"discountPercent,omitempty"`
+	MaxDiscountAmount int64       `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64       `json:"minOrderAmount"`
+	TotalLimit        int32       `json:"totalLimit"`
+	PerUserLimit      int32       `json:"perUserLimit"`
+	StartsAt          time.Time   `json:"startsAt"`
+	EndsAt            time.Time   `json:"endsAt"`
+	FlashSale         bool        `json:"flashSale"`
+	Active            bool        `json:"active"`
 }
 
 // AuditFields returns the settings of v as the audit trail records them.
 func AuditFields(v Voucher) json.RawMessage {
 	b, _ := json.Marshal(auditFields{
-		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
-		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit, StartsAt: v.StartsAt.UTC(),
+		Code: v.Code, DiscountAmount: v.DiscountAmount, MaxDiscountAmount: v.MaxDiscountAmount,
+		MinOrderAmount: v.MinOrderAmount,
+		TotalLimit:     v.TotalLimit, PerUserLimit: v.PerUserLimit, StartsAt: v.StartsAt.UTC(),
 		EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
+		DiscountPercent: percentNumber(v.DiscountPercentBP),
 	})
 	return b
 }
@@ -126,4 +131,12 @@ func (s *Service) auditReconcile(ctx context.Context, rep ReconcileReport) {
 	if err != nil {
 		s.log.ErrorContext(ctx, "reconciliation repairs not recorded in the audit trail", "code", rep.Code, "err", err)
 	}
+}
+
+// percentNumber is bp as a JSON number, "" (omitted) for none.
+func percentNumber(bp int32) json.Number {
+	if bp == 0 {
+		return ""
+	}
+	return json.Number(FormatPercentBP(bp))
 }

@@ -414,7 +414,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 	now = now.Truncate(time.Millisecond)
 	hold := Hold{
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
-		DiscountAmount: v.DiscountAmount, ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
+		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
 		Pending: kafka, Owner: s.cfg.Instance,
 	}
 	for attempt := 0; ; attempt++ {

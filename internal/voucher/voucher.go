@@ -25,8 +25,8 @@ const (
 // digits in RFC 3339 and its Unix milliseconds (kept in Redis), plus any
 // hold time, fit an int64.
 const (
-	// MaxAmount is the largest discountAmount, minOrderAmount or
-	// orderAmount, in minor units: 10^15.
+	// MaxAmount is the largest discountAmount, maxDiscountAmount,
+	// minOrderAmount or orderAmount, in minor units: 10^15.
 	MaxAmount = 1_000_000_000_000_000
 )
 
@@ -68,16 +68,20 @@ func validName(s string, max int, punct string) bool {
 	return true
 }
 
-// Voucher is a limited-use discount code.
+// Voucher is a limited-use discount code. Its discount is DiscountAmount
+// (fixed) or DiscountPercentBP with an optional MaxDiscountAmount cap: see
+// Discount.
 type Voucher struct {
-	Code           string
-	DiscountAmount int64
-	MinOrderAmount int64
-	TotalLimit     int32
-	PerUserLimit   int32
-	StartsAt       time.Time
-	EndsAt         time.Time
-	FlashSale      bool
+	Code              string
+	DiscountAmount    int64
+	DiscountPercentBP int32
+	MaxDiscountAmount int64
+	MinOrderAmount    int64
+	TotalLimit        int32
+	PerUserLimit      int32
+	StartsAt          time.Time
+	EndsAt            time.Time
+	FlashSale         bool
 	// Disabled vouchers refuse new reservations; their holds may still be
 	// confirmed or released.
 	Disabled bool
@@ -93,6 +97,11 @@ type Voucher struct {
 	UpdatedAt time.Time
 }
 
+// Discount is the voucher's discount rule.
+func (v Voucher) Discount() Discount {
+	return Discount{Amount: v.DiscountAmount, PercentBP: v.DiscountPercentBP, MaxAmount: v.MaxDiscountAmount}
+}
+
 // Remaining is the number of uses that may still be taken.
 func (v Voucher) Remaining() int32 {
 	if r := v.TotalLimit - v.UsedCount; r > 0 {
@@ -106,8 +115,6 @@ func (v Voucher) Validate() error {
 	switch {
 	case !ValidCode(v.Code):
 		return Errorf(CodeInvalidRequest, "code must be 1-32 characters of A-Z a-z 0-9 _ -")
-	case v.DiscountAmount <= 0 || v.DiscountAmount > MaxAmount:
-		return Errorf(CodeInvalidRequest, "discountAmount must be from 1 to %d", int64(MaxAmount))
 	case v.MinOrderAmount < 0 || v.MinOrderAmount > MaxAmount:
 		return Errorf(CodeInvalidRequest, "minOrderAmount must be from 0 to %d", int64(MaxAmount))
 	case v.TotalLimit <= 0:
@@ -122,34 +129,57 @@ func (v Voucher) Validate() error {
 	case !v.StartsAt.Before(v.EndsAt):
 		return Errorf(CodeInvalidRequest, "startsAt must be before endsAt")
 	}
-	return nil
+	return v.Discount().Validate()
 }
 
 // Patch changes some fields of a voucher; nil fields stay as they are.
 // Limits may be raised, and lowered no further than what is already held.
+// Setting DiscountAmount makes the discount fixed (and drops a percentage
+// and its cap); setting DiscountPercentBP makes it a percentage, keeping
+// the cap of a percentage unless MaxDiscountAmount sets it, which is set
+// only together with DiscountPercentBP (so that whether a patch is valid
+// does not depend on the voucher's current kind). Redemptions keep the
+// discount computed when they were reserved.
 type Patch struct {
-	DiscountAmount *int64
-	MinOrderAmount *int64
-	TotalLimit     *int32
-	PerUserLimit   *int32
-	StartsAt       *time.Time
-	EndsAt         *time.Time
-	FlashSale      *bool
+	DiscountAmount    *int64
+	DiscountPercentBP *int32
+	MaxDiscountAmount *int64
+	MinOrderAmount    *int64
+	TotalLimit        *int32
+	PerUserLimit      *int32
+	StartsAt          *time.Time
+	EndsAt            *time.Time
+	FlashSale         *bool
 	// Active stops (false) or restarts (true) a voucher.
 	Active *bool
 }
 
 // Empty reports whether the patch changes nothing.
 func (p Patch) Empty() bool {
-	return p.DiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
+	return p.DiscountAmount == nil && p.DiscountPercentBP == nil && p.MaxDiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
 		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil
 }
 
 // Apply returns v with the patch applied and validated. It does not check
 // limits against held uses: the store does that atomically.
 func (p Patch) Apply(v Voucher) (Voucher, error) {
+	if p.DiscountAmount != nil && (p.DiscountPercentBP != nil || p.MaxDiscountAmount != nil) {
+		return v, Errorf(CodeInvalidRequest, "discountAmount cannot be set with discountPercent or maxDiscountAmount")
+	}
+	if p.MaxDiscountAmount != nil && p.DiscountPercentBP == nil {
+		return v, Errorf(CodeInvalidRequest, "maxDiscountAmount is set together with discountPercent (the voucher's percentage or a new one)")
+	}
 	if p.DiscountAmount != nil {
-		v.DiscountAmount = *p.DiscountAmount
+		v.DiscountAmount, v.DiscountPercentBP, v.MaxDiscountAmount = *p.DiscountAmount, 0, 0
+	}
+	if p.DiscountPercentBP != nil {
+		if v.DiscountPercentBP == 0 {
+			v.MaxDiscountAmount = 0
+		}
+		v.DiscountAmount, v.DiscountPercentBP = 0, *p.DiscountPercentBP
+	}
+	if p.MaxDiscountAmount != nil {
+		v.MaxDiscountAmount = *p.MaxDiscountAmount
 	}
 	if p.MinOrderAmount != nil {
 		v.MinOrderAmount = *p.MinOrderAmount

@@ -146,7 +146,8 @@ BEGIN
         ), ins AS (
             INSERT INTO voucher_redemption AS x
                 (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
-            SELECT cand.u_order, p_code, cand.u_customer, cand.u_amount, v.discount_amount, 'RESERVED',
+            SELECT cand.u_order, p_code, cand.u_customer, cand.u_amount,
+                   voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, cand.u_amount), 'RESERVED',
                    cand.u_now, cand.u_now, cand.u_now + p_ttl
             FROM cand
             ORDER BY cand.u_order
@@ -272,7 +273,8 @@ BEGIN
             c_held[v_m] := c_held[v_m] + 1;
             k_owner[v_k] := v_i;
             v_taken := v_taken + 1;
-            e_row[v_i] := ROW(p_orders[v_i], p_code, p_customers[v_i], p_amounts[v_i], v.discount_amount,
+            e_row[v_i] := ROW(p_orders[v_i], p_code, p_customers[v_i], p_amounts[v_i],
+                              voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amounts[v_i]),
                               'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl)::voucher_redemption;
         END LOOP;
 
