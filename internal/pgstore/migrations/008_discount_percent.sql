@@ -1,4 +1,4 @@
--- 010_discount_percent: a voucher's discount is a fixed amount or a
+-- 008_discount_percent: a voucher's discount is a fixed amount or a
 -- percentage of the order amount, in basis points (hundredths of a percent,
 -- exact: never a float), with an optional cap. Exactly one of
 -- discount_amount and discount_percent_bp is set. A redemption keeps the
