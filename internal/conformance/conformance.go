@@ -201,6 +201,8 @@ func gateOutcome(code voucher.ErrorCode, replay bool) voucher.GateOutcome {
 		return voucher.GateQuotaHeld
 	case voucher.CodeOutOfStock, voucher.CodeHeldOut:
 		return voucher.GateSoldOut
+	case voucher.CodeReplacedOrderNotHeld:
+		return voucher.GateNotHeld
 	}
 	return 0
 }

@@ -415,10 +415,16 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 	hold := Hold{
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
 		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
-		Pending: kafka, Owner: s.cfg.Instance,
+		Pending: kafka, Owner: s.cfg.Instance, Replaces: req.ReplacesOrderID,
 	}
 	for attempt := 0; ; attempt++ {
-		dec, err := s.gate.Reserve(ctx, req.Code, v.PerUserLimit, hold)
+		var dec GateDecision
+		var err error
+		if hold.Replaces != "" {
+			dec, err = s.gate.Replace(ctx, req.Code, hold, hold.Replaces)
+		} else {
+			dec, err = s.gate.Reserve(ctx, req.Code, v.PerUserLimit, hold)
+		}
 		if err != nil {
 			if s.cfg.FlashFallback && !kafka {
 				res, err := s.reserveStandard(ctx, req)
@@ -432,7 +438,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateTaken:
 			if kafka {
 				res, err := s.publish(ctx, req.Code, hold)
-				if err == nil && !res.Replay {
+				if err == nil && !res.Replay && hold.Replaces == "" {
 					// The gate's count is the atomic step in this mode;
 					// the store learns of the take later.
 					res.Taken = &Stock{Remaining: dec.Remaining, TotalLimit: v.TotalLimit}
@@ -494,6 +500,9 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			return Reservation{}, false, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
 		case GateSoldOut:
 			return Reservation{}, false, s.soldOutInGate(ctx, req.Code)
+		case GateNotHeld:
+			return Reservation{}, false, Reject(CodeReplacedOrderNotHeld, "",
+				Facts{Voucher: req.Code, OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
 		case GateNotLoaded:
 			if attempt >= notLoadedWarmups {
 				if !kafka {
