@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func (s *stack) replace(code string, customer int64, orderID, replaces string, amount int64) response {
+	s.t.Helper()
+	return s.do(http.MethodPost, "/vouchers/"+code+"/reservations", map[string]any{
+		"customerId": customer, "orderId": orderID, "orderAmount": amount, "replacesOrderId": replaces,
+	})
+}
+
+func (s *stack) validate(code string, body map[string]any) response {
+	s.t.Helper()
+	return s.do(http.MethodPost, "/vouchers/"+code+"/validation", body)
+}
+
+// A customer replacing their hold of the last use of a 1-use voucher, again
+// and again, while other customers hammer the voucher: every replacement
+// takes the use over, no other customer ever gets it, PostgreSQL never
+// holds more than one use, and each replaced order answers ORDER_RELEASED.
+func TestReplaceNeverLosesTheLastUse(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		code := s.createVoucher(voucherSpec{TotalLimit: 1})
+		r := s.reserve(code, 1, "r-0", 5000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+
+		var violations atomic.Int64
+		stop := s.sampleOversell(code, &violations)
+		const replacements = 15
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; i <= replacements; i++ {
+				r := s.replace(code, 1, fmt.Sprintf("r-%d", i), fmt.Sprintf("r-%d", i-1), 5000)
+				if r.status != http.StatusCreated {
+					t.Errorf("replacement %d: %d %s", i, r.status, r.raw)
+					return
+				}
+			}
+		}()
+		var others atomic.Int64
+		parallel(300, 8, func(i int) {
+			r := s.reserve(code, int64(100+i), fmt.Sprintf("x-%d", i), 5000)
+			others.Add(1)
+			if r.status != http.StatusConflict || r.str("error") != "HELD_OUT" {
+				t.Errorf("another customer: %d %s", r.status, r.raw)
+			}
+		})
+		wg.Wait()
+		stop()
+		require.Zero(t, violations.Load(), "PostgreSQL held more than totalLimit")
+
+		last := fmt.Sprintf("r-%d", replacements)
+		again := s.replace(code, 1, last, fmt.Sprintf("r-%d", replacements-1), 5000)
+		require.Equal(t, http.StatusCreated, again.status, "a replayed replacement answers as the first: %s", again.raw)
+		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+		for i := 0; i < replacements; i++ {
+			r := s.reserve(code, 1, fmt.Sprintf("r-%d", i), 5000)
+			require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+			require.Equal(t, "ORDER_RELEASED", r.str("error"))
+		}
+		s.settle(code, 1)
+		// Kafka mode: the consumer applies the replacements in order; the
+		// last ones may still be on their way.
+		require.Eventually(t, func() bool { return s.state(code).released == replacements }, 30*time.Second, 50*time.Millisecond)
+		st := s.state(code)
+		require.Equal(t, 1, st.usedCount)
+		require.Equal(t, 1, st.reserved)
+		s.assertConsistent(code)
+	})
+}
+
+// Replacing what is not the customer's RESERVED hold on the voucher is
+// REPLACED_ORDER_NOT_HELD and changes nothing; replacesOrderId equal to
+// orderId is a bad request.
+func TestReplaceRefusals(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		code := s.createVoucher(voucherSpec{TotalLimit: 5})
+		require.Equal(t, http.StatusCreated, s.reserve(code, 1, "n-1", 5000).status)
+		for _, c := range []struct {
+			customer          int64
+			order, replaces string
+		}{{2, "n-2", "n-1"}, {1, "n-3", "unknown"}} {
+			r := s.replace(code, c.customer, c.order, c.replaces, 5000)
+			require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+			require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"))
+		}
+		r := s.replace(code, 1, "n-1", "n-1", 5000)
+		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+		s.settle(code, 1)
+		st := s.state(code)
+		require.Equal(t, 1, st.usedCount)
+		require.Equal(t, 1, st.reserved)
+		require.Zero(t, st.released)
+		s.assertConsistent(code)
+	})
+}
+
+// A validation answers what the reservation then answers, and takes
+// nothing.
+func TestValidationAgreesWithReservation(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		code := s.createVoucher(voucherSpec{TotalLimit: 2, MinOrderAmount: 1000})
+		v := s.validate(code, map[string]any{"customerId": 1, "orderAmount": 5000})
+		require.Equal(t, http.StatusOK, v.status, string(v.raw))
+		require.JSONEq(t, `{"valid":true,"discountAmount":1000}`, string(v.raw))
+		v = s.validate(code, map[string]any{"customerId": 1, "orderAmount": 10})
+		require.JSONEq(t, `{"valid":false,"discountAmount":0,"code":"NOT_ELIGIBLE","reason":"ORDER_AMOUNT_TOO_LOW",
+			"message":"order amount 10 is below the minimum 1000"}`, string(v.raw))
+
+		require.Equal(t, http.StatusCreated, s.reserve(code, 1, "v-1", 5000).status)
+		v = s.validate(code, map[string]any{"customerId": 1, "orderAmount": 5000, "orderId": "v-1"})
+		require.Equal(t, true, v.body["valid"], string(v.raw))
+		require.Equal(t, true, v.body["replay"], string(v.raw))
+		v = s.validate(code, map[string]any{"customerId": 2, "orderAmount": 5000, "orderId": "v-1"})
+		require.Equal(t, "ORDER_CONFLICT", v.str("reason"), string(v.raw))
+		v = s.validate(code, map[string]any{"customerId": 1, "orderAmount": 5000, "orderId": "v-2"})
+		require.Equal(t, "ALREADY_USED", v.str("reason"), string(v.raw))
+		r := s.reserve(code, 1, "v-2", 5000)
+		require.Equal(t, "ALREADY_USED", r.str("error"), string(r.raw))
+
+		require.Equal(t, http.StatusCreated, s.reserve(code, 2, "v-3", 5000).status)
+		v = s.validate(code, map[string]any{"customerId": 3, "orderAmount": 5000})
+		require.Equal(t, false, v.body["valid"], string(v.raw))
+		require.Equal(t, "HELD_OUT", v.str("reason"), string(v.raw))
+		require.Positive(t, v.num("retryAfter"), string(v.raw))
+		r = s.reserve(code, 3, "v-4", 5000)
+		require.Equal(t, "HELD_OUT", r.str("error"), string(r.raw))
+
+		nf := s.validate("NOSUCHCODE", map[string]any{"customerId": 1, "orderAmount": 5000})
+		require.Equal(t, http.StatusNotFound, nf.status, string(nf.raw))
+		require.Equal(t, "VOUCHER_NOT_FOUND", nf.str("error"))
+		bad := s.validate(code, map[string]any{"customerId": 1})
+		require.Equal(t, http.StatusBadRequest, bad.status, string(bad.raw))
+
+		s.settle(code, 2)
+		st := s.state(code)
+		require.Equal(t, 2, st.usedCount)
+		require.Equal(t, 2, st.reserved)
+		s.assertConsistent(code)
+	})
+}
