@@ -90,7 +90,7 @@ func TestReplaceRefusals(t *testing.T) {
 		code := s.createVoucher(voucherSpec{TotalLimit: 5})
 		require.Equal(t, http.StatusCreated, s.reserve(code, 1, "n-1", 5000).status)
 		for _, c := range []struct {
-			customer          int64
+			customer        int64
 			order, replaces string
 		}{{2, "n-2", "n-1"}, {1, "n-3", "unknown"}} {
 			r := s.replace(code, c.customer, c.order, c.replaces, 5000)

@@ -44,6 +44,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeNotEligible:          http.StatusUnprocessableEntity,
 	voucher.CodeNotFlashSale:         http.StatusConflict,
 	voucher.CodeUnavailable:          http.StatusServiceUnavailable,
+	voucher.CodeTooManyRequests:      http.StatusTooManyRequests,
 	voucher.CodeInternal:             http.StatusInternalServerError,
 	CodeNotFound:                     http.StatusNotFound,
 	CodeMethodNotAllowed:             http.StatusMethodNotAllowed,

@@ -44,7 +44,12 @@ const (
 	// have (loading into Redis).
 	CodeNotFlashSale ErrorCode = "NOT_FLASH_SALE"
 	CodeUnavailable  ErrorCode = "UNAVAILABLE"
-	CodeInternal     ErrorCode = "INTERNAL"
+	// CodeTooManyRequests refuses a reservation or validation of a
+	// customer that looked up too many unknown codes
+	// (ServiceConfig.UnknownCodeLimit); Error.RetryAfter says when the
+	// block ends.
+	CodeTooManyRequests ErrorCode = "TOO_MANY_REQUESTS"
+	CodeInternal        ErrorCode = "INTERNAL"
 )
 
 // Reason refines CodeNotEligible.

@@ -117,6 +117,15 @@ type ServiceConfig struct {
 	// it alive in the gate (default DefaultHeartbeatTTL); beat at least
 	// every third of it.
 	HeartbeatTTL time.Duration
+	// UnknownCodeLimit is how many look-ups of codes that do not exist a
+	// customer may make per minute (reservations and validations); past
+	// it the customer's reservations and validations answer
+	// CodeTooManyRequests for UnknownCodeBlock, decided in memory without
+	// the store (default DefaultUnknownCodeLimit; negative disables).
+	UnknownCodeLimit int
+	// UnknownCodeBlock is how long a customer past UnknownCodeLimit is
+	// refused (default DefaultUnknownCodeBlock).
+	UnknownCodeBlock time.Duration
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives warnings about compensations and repairs.
@@ -140,6 +149,7 @@ type Service struct {
 	refreshing map[string]bool // codes whose definition is being re-read
 
 	heldOut heldOutCache
+	guess   guessLimiter
 
 	// unsettled holds the flash-sync orders whose durable write ended with
 	// an unknown outcome, keyed by code and orderId, until SettleUnknown
@@ -216,6 +226,12 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.UnknownCodeLimit == 0 {
+		cfg.UnknownCodeLimit = DefaultUnknownCodeLimit
+	}
+	if cfg.UnknownCodeBlock <= 0 {
+		cfg.UnknownCodeBlock = DefaultUnknownCodeBlock
+	}
 	if cfg.Instance == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -236,7 +252,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
 		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{},
 		unsettled: map[orderKey]unsettledWrite{}, unknownStandard: map[orderKey]struct{}{},
-		absentSince: map[string]time.Time{}}, nil
+		absentSince: map[string]time.Time{},
+		guess:       guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[int64]*guesser{}}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -309,8 +326,12 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	if err := req.Validate(); err != nil {
 		return Reservation{}, err
 	}
+	if err := s.guessCheck(ctx, req.CustomerID); err != nil {
+		return Reservation{}, err
+	}
 	v, err := s.cachedVoucher(ctx, req.Code)
 	if err != nil {
+		s.guessNoted(ctx, req.CustomerID, err)
 		return Reservation{}, err
 	}
 	// Threshold events once the answer is decided (thresholds.go).

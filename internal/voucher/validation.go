@@ -77,6 +77,29 @@ func refusal(code ErrorCode) bool {
 	return false
 }
 
+// ValidationObserver is an optional extension of Observer: called once per
+// validation with its outcome, "valid", "replay", the refusal's reason
+// (the NOT_ELIGIBLE reason, else the code), or the error code of a
+// validation that got no answer.
+type ValidationObserver interface {
+	Validated(outcome string)
+}
+
+// validationOutcome is the outcome a ValidationObserver gets.
+func validationOutcome(v Validation, err error) string {
+	switch {
+	case err != nil:
+		return string(CodeOf(err))
+	case v.Replay:
+		return "replay"
+	case v.Valid:
+		return "valid"
+	case v.Reason != "":
+		return string(v.Reason)
+	}
+	return string(v.Code)
+}
+
 // Validate answers what a reservation of req made now would answer, and
 // takes nothing: no row, counter or gate key is written. Standard vouchers
 // are asked of the store (one read-only statement); flash vouchers of the
@@ -86,16 +109,23 @@ func refusal(code ErrorCode) bool {
 // warm-up fails. Unknown voucher: CodeVoucherNotFound. An orderId used with
 // another voucher is seen on the standard path only; on the flash paths a
 // reservation finds that out when it writes.
-func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validation, error) {
+func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validation, err error) {
+	if o, ok := s.obs.(ValidationObserver); ok {
+		defer func() { o.Validated(validationOutcome(v, err)) }()
+	}
 	if err := req.Validate(); err != nil {
 		return Validation{}, err
 	}
-	v, err := s.cachedVoucher(ctx, req.Code)
+	if err := s.guessCheck(ctx, req.CustomerID); err != nil {
+		return Validation{}, err
+	}
+	vc, err := s.cachedVoucher(ctx, req.Code)
 	if err != nil {
+		s.guessNoted(ctx, req.CustomerID, err)
 		return Validation{}, err
 	}
 	now := s.cfg.Clock()
-	if !v.FlashSale {
+	if !vc.FlashSale {
 		return ValidationOf(s.store.Validate(ctx, req, now))
 	}
 	if s.gate == nil {
@@ -104,7 +134,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validation
 		}
 		return Validation{}, Unavailable(nil, "flash voucher %s needs Redis, which is not configured", req.Code)
 	}
-	return ValidationOf(s.validateFlash(ctx, req, v, now))
+	return ValidationOf(s.validateFlash(ctx, req, vc, now))
 }
 
 // validateFlash is reserveFlash without the take and the durable write.
