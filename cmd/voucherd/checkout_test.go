@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -152,4 +154,54 @@ func TestValidationAgreesWithReservation(t *testing.T) {
 		require.Equal(t, 2, st.reserved)
 		s.assertConsistent(code)
 	})
+}
+
+// A customer past the unknown-code limit gets 429 with Retry-After on its
+// reservations and validations, of known codes too; other customers do
+// not; unknown codes still answer 404 until then; the metrics count the
+// look-ups and refusals by API key name.
+func TestUnknownCodeGuessingAnswers429(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{tweak: func(c *Config) { c.UnknownCodeLimit = 3 }})
+	code := s.createVoucher(voucherSpec{TotalLimit: 10})
+	for i := range 4 {
+		r := s.reserve(fmt.Sprintf("NOPE%d", i), 5, fmt.Sprintf("g-%d", i), 5000)
+		require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
+		require.Equal(t, "VOUCHER_NOT_FOUND", r.str("error"))
+	}
+	r := s.reserve(code, 5, "g-ok", 5000)
+	require.Equal(t, http.StatusTooManyRequests, r.status, string(r.raw))
+	require.Equal(t, "TOO_MANY_REQUESTS", r.str("error"))
+	require.NotEmpty(t, r.header.Get("Retry-After"))
+	v := s.validate(code, map[string]any{"customerId": 5, "orderAmount": 5000})
+	require.Equal(t, http.StatusTooManyRequests, v.status, string(v.raw))
+
+	other := s.reserve(code, 6, "g-other", 5000)
+	require.Equal(t, http.StatusCreated, other.status, string(other.raw))
+	st := s.state(code)
+	require.Equal(t, 1, st.usedCount, "the refused customer took nothing")
+
+	m := s.do(http.MethodGet, "/metrics", nil)
+	require.Contains(t, string(m.raw), `voucherd_unknown_code_lookups_total{key=`)
+	require.Contains(t, string(m.raw), `voucherd_guess_refusals_total{key=`)
+	require.Contains(t, string(m.raw), `voucherd_validations_total{outcome="TOO_MANY_REQUESTS"} 1`)
+}
+
+// voucherd validate and voucherd reserve --replaces talk to the API as an
+// order service would.
+func TestReserveAndValidateCommands(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	code := s.createVoucher(voucherSpec{TotalLimit: 1})
+	cli := func(args ...string) string {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append(args[:1:1], append([]string{"--url", s.base, "--token", testAPIToken}, args[1:]...)...), &out, &errOut)
+		require.NoError(t, err, errOut.String())
+		return out.String()
+	}
+	require.Contains(t, cli("validate", "--customer", "7", "--amount", "5000", code), `"valid": true`)
+	require.Contains(t, cli("reserve", "--customer", "7", "--order", "cli-1", "--amount", "5000", code), `"status": "RESERVED"`)
+	require.Contains(t, cli("reserve", "--customer", "7", "--order", "cli-2", "--amount", "5000", "--replaces", "cli-1", code), `"orderId": "cli-2"`)
+	require.Contains(t, cli("validate", "--customer", "7", "--amount", "5000", "--order", "cli-1", code), `"reason": "ORDER_RELEASED"`)
+	require.Contains(t, cli("validate", "--customer", "8", "--amount", "5000", code), `"reason": "HELD_OUT"`)
 }
