@@ -341,6 +341,9 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		}
 	}()
 	if !v.FlashSale {
+		if err := v.CheckEligible(req.OrderAmount, start); err != nil {
+			return s.ineligibleStandard(ctx, req, err)
+		}
 		return s.reserveStandardTracked(ctx, req)
 	}
 	if s.gate == nil {
@@ -364,6 +367,29 @@ func (s *Service) reserveStandard(ctx context.Context, req ReserveRequest) (Rese
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	return s.store.Reserve(wctx, req, s.cfg.Clock(), s.cfg.ReservationTTL)
+}
+
+// ineligibleStandard answers a reservation of a standard voucher that its
+// cached definition refuses (inelig): a known orderId as voucherd_reserve
+// answers it (replay, ORDER_CONFLICT, ORDER_RELEASED), else inelig. It
+// reads one row by primary key and writes nothing, so a refusal costs what
+// the look-up of an unknown code costs. The definition may be up to
+// VoucherCacheTTL old: a voucher made eligible again on another instance
+// is refused here that long (never the other way: an eligible definition
+// still lets the store decide).
+func (s *Service) ineligibleStandard(ctx context.Context, req ReserveRequest, inelig error) (Reservation, error) {
+	row, err := s.store.Order(ctx, req.OrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return Reservation{}, inelig
+	case err != nil:
+		return Reservation{}, err
+	case row.VoucherCode != req.Code || row.CustomerID != req.CustomerID:
+		return Reservation{}, orderConflict(req.Code, req.OrderID, row.VoucherCode)
+	case row.Status == StatusReleased:
+		return Reservation{}, orderReleased(req.OrderID)
+	}
+	return Reservation{Redemption: row, Replay: true}, nil
 }
 
 // maxUnknownStandard bounds unknownStandard; past it the set starts over
