@@ -102,7 +102,9 @@ func validationOutcome(v Validation, err error) string {
 
 // Validate answers what a reservation of req made now would answer, and
 // takes nothing: no row, counter or gate key is written. Standard vouchers
-// are asked of the store (one read-only statement); flash vouchers of the
+// are asked of the store (one read-only statement; a voucher its cached
+// definition refuses is answered from the orderId's row, as Reserve
+// answers it); flash vouchers of the
 // gate (a read-only script, or the sold-out copy), with the store read only
 // to tell HELD_OUT from OUT_OF_STOCK as a reservation does (cached for
 // HeldOutCacheTTL), or when the voucher is not loaded into the gate and its
@@ -126,6 +128,15 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 	}
 	now := s.cfg.Clock()
 	if !vc.FlashSale {
+		if inelig := vc.CheckEligible(req.OrderAmount, now); inelig != nil {
+			// As Reserve answers it (ineligibleStandard).
+			if req.OrderID == "" {
+				return ValidationOf(StoreValidation{}, inelig)
+			}
+			res, err := s.ineligibleStandard(ctx, ReserveRequest{Code: req.Code, CustomerID: req.CustomerID,
+				OrderID: req.OrderID, OrderAmount: req.OrderAmount}, inelig)
+			return ValidationOf(StoreValidation{DiscountAmount: res.DiscountAmount, Replay: err == nil}, err)
+		}
 		return ValidationOf(s.store.Validate(ctx, req, now))
 	}
 	if s.gate == nil {
