@@ -175,7 +175,7 @@ func (s *Service) validateFlash(ctx context.Context, req ValidateRequest, v Vouc
 		}
 		switch dec.Outcome {
 		case GateTaken:
-			return StoreValidation{DiscountAmount: v.DiscountAmount}, nil
+			return StoreValidation{DiscountAmount: v.Discount().Compute(req.OrderAmount)}, nil
 		case GateReplay:
 			return StoreValidation{DiscountAmount: dec.Hold.DiscountAmount, Replay: true}, nil
 		case GateConflict:

@@ -55,7 +55,8 @@ BEGIN
 
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
-    VALUES (p_order, p_code, p_customer, p_amount, v.discount_amount, 'RESERVED', p_now, p_now, p_now + p_ttl)
+    VALUES (p_order, p_code, p_customer, p_amount,
+            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl)
     ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
     RETURNING x.* INTO r;
     IF NOT FOUND THEN

@@ -51,7 +51,7 @@ BEGIN
         PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(p_code, p_customer, v.per_user_limit));
     END IF;
 
-    o_discount := v.discount_amount;
+    o_discount := voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount);
     o_replay := false;
 END
 $$;
