@@ -205,3 +205,26 @@ func TestReserveAndValidateCommands(t *testing.T) {
 	require.Contains(t, cli("validate", "--customer", "7", "--amount", "5000", "--order", "cli-1", code), `"reason": "ORDER_RELEASED"`)
 	require.Contains(t, cli("validate", "--customer", "8", "--amount", "5000", code), `"reason": "HELD_OUT"`)
 }
+
+// A validation answers a percentage voucher's discount computed for the
+// order, as the reservation then does, and a replacement's new order gets
+// the discount of its own amount.
+func TestValidationAndReplacementOfPercentVoucher(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		code := fmt.Sprintf("Q%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
+		r := s.do(http.MethodPost, "/vouchers", fmt.Sprintf(`{"code":%q,"discountPercent":12.5,"maxDiscountAmount":40000,
+			"totalLimit":1,"perUserLimit":1,"startsAt":%q,"endsAt":%q,"flashSale":%t}`,
+			code, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339), s.opts.flash))
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		v := s.validate(code, map[string]any{"customerId": 1, "orderAmount": 120_000})
+		require.Equal(t, float64(15_000), v.body["discountAmount"], string(v.raw))
+		r = s.reserve(code, 1, code+"-a", 120_000)
+		require.Equal(t, int64(15_000), r.num("discountAmount"), string(r.raw))
+		r = s.replace(code, 1, code+"-b", code+"-a", 200_000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		require.Equal(t, int64(25_000), r.num("discountAmount"), string(r.raw))
+		s.settle(code, 1)
+		s.assertConsistent(code)
+	})
+}
