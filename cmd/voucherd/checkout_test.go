@@ -72,6 +72,11 @@ func TestReplaceNeverLosesTheLastUse(t *testing.T) {
 			require.Equal(t, http.StatusConflict, r.status, string(r.raw))
 			require.Equal(t, "ORDER_RELEASED", r.str("error"))
 		}
+		// A replaced order cannot be confirmed, in Kafka mode also before
+		// the consumer applied its replacement.
+		c := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/r-0/confirm", nil)
+		require.Equal(t, http.StatusConflict, c.status, string(c.raw))
+		require.Equal(t, "RESERVATION_RELEASED", c.str("error"))
 		s.settle(code, 1)
 		// Kafka mode: the consumer applies the replacements in order; the
 		// last ones may still be on their way.

@@ -624,6 +624,9 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
+	if s.releasedInGate(wctx, code, orderID) {
+		return Redemption{}, Errorf(CodeReservationReleased, "reservation %s of voucher %s was released", orderID, code)
+	}
 	r, err := s.store.Confirm(wctx, code, orderID, s.cfg.Clock())
 	if err != nil && IsCode(err, CodeReservationNotFound) {
 		if applied, aerr := s.applyFromGate(wctx, code, orderID); aerr != nil {
@@ -638,6 +641,19 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 		s.releaseInGate(wctx, code, orderID)
 	}
 	return r, err
+}
+
+// releasedInGate reports whether, in Kafka mode, the gate marks orderID of
+// a flash voucher released. Every release reaches the store before the
+// gate except a replacement (Gate.Replace), whose event the consumer may
+// not have applied yet: the store would still confirm the replaced order.
+// A gate that cannot be read says nothing; the store decides.
+func (s *Service) releasedInGate(ctx context.Context, code, orderID string) bool {
+	if !s.kafkaFlash(ctx, code) {
+		return false
+	}
+	h, found, err := s.gate.Lookup(ctx, code, orderID)
+	return err == nil && found && h.Released
 }
 
 // Release gives a reservation's use back (order cancelled, refunded or
