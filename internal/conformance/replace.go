@@ -2,28 +2,17 @@ package conformance
 
 import "github.com/voucherd/voucherd/internal/voucher"
 
-// The implementations of validation and of replacement.
+// The implementations of replacement.
 const (
-	// Validate is voucherd_validate: every case's last request asked as a
-	// validation after the others were reserved.
-	Validate Impl = "voucherd_validate"
-	// ValidateScript is validate.lua, for the cases reserve.lua decides.
-	ValidateScript Impl = "validate.lua"
-	// Replace is voucherd_replace: ReplaceCases.
+	// Replace is voucherd_replace: it decides every ReplaceCase.
 	Replace Impl = "voucherd_replace"
 	// ReplaceScript is replace.lua: the ReplaceCases it decides.
 	ReplaceScript Impl = "replace.lua"
 )
 
-// Validation is the answer a validation of a request gives for want, the
-// reservation's answer: valid for a use taken or replayed, else the same
-// code and reason.
-func (a Answer) Validation() (valid bool, code voucher.ErrorCode, reason voucher.Reason) {
-	return a.Code == "", a.Code, a.Reason
-}
-
 // AcceptsValidation reports whether v, a validation's answer, is what a
-// reservation answering a would mean.
+// reservation answering a would mean: valid (a replay for a replay) for a
+// use taken or replayed, else the same code and reason.
 func (a Answer) AcceptsValidation(v voucher.Validation) bool {
 	if a.Code == "" {
 		return v.Valid && v.Replay == a.Replay
@@ -127,12 +116,3 @@ var ReplaceCases = []ReplaceCase{
 		Requests: []ReplaceRequest{replace(1, "o4", "o3")}, Want: []Answer{taken},
 		After: []Request{req(3, "o5"), req(1, "o6"), req(1, "o3")}, WantAfter: []Answer{heldOut, {Code: voucher.CodeHeldOut, Or: voucher.CodeAlreadyUsed}, released}},
 }
-
-// ReplaceCode is the voucher code of the i-th replace case.
-func ReplaceCode(i int) string { return Code(len(Cases) + i) }
-
-// ReplaceOrderID is the orderId of the i-th replace case's order o.
-func ReplaceOrderID(i int, o string) string { return OrderID(len(Cases)+i, o) }
-
-// ReplaceOtherCode is the code of the i-th replace case's other voucher.
-func ReplaceOtherCode(i int) string { return OtherCode(len(Cases) + i) }
