@@ -244,6 +244,38 @@ type ReserveRequest struct {
 	CustomerID  int64  `json:"customerId"`
 	OrderID     string `json:"orderId"`
 	OrderAmount int64  `json:"orderAmount"`
+	// ReplacesOrderID, when set, names the same customer's RESERVED order
+	// on this voucher whose use the new order takes over in one atomic
+	// step: a retry after a failed payment with a new orderId. The
+	// replaced order answers ORDER_RELEASED afterwards;
+	// ReplacedOrderNotHeld when it is not such a hold (nothing changed).
+	ReplacesOrderID string `json:"replacesOrderId,omitempty"`
+}
+
+// ValidateRequest asks whether a reservation would succeed now. OrderID is
+// optional.
+type ValidateRequest struct {
+	CustomerID  int64  `json:"customerId"`
+	OrderID     string `json:"orderId,omitempty"`
+	OrderAmount int64  `json:"orderAmount"`
+}
+
+// Validation is the answer to Validate: what a reservation made at the
+// same moment would answer.
+type Validation struct {
+	// Valid: the reservation would take a use, or (Replay) answer the
+	// orderId's existing hold.
+	Valid          bool  `json:"valid"`
+	Replay         bool  `json:"replay,omitempty"`
+	DiscountAmount int64 `json:"discountAmount"`
+	// Code is the reservation's error code when not valid (OutOfStock,
+	// HeldOut, AlreadyUsed, NotEligible, OrderConflict, OrderReleased);
+	// Reason the NotEligible reason, else Code.
+	Code    string `json:"code,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// RetryAfterSeconds is HeldOut's wait until the earliest hold expires.
+	RetryAfterSeconds int64 `json:"retryAfter,omitempty"`
 }
 
 // CreateVoucher creates a voucher (admin token). It is not retried: a lost
@@ -285,6 +317,17 @@ func (c *Client) PatchVoucher(ctx context.Context, code string, p VoucherPatch) 
 func (c *Client) Reserve(ctx context.Context, code string, r ReserveRequest) (*Redemption, error) {
 	var out Redemption
 	if err := c.call(ctx, http.MethodPost, "/vouchers/"+url.PathEscape(code)+"/reservations", r, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Validate answers whether a reservation would succeed now, taking nothing;
+// a refusal is a Validation with Valid false, not an error. It writes
+// nothing, so it is retried like a read.
+func (c *Client) Validate(ctx context.Context, code string, r ValidateRequest) (*Validation, error) {
+	var out Validation
+	if err := c.call(ctx, http.MethodPost, "/vouchers/"+url.PathEscape(code)+"/validation", r, &out, true); err != nil {
 		return nil, err
 	}
 	return &out, nil

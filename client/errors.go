@@ -37,6 +37,13 @@ const (
 	// UnsupportedMediaType: a request body without Content-Type
 	// application/json.
 	UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+	// ReplacedOrderNotHeld: the order a reservation's ReplacesOrderID
+	// names is not the customer's RESERVED hold on the voucher; nothing
+	// changed.
+	ReplacedOrderNotHeld = "REPLACED_ORDER_NOT_HELD"
+	// TooManyRequests: the customer looked up too many unknown voucher
+	// codes; Error.RetryAfter says when it may try again.
+	TooManyRequests = "TOO_MANY_REQUESTS"
 )
 
 // Reasons that refine NotEligible, found in Error.Reason.

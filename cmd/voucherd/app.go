@@ -113,6 +113,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		VoucherCacheTTL: cfg.VoucherCacheTTL, StaleVoucherMax: cfg.StaleVoucherMax, WriteTimeout: cfg.WriteTimeout,
 		Logger: log, Observer: liveObserver{Observer: a.metrics, hub: a.live},
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
+		UnknownCodeLimit: cfg.UnknownCodeLimit, UnknownCodeBlock: cfg.UnknownCodeBlock,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
 		if a.notifier, err = openNotifier(ctx, cfg, log, a.tracing); err != nil {
@@ -346,6 +347,27 @@ type liveObserver struct {
 func (o liveObserver) Reserved(voucherCode string, mode voucher.Mode, code voucher.ErrorCode, replay bool, d time.Duration) {
 	o.Observer.Reserved(voucherCode, mode, code, replay, d)
 	o.hub.Reserved(voucherCode, mode, code, replay, d)
+}
+
+// UnknownCode implements voucher.GuessObserver.
+func (o liveObserver) UnknownCode(keyName string) {
+	if g, ok := o.Observer.(voucher.GuessObserver); ok {
+		g.UnknownCode(keyName)
+	}
+}
+
+// GuessBlocked implements voucher.GuessObserver.
+func (o liveObserver) GuessBlocked(keyName string) {
+	if g, ok := o.Observer.(voucher.GuessObserver); ok {
+		g.GuessBlocked(keyName)
+	}
+}
+
+// Validated implements voucher.ValidationObserver.
+func (o liveObserver) Validated(outcome string) {
+	if v, ok := o.Observer.(voucher.ValidationObserver); ok {
+		v.Validated(outcome)
+	}
 }
 
 // --- end live sale view ---

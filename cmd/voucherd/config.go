@@ -54,6 +54,11 @@ type Config struct {
 	// sale's first second does not wait for them; 0 opens them on demand.
 	MinDBConns      int
 	VoucherCacheTTL time.Duration
+	// UnknownCodeLimit and UnknownCodeBlock: look-ups of unknown codes a
+	// customer may make per minute, and how long one past it is refused
+	// (voucher.ServiceConfig).
+	UnknownCodeLimit int
+	UnknownCodeBlock time.Duration
 	// StaleVoucherMax bounds serving a cached flash voucher while PostgreSQL
 	// cannot be read (Kafka mode).
 	StaleVoucherMax time.Duration
@@ -194,6 +199,8 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.ReconcileGrace, "reconcile-grace", envDuration("VOUCHERD_RECONCILE_GRACE", 30*time.Second), "age after which a Redis hold without a database row is released (VOUCHERD_RECONCILE_GRACE)")
 	fs.DurationVar(&cfg.HeartbeatTTL, "heartbeat-ttl", envDuration("VOUCHERD_HEARTBEAT_TTL", voucher.DefaultHeartbeatTTL), "how long an instance that stopped beating (every third of this) counts as alive before the Redis holds it did not write are fenced and given back (VOUCHERD_HEARTBEAT_TTL)")
 	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
+	fs.IntVar(&cfg.UnknownCodeLimit, "unknown-code-limit", envInt("VOUCHERD_UNKNOWN_CODE_LIMIT", voucher.DefaultUnknownCodeLimit), "look-ups of voucher codes that do not exist a customer may make per minute before its reservations and validations answer 429; negative disables (VOUCHERD_UNKNOWN_CODE_LIMIT)")
+	fs.DurationVar(&cfg.UnknownCodeBlock, "unknown-code-block", envDuration("VOUCHERD_UNKNOWN_CODE_BLOCK", voucher.DefaultUnknownCodeBlock), "how long a customer past the unknown-code limit is refused (VOUCHERD_UNKNOWN_CODE_BLOCK)")
 	fs.DurationVar(&cfg.StaleVoucherMax, "stale-voucher-max", envDuration("VOUCHERD_STALE_VOUCHER_MAX", voucher.DefaultStaleVoucherMax), "Kafka mode: how long a flash voucher's cached definition is used while PostgreSQL cannot be read; negative disables (VOUCHERD_STALE_VOUCHER_MAX)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("VOUCHERD_PPROF_ADDR", ""), "serve Go's profiler (net/http/pprof) on this address, apart from the API; empty (the default) disables it; never expose it beyond the host (VOUCHERD_PPROF_ADDR)")
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("VOUCHERD_LOG_FORMAT", "json"), "json or text (VOUCHERD_LOG_FORMAT)")

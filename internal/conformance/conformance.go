@@ -4,7 +4,10 @@
 // decides, in its own package's tests: voucherd_reserve and
 // voucherd_reserve_batch (pgstore), reserve.lua and the sold-out cache's
 // copy of it (redisgate), the fault suite's model (faults) and
-// voucher.Voucher.CheckEligible (this package). Adding a rule means adding
+// voucher.Voucher.CheckEligible (this package); voucherd_validate and
+// validate.lua answer each case's last request as a validation that must
+// agree with it and change nothing; ReplaceCases (replace.go) are run by
+// voucherd_replace and replace.lua. Adding a rule means adding
 // rows here; an implementation that answers otherwise fails its test.
 // docs/rules.md lists where each rule is implemented and why.
 package conformance
@@ -201,6 +204,8 @@ func gateOutcome(code voucher.ErrorCode, replay bool) voucher.GateOutcome {
 		return voucher.GateQuotaHeld
 	case voucher.CodeOutOfStock, voucher.CodeHeldOut:
 		return voucher.GateSoldOut
+	case voucher.CodeReplacedOrderNotHeld:
+		return voucher.GateNotHeld
 	}
 	return 0
 }

@@ -65,3 +65,19 @@ func TestCasesDiscount(t *testing.T) {
 		}
 	}
 }
+
+func TestReplaceCasesAreWellFormed(t *testing.T) {
+	t.Parallel()
+	names := map[string]bool{}
+	for _, c := range ReplaceCases {
+		require.False(t, names[c.Name], "case names are distinct: %s", c.Name)
+		names[c.Name] = true
+		require.NotEmpty(t, c.Requests, c.Name)
+		require.Len(t, c.Want, len(c.Requests), "%s: one answer per replacement", c.Name)
+		require.Len(t, c.WantAfter, len(c.After), "%s: one answer per request after", c.Name)
+		for impl, why := range c.Skip {
+			require.NotEmpty(t, why, "%s: %s is skipped without a reason", c.Name, impl)
+			require.NotEqual(t, Replace, impl, "%s: the store decides every case", c.Name)
+		}
+	}
+}

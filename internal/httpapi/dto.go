@@ -194,15 +194,22 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 	}
 }
 
-// reserveRequest is the body of POST /vouchers/{code}/reservations.
+// reserveRequest is the body of POST /vouchers/{code}/reservations, and of
+// POST /vouchers/{code}/validation (where orderId is optional and
+// replacesOrderId unknown).
 type reserveRequest struct {
-	CustomerID  int64
-	OrderID     string
-	OrderAmount int64
-	seen        uint64 // bits by index in reserveFields
+	CustomerID      int64
+	OrderID         string
+	OrderAmount     int64
+	ReplacesOrderID string
+	seen            uint64 // bits by index in reserveFields
 }
 
-var reserveFields = []string{"customerId", "orderId", "orderAmount"}
+// reserveFields are the fields of reserveRequest; the first
+// requiredReserveFields are required in a reservation.
+var reserveFields = []string{"customerId", "orderId", "orderAmount", "replacesOrderId"}
+
+const requiredReserveFields = 3
 
 func (r *reserveRequest) decode(body []byte) error {
 	seen, err := decodeObject(body, reserveFields, func(i int, v jsonValue) error {
@@ -214,6 +221,11 @@ func (r *reserveRequest) decode(body []byte) error {
 			r.OrderID, err = stringField("orderId", v)
 		case 2:
 			r.OrderAmount, err = intField("orderAmount", v, 0, maxAmount)
+		case 3:
+			r.ReplacesOrderID, err = stringField("replacesOrderId", v)
+			if err == nil && r.ReplacesOrderID == "" {
+				err = voucher.Errorf(voucher.CodeInvalidRequest, "replacesOrderId must not be empty")
+			}
 		}
 		return err
 	})
@@ -222,13 +234,58 @@ func (r *reserveRequest) decode(body []byte) error {
 }
 
 func (r reserveRequest) toDomain(code string) (voucher.ReserveRequest, error) {
-	for i, name := range reserveFields {
+	for i, name := range reserveFields[:requiredReserveFields] {
 		if r.seen&(1<<i) == 0 {
 			return voucher.ReserveRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "%s is required", name)
 		}
 	}
-	req := voucher.ReserveRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount}
+	req := voucher.ReserveRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount,
+		ReplacesOrderID: r.ReplacesOrderID}
 	return req, req.Validate()
+}
+
+// toValidation returns the body as a validation request: customerId and
+// orderAmount are required, orderId optional, replacesOrderId refused.
+func (r reserveRequest) toValidation(code string) (voucher.ValidateRequest, error) {
+	for _, i := range []int{0, 2} {
+		if r.seen&(1<<i) == 0 {
+			return voucher.ValidateRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "%s is required", reserveFields[i])
+		}
+	}
+	if r.seen&(1<<1) != 0 && r.OrderID == "" {
+		return voucher.ValidateRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "orderId must not be empty")
+	}
+	if r.seen&(1<<3) != 0 {
+		return voucher.ValidateRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "replacesOrderId is not a field of a validation")
+	}
+	req := voucher.ValidateRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount}
+	return req, req.Validate()
+}
+
+// validationJSON is the answer of POST /vouchers/{code}/validation.
+type validationJSON struct {
+	Valid bool `json:"valid"`
+	// Replay: the orderId already holds a use for this customer.
+	Replay         bool  `json:"replay,omitempty"`
+	DiscountAmount int64 `json:"discountAmount"`
+	// Code is the reservation's error code; Reason the NOT_ELIGIBLE reason,
+	// or Code itself for the other refusals.
+	Code              string `json:"code,omitempty"`
+	Reason            string `json:"reason,omitempty"`
+	Message           string `json:"message,omitempty"`
+	RetryAfterSeconds int64  `json:"retryAfter,omitempty"`
+}
+
+func toValidationJSON(v voucher.Validation) validationJSON {
+	out := validationJSON{Valid: v.Valid, Replay: v.Replay, DiscountAmount: v.DiscountAmount,
+		Code: string(v.Code), Reason: string(v.Reason), Message: v.Message}
+	if out.Reason == "" {
+		out.Reason = out.Code
+	}
+	if v.RetryAfter > 0 {
+		out.RetryAfterSeconds = int64((v.RetryAfter + time.Second - 1) / time.Second)
+	}
+	return out
 }
 
 // extendRequest is the body of POST

@@ -40,9 +40,11 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeAlreadyUsed:          http.StatusConflict,
 	voucher.CodeOrderConflict:        http.StatusConflict,
 	voucher.CodeOrderReleased:        http.StatusConflict,
+	voucher.CodeReplacedOrderNotHeld: http.StatusConflict,
 	voucher.CodeNotEligible:          http.StatusUnprocessableEntity,
 	voucher.CodeNotFlashSale:         http.StatusConflict,
 	voucher.CodeUnavailable:          http.StatusServiceUnavailable,
+	voucher.CodeTooManyRequests:      http.StatusTooManyRequests,
 	voucher.CodeInternal:             http.StatusInternalServerError,
 	CodeNotFound:                     http.StatusNotFound,
 	CodeMethodNotAllowed:             http.StatusMethodNotAllowed,
@@ -153,6 +155,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /vouchers/{code}/reconciliation", s.wrap("GET /vouchers/{code}/reconciliation", true, s.reconcile(false)))
 	s.mux.Handle("POST /vouchers/{code}/reconciliation", s.wrap("POST /vouchers/{code}/reconciliation", true, s.reconcile(true)))
 	s.mux.Handle("POST /vouchers/{code}/reservations", s.wrap("POST /vouchers/{code}/reservations", false, s.reserve))
+	s.mux.Handle("POST /vouchers/{code}/validation", s.wrap("POST /vouchers/{code}/validation", false, s.validate))
 	s.mux.Handle("GET /vouchers/{code}/reservations/{orderId}", s.wrap("GET /vouchers/{code}/reservations/{orderId}", false, s.getReservation))
 	s.mux.Handle("POST /vouchers/{code}/reservations/{orderId}/confirm", s.wrap("POST /vouchers/{code}/reservations/{orderId}/confirm", false, s.confirm))
 	s.mux.Handle("DELETE /vouchers/{code}/reservations/{orderId}", s.wrap("DELETE /vouchers/{code}/reservations/{orderId}", false, s.release))

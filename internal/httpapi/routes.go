@@ -103,6 +103,25 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// validate answers what a reservation made now would answer, taking
+// nothing: 200 with valid or the refusal's code and reason.
+func (s *Server) validate(w http.ResponseWriter, r *http.Request) error {
+	var body reserveRequest
+	if err := decodeBody(r, body.decode); err != nil {
+		return err
+	}
+	req, err := body.toValidation(r.PathValue("code"))
+	if err != nil {
+		return err
+	}
+	v, err := s.svc.Validate(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toValidationJSON(v))
+	return nil
+}
+
 // replayedTrue is the Idempotent-Replayed header's value, shared.
 var replayedTrue = []string{"true"}
 

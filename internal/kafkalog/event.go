@@ -29,20 +29,27 @@ type wireEvent struct {
 	DiscountAmount *int64    `json:"discountAmount"`
 	ReservedAt     time.Time `json:"reservedAt"`
 	ExpiresAt      time.Time `json:"expiresAt"`
+	// ReplacesOrderID is present in version 2 only.
+	ReplacesOrderID string `json:"replacesOrderId,omitempty"`
 }
 
 // encodeEvent writes e as version EventVersion of the wire format.
 func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
+	version := voucher.EventVersion
+	if e.ReplacesOrderID != "" {
+		version = voucher.EventVersionReplace
+	}
 	return json.Marshal(wireEvent{
-		Version:        voucher.EventVersion,
-		Type:           EventTypeReserved,
-		Code:           e.Code,
-		CustomerID:     e.CustomerID,
-		OrderID:        e.OrderID,
-		OrderAmount:    e.OrderAmount,
-		DiscountAmount: &e.DiscountAmount,
-		ReservedAt:     e.ReservedAt.UTC(),
-		ExpiresAt:      e.ExpiresAt.UTC(),
+		Version:         version,
+		ReplacesOrderID: e.ReplacesOrderID,
+		Type:            EventTypeReserved,
+		Code:            e.Code,
+		CustomerID:      e.CustomerID,
+		OrderID:         e.OrderID,
+		OrderAmount:     e.OrderAmount,
+		DiscountAmount:  &e.DiscountAmount,
+		ReservedAt:      e.ReservedAt.UTC(),
+		ExpiresAt:       e.ExpiresAt.UTC(),
 	})
 }
 
@@ -67,14 +74,15 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 		return voucher.ReservedEvent{}, fmt.Errorf("%w: %v", errUndecodable, err)
 	}
 	return voucher.ReservedEvent{
-		Version:        w.Version,
-		Code:           w.Code,
-		CustomerID:     w.CustomerID,
-		OrderID:        w.OrderID,
-		OrderAmount:    w.OrderAmount,
-		DiscountAmount: *w.DiscountAmount,
-		ReservedAt:     w.ReservedAt,
-		ExpiresAt:      w.ExpiresAt,
+		Version:         w.Version,
+		Code:            w.Code,
+		CustomerID:      w.CustomerID,
+		OrderID:         w.OrderID,
+		OrderAmount:     w.OrderAmount,
+		DiscountAmount:  *w.DiscountAmount,
+		ReservedAt:      w.ReservedAt,
+		ExpiresAt:       w.ExpiresAt,
+		ReplacesOrderID: w.ReplacesOrderID,
 	}, nil
 }
 
@@ -82,8 +90,13 @@ func (w wireEvent) check() error {
 	switch {
 	case w.Type != EventTypeReserved:
 		return fmt.Errorf("type %q is not %s", w.Type, EventTypeReserved)
-	case w.Version != voucher.EventVersion:
-		return fmt.Errorf("unsupported event version %d (this build reads %d)", w.Version, voucher.EventVersion)
+	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace:
+		return fmt.Errorf("unsupported event version %d (this build reads %d and %d)", w.Version,
+			voucher.EventVersion, voucher.EventVersionReplace)
+	case (w.Version == voucher.EventVersionReplace) != (w.ReplacesOrderID != ""):
+		return fmt.Errorf("replacesOrderId comes with version %d, and only with it", voucher.EventVersionReplace)
+	case w.ReplacesOrderID != "" && (!voucher.ValidOrderID(w.ReplacesOrderID) || w.ReplacesOrderID == w.OrderID):
+		return fmt.Errorf("invalid replacesOrderId %q", w.ReplacesOrderID)
 	case !voucher.ValidCode(w.Code):
 		return fmt.Errorf("invalid code %q", w.Code)
 	case !voucher.ValidOrderID(w.OrderID):

@@ -57,6 +57,29 @@ func TestEventWireFormat(t *testing.T) {
 	require.Equal(t, e, got)
 }
 
+// A replacement is written as version 2 with replacesOrderId; a plain
+// reservation stays version 1, which older consumers read.
+func TestReplacementEventWireFormat(t *testing.T) {
+	t.Parallel()
+	e := sampleEvent(4)
+	e.ReplacesOrderID = "order-old"
+	raw, err := encodeEvent(e)
+	require.NoError(t, err)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(raw, &fields))
+	require.Equal(t, float64(2), fields["version"])
+	require.Equal(t, "order-old", fields["replacesOrderId"])
+	got, err := decodeEvent(raw)
+	require.NoError(t, err)
+	require.Equal(t, "order-old", got.ReplacesOrderID)
+	require.Equal(t, voucher.EventVersionReplace, got.Version)
+
+	plain, err := encodeEvent(sampleEvent(4))
+	require.NoError(t, err)
+	require.NotContains(t, string(plain), "replacesOrderId")
+	require.Contains(t, string(plain), `"version":1`)
+}
+
 func TestDecodeEventRejects(t *testing.T) {
 	t.Parallel()
 	valid := func(edit func(m map[string]any)) []byte {
@@ -78,7 +101,10 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"empty", nil, "EOF"},
 		{"trailing data", append(valid(func(map[string]any) {}), []byte(` {}`)...), "trailing data"},
 		{"wrong type", valid(func(m map[string]any) { m["type"] = "VoucherReleased" }), `type "VoucherReleased"`},
-		{"newer version", valid(func(m map[string]any) { m["version"] = 2 }), "unsupported event version 2"},
+		{"newer version", valid(func(m map[string]any) { m["version"] = 3 }), "unsupported event version 3"},
+		{"version 2 without replacesOrderId", valid(func(m map[string]any) { m["version"] = 2 }), "replacesOrderId comes with version 2"},
+		{"replacesOrderId in version 1", valid(func(m map[string]any) { m["replacesOrderId"] = "old-1" }), "replacesOrderId comes with version 2"},
+		{"replacing itself", valid(func(m map[string]any) { m["version"] = 2; m["replacesOrderId"] = m["orderId"] }), "invalid replacesOrderId"},
 		{"no version", valid(func(m map[string]any) { delete(m, "version") }), "unsupported event version 0"},
 		{"bad code", valid(func(m map[string]any) { m["code"] = "no spaces" }), "invalid code"},
 		{"bad orderId", valid(func(m map[string]any) { m["orderId"] = "" }), "invalid orderId"},

@@ -87,6 +87,14 @@ func (s *Store) Holds(ctx context.Context, code string) (voucher.HoldSummary, er
 	return h, err
 }
 
+// Validate implements voucher.Store.
+func (s *Store) Validate(ctx context.Context, r voucher.ValidateRequest, now time.Time) (voucher.StoreValidation, error) {
+	start := time.Now()
+	v, err := s.Store.Validate(ctx, r, now)
+	s.observe("validate", start, err)
+	return v, err
+}
+
 // Voucher implements voucher.Store.
 func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
 	start := time.Now()
@@ -110,6 +118,22 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	start := time.Now()
 	d, err := g.Gate.Reserve(ctx, code, perUserLimit, hold)
 	g.m.ObserveDependency("redis", "reserve", time.Since(start), err)
+	return d, err
+}
+
+// Validate implements voucher.Gate.
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID int64) (voucher.GateDecision, error) {
+	start := time.Now()
+	d, err := g.Gate.Validate(ctx, code, perUserLimit, orderID, customerID)
+	g.m.ObserveDependency("redis", "validate", time.Since(start), err)
+	return d, err
+}
+
+// Replace implements voucher.Gate.
+func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, replaces string) (voucher.GateDecision, error) {
+	start := time.Now()
+	d, err := g.Gate.Replace(ctx, code, hold, replaces)
+	g.m.ObserveDependency("redis", "replace", time.Since(start), err)
 	return d, err
 }
 

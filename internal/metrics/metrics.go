@@ -46,6 +46,8 @@ type Metrics struct {
 	gateDecisions   children[string, prometheus.Counter]
 	dependencyTime  children[depOp, prometheus.Observer]
 	dependencyErrs  children[depOp, prometheus.Counter]
+
+	checkout checkoutMetrics
 }
 
 // Counts are counters kept by other packages, read at each scrape; a nil
@@ -127,6 +129,7 @@ func New(counts Counts) *Metrics {
 		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.Drift, m.DriftRepairs, m.ThresholdEvents} {
 		f(c)
 	}
+	m.checkout = newCheckoutMetrics(f)
 	return m
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/voucherd/voucherd/internal/voucher"
 )
@@ -43,10 +44,54 @@ func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, now time.
 	if ttl <= 0 {
 		return voucher.Reservation{}, voucher.Errorf(voucher.CodeInvalidRequest, "reservation TTL must be positive, got %s", ttl)
 	}
+	if r.ReplacesOrderID != "" {
+		return s.replace(ctx, r, now, ttl)
+	}
 	if s.comb != nil {
 		return s.comb.reserve(ctx, r, now, ttl)
 	}
 	return s.reserveOne(ctx, r, now, ttl)
+}
+
+// replace runs a reservation that names the order it replaces
+// (voucherd_replace): one statement, so the release of the replaced hold
+// and the new row commit together. It does not go through the combiner:
+// replacements are rare and the function locks the replaced row first.
+func (s *Store) replace(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
+	var res voucher.Reservation
+	var used, total int32
+	err := s.rerunRolledBack(ctx, func() error {
+		conn, err := s.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		return scanRedemption(conn.QueryRow(ctx, qReplace,
+			r.Code, r.CustomerID, r.OrderID, r.ReplacesOrderID, r.OrderAmount, now,
+			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay, &used, &total)
+	})
+	if err != nil {
+		return voucher.Reservation{}, interpretWriteError(err)
+	}
+	return withTaken(res, used, total), nil
+}
+
+// Validate answers what Reserve of r at now would answer (voucherd_validate),
+// in one read-only statement.
+func (s *Store) Validate(ctx context.Context, r voucher.ValidateRequest, now time.Time) (voucher.StoreValidation, error) {
+	if err := r.Validate(); err != nil {
+		return voucher.StoreValidation{}, err
+	}
+	var order *string
+	if r.OrderID != "" {
+		order = &r.OrderID
+	}
+	var sv voucher.StoreValidation
+	if err := s.pool.QueryRow(ctx, qValidate, r.Code, r.CustomerID, order, r.OrderAmount, now).
+		Scan(&sv.DiscountAmount, &sv.Replay); err != nil {
+		return voucher.StoreValidation{}, interpretError(err)
+	}
+	return sv, nil
 }
 
 // Redemption returns one redemption of the voucher code.
@@ -135,9 +180,36 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]vouc
 // one, each in its own transaction, and those it refuses are Rejected with
 // the reason. A dependency failure returns an error: nothing was decided and
 // the caller retries the batch.
+//
+// An event that replaces an order (ReplacesOrderID) is applied on its own,
+// in order with the others, by voucherd_apply_replace: the release of the
+// replaced hold and the new row in one transaction.
 func (s *Store) ApplyReserved(ctx context.Context, events []voucher.ReservedEvent) ([]voucher.ApplyResult, error) {
 	if len(events) == 0 {
 		return nil, nil
+	}
+	for i, e := range events {
+		if e.ReplacesOrderID == "" {
+			continue
+		}
+		results := make([]voucher.ApplyResult, 0, len(events))
+		if i > 0 {
+			before, err := s.ApplyReserved(ctx, events[:i])
+			if err != nil {
+				return nil, err
+			}
+			results = append(results, before...)
+		}
+		one, err := s.applyReplace(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, one)
+		after, err := s.ApplyReserved(ctx, events[i+1:])
+		if err != nil {
+			return nil, err
+		}
+		return append(results, after...), nil
 	}
 	results, err := s.applyBatch(ctx, events)
 	if err == nil {
@@ -231,6 +303,34 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 		}
 	}
 	return results, nil
+}
+
+// applyReplace applies one replacement event (voucherd_apply_replace); a
+// refusal of the database is its Rejected result.
+func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (voucher.ApplyResult, error) {
+	var (
+		inserted bool
+		code     string
+		customer int64
+	)
+	err := s.rerunRolledBack(ctx, func() error {
+		return s.pool.QueryRow(ctx, qApplyReplace, e.OrderID, e.Code, e.CustomerID, e.OrderAmount, e.DiscountAmount,
+			e.ReservedAt, e.ExpiresAt, e.ReplacesOrderID).Scan(&inserted, &code, &customer)
+	})
+	if err != nil {
+		if reason, refused := refusal(err, e); refused {
+			return voucher.ApplyResult{Outcome: voucher.Rejected, Reason: reason}, nil
+		}
+		return voucher.ApplyResult{}, interpretError(err)
+	}
+	switch {
+	case code != e.Code || customer != e.CustomerID:
+		return voucher.ApplyResult{Outcome: voucher.Rejected, Reason: fmt.Sprintf(
+			"order_conflict: order %s belongs to voucher %s and customer %d", e.OrderID, code, customer)}, nil
+	case inserted:
+		return voucher.ApplyResult{Outcome: voucher.Applied}, nil
+	}
+	return voucher.ApplyResult{Outcome: voucher.AlreadyApplied}, nil
 }
 
 // refusal reports whether err is the database refusing event e for good (so

@@ -26,6 +26,10 @@ var (
 	clampScript   = newScript("clamp.lua", false)
 	lookupScript  = newScript("lookup.lua", true)
 	inspectScript = newScript("inspect.lua", true)
+
+	validateScript  = newScript("validate.lua", true)
+	replaceScript   = newScript("replace.lua", false)
+	unreplaceScript = newScript("unreplace.lua", false)
 )
 
 // scriptNames maps the SHA-1 (hex) and the source of each script to its

@@ -35,11 +35,21 @@ const (
 	CodeNotEligible   ErrorCode = "NOT_ELIGIBLE"
 	CodeOrderConflict ErrorCode = "ORDER_CONFLICT"
 	CodeOrderReleased ErrorCode = "ORDER_RELEASED"
+	// CodeReplacedOrderNotHeld refuses a reservation whose replacesOrderId
+	// is not the same customer's RESERVED hold on the same voucher
+	// (unknown, another voucher's or customer's, confirmed or released):
+	// nothing was taken or released.
+	CodeReplacedOrderNotHeld ErrorCode = "REPLACED_ORDER_NOT_HELD"
 	// CodeNotFlashSale refuses an operation that only flash-sale vouchers
 	// have (loading into Redis).
 	CodeNotFlashSale ErrorCode = "NOT_FLASH_SALE"
 	CodeUnavailable  ErrorCode = "UNAVAILABLE"
-	CodeInternal     ErrorCode = "INTERNAL"
+	// CodeTooManyRequests refuses a reservation or validation of a
+	// customer that looked up too many unknown codes
+	// (ServiceConfig.UnknownCodeLimit); Error.RetryAfter says when the
+	// block ends.
+	CodeTooManyRequests ErrorCode = "TOO_MANY_REQUESTS"
+	CodeInternal        ErrorCode = "INTERNAL"
 )
 
 // Reason refines CodeNotEligible.

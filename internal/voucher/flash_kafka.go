@@ -58,7 +58,7 @@ func (s *Service) publish(ctx context.Context, code string, hold Hold) (Reservat
 			return Reservation{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
 				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
 		}
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, perr)
+		s.giveBack(ctx, code, hold, ModeFlashKafka, perr)
 		if uerr := s.gate.UnclaimOrder(wctx, hold.OrderID, code); uerr != nil {
 			s.log.WarnContext(ctx, "could not drop the orderId claim; a retry with another voucher gets ORDER_CONFLICT until it expires",
 				"code", code, "orderId", hold.OrderID, "err", uerr)
@@ -159,11 +159,11 @@ func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 func (s *Service) claimOrder(ctx context.Context, code string, hold Hold) error {
 	owner, err := s.gate.ClaimOrder(ctx, hold.OrderID, code, s.cfg.Clock().Add(claimTTL))
 	if err != nil {
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, err)
+		s.giveBack(ctx, code, hold, ModeFlashKafka, err)
 		return err
 	}
 	if owner != code {
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
+		s.giveBack(ctx, code, hold, ModeFlashKafka, nil)
 		return orderConflict(code, hold.OrderID, owner)
 	}
 	return nil
@@ -199,10 +199,13 @@ func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold,
 		// Not found, or the store is unavailable: the gate's claim decided.
 		return Reservation{}, false, nil
 	case row.VoucherCode != code || row.CustomerID != hold.CustomerID:
-		s.compensate(ctx, code, hold.OrderID, ModeFlashKafka, nil)
+		s.giveBack(ctx, code, hold, ModeFlashKafka, nil)
 		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
 		return Reservation{}, true, orderConflict(code, hold.OrderID, row.VoucherCode)
 	case row.Status == StatusReleased:
+		if hold.Replaces != "" {
+			s.giveBack(ctx, code, hold, ModeFlashKafka, nil)
+		}
 		if _, err := s.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
 			s.log.ErrorContext(ctx, "could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
 		}

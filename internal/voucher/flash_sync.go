@@ -31,8 +31,32 @@ func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, hold Hold)
 		s.log.WarnContext(ctx, "durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
 		return Reservation{}, err
 	}
-	s.compensate(ctx, req.Code, req.OrderID, ModeFlashSync, err)
+	s.giveBack(ctx, req.Code, hold, ModeFlashSync, err)
 	return Reservation{}, err
+}
+
+// giveBack undoes what the gate did for hold after its durable write
+// provably failed: a use taken goes back (compensate); a use taken over
+// from hold.Replaces goes back to that order (Gate.Unreplace), so the
+// customer keeps the hold they had.
+func (s *Service) giveBack(ctx context.Context, code string, hold Hold, mode Mode, cause error) {
+	if hold.Replaces == "" {
+		s.compensate(ctx, code, hold.OrderID, mode, cause)
+		return
+	}
+	s.obs.Compensated(mode)
+	cctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	if _, err := s.gate.Unreplace(cctx, code, hold.OrderID, hold.Replaces); err != nil {
+		// The gate counts the use for the new order, which no row backs,
+		// while the store keeps the replaced one: undersell, repaired by
+		// reconciliation.
+		s.log.ErrorContext(ctx, "could not undo a replacement in the gate", "code", code, "orderId", hold.OrderID,
+			"replaces", hold.Replaces, "cause", cause, "err", err)
+		return
+	}
+	s.log.WarnContext(ctx, "durable write of a replacement failed; the replaced hold stands again", "code", code,
+		"orderId", hold.OrderID, "replaces", hold.Replaces, "mode", mode, "cause", cause)
 }
 
 // gateDown answers a flash reservation the gate could not decide (gateErr)

@@ -23,6 +23,10 @@ type Store interface {
 	// update, the per-customer counter and the redemption row. A known orderId
 	// with the same code and customer is a replay; it takes nothing.
 	Reserve(ctx context.Context, r ReserveRequest, now time.Time, ttl time.Duration) (Reservation, error)
+	// Validate answers what Reserve of the same request at now would
+	// answer, writing nothing: the same refusal errors, or what the use
+	// would be. An empty OrderID skips the orderId checks.
+	Validate(ctx context.Context, r ValidateRequest, now time.Time) (StoreValidation, error)
 	// Redemption returns one redemption; CodeReservationNotFound when absent.
 	Redemption(ctx context.Context, code, orderID string) (Redemption, error)
 	// Order returns the redemption of an orderId whatever its voucher;
@@ -117,6 +121,9 @@ const (
 	GateQuotaHeld
 	// GateSoldOut: no use remains.
 	GateSoldOut
+	// GateNotHeld: the order a replacement names is not the customer's
+	// held hold on the voucher (Replace).
+	GateNotHeld
 )
 
 // String names the outcome for logs and metrics.
@@ -136,6 +143,8 @@ func (o GateOutcome) String() string {
 		return "quota_held"
 	case GateSoldOut:
 		return "sold_out"
+	case GateNotHeld:
+		return "not_held"
 	}
 	return "unknown"
 }
@@ -157,6 +166,10 @@ type Hold struct {
 	// Owner is the id of the instance that took the use and writes it to
 	// the store; empty for holds loaded or adopted from the store.
 	Owner string
+	// Replaces is, for a hold the service takes with Gate.Replace, the
+	// orderId whose use it takes over; the gate does not store it (the
+	// replaced order's released marker records the step).
+	Replaces string
 }
 
 // GateDecision is the gate's answer. Hold is filled for GateReplay.
@@ -185,6 +198,20 @@ const (
 type Gate interface {
 	// Reserve checks and takes a use atomically for hold.OrderID.
 	Reserve(ctx context.Context, code string, perUserLimit int32, hold Hold) (GateDecision, error)
+	// Validate answers what Reserve would decide for orderID (optional: ""
+	// skips the orderId checks) and customerID, taking nothing: GateTaken
+	// for a use it would take, the other outcomes as Reserve gives them.
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID int64) (GateDecision, error)
+	// Replace takes the use of replaces, customerID's held (not pending,
+	// not released) hold, for hold.OrderID in one atomic step: replaces is
+	// marked released and hold stored, the remaining count and the
+	// customer's count unchanged. A known hold.OrderID is answered as
+	// Reserve answers it; GateNotHeld when replaces is not such a hold.
+	Replace(ctx context.Context, code string, hold Hold, replaces string) (GateDecision, error)
+	// Unreplace undoes a Replace whose durable write provably failed:
+	// replaces holds its use again and orderID is forgotten. It reports
+	// whether it changed anything.
+	Unreplace(ctx context.Context, code, orderID, replaces string) (bool, error)
 	// Lookup returns what the gate knows of orderID; found is false when it
 	// knows nothing (or the voucher is not loaded).
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
@@ -281,14 +308,26 @@ type ReservedEvent struct {
 	DiscountAmount int64
 	ReservedAt     time.Time
 	ExpiresAt      time.Time
+	// ReplacesOrderID is set when the use was taken over from that order
+	// (Gate.Replace): the consumer releases it and writes this one in one
+	// transaction. Such an event is written as version
+	// EventVersionReplace; others as EventVersion, which older consumers
+	// read.
+	ReplacesOrderID string
 }
+
+// EventVersionReplace is the version of a ReservedEvent that replaces an
+// order. A consumer that knows only EventVersion refuses it (dead letter)
+// rather than apply it as a plain reservation, which would count the use
+// twice.
+const EventVersionReplace = 2
 
 // EventFromHold builds the event for a hold taken by the gate.
 func EventFromHold(code string, h Hold) ReservedEvent {
 	return ReservedEvent{
 		Version: EventVersion, Code: code, CustomerID: h.CustomerID, OrderID: h.OrderID,
 		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount,
-		ReservedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt,
+		ReservedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt, ReplacesOrderID: h.Replaces,
 	}
 }
 

@@ -117,6 +117,15 @@ type ServiceConfig struct {
 	// it alive in the gate (default DefaultHeartbeatTTL); beat at least
 	// every third of it.
 	HeartbeatTTL time.Duration
+	// UnknownCodeLimit is how many look-ups of codes that do not exist a
+	// customer may make per minute (reservations and validations); past
+	// it the customer's reservations and validations answer
+	// CodeTooManyRequests for UnknownCodeBlock, decided in memory without
+	// the store (default DefaultUnknownCodeLimit; negative disables).
+	UnknownCodeLimit int
+	// UnknownCodeBlock is how long a customer past UnknownCodeLimit is
+	// refused (default DefaultUnknownCodeBlock).
+	UnknownCodeBlock time.Duration
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives warnings about compensations and repairs.
@@ -140,6 +149,7 @@ type Service struct {
 	refreshing map[string]bool // codes whose definition is being re-read
 
 	heldOut heldOutCache
+	guess   guessLimiter
 
 	// unsettled holds the flash-sync orders whose durable write ended with
 	// an unknown outcome, keyed by code and orderId, until SettleUnknown
@@ -216,6 +226,12 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.UnknownCodeLimit == 0 {
+		cfg.UnknownCodeLimit = DefaultUnknownCodeLimit
+	}
+	if cfg.UnknownCodeBlock <= 0 {
+		cfg.UnknownCodeBlock = DefaultUnknownCodeBlock
+	}
 	if cfg.Instance == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -236,7 +252,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
 		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{},
 		unsettled: map[orderKey]unsettledWrite{}, unknownStandard: map[orderKey]struct{}{},
-		absentSince: map[string]time.Time{}}, nil
+		absentSince: map[string]time.Time{},
+		guess:       guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[int64]*guesser{}}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -309,8 +326,12 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	if err := req.Validate(); err != nil {
 		return Reservation{}, err
 	}
+	if err := s.guessCheck(ctx, req.CustomerID); err != nil {
+		return Reservation{}, err
+	}
 	v, err := s.cachedVoucher(ctx, req.Code)
 	if err != nil {
+		s.guessNoted(ctx, req.CustomerID, err)
 		return Reservation{}, err
 	}
 	// Threshold events once the answer is decided (thresholds.go).
@@ -320,6 +341,9 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		}
 	}()
 	if !v.FlashSale {
+		if err := v.CheckEligible(req.OrderAmount, start); err != nil {
+			return s.ineligibleStandard(ctx, req, err)
+		}
 		return s.reserveStandardTracked(ctx, req)
 	}
 	if s.gate == nil {
@@ -343,6 +367,29 @@ func (s *Service) reserveStandard(ctx context.Context, req ReserveRequest) (Rese
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	return s.store.Reserve(wctx, req, s.cfg.Clock(), s.cfg.ReservationTTL)
+}
+
+// ineligibleStandard answers a reservation of a standard voucher that its
+// cached definition refuses (inelig): a known orderId as voucherd_reserve
+// answers it (replay, ORDER_CONFLICT, ORDER_RELEASED), else inelig. It
+// reads one row by primary key and writes nothing, so a refusal costs what
+// the look-up of an unknown code costs. The definition may be up to
+// VoucherCacheTTL old: a voucher made eligible again on another instance
+// is refused here that long (never the other way: an eligible definition
+// still lets the store decide).
+func (s *Service) ineligibleStandard(ctx context.Context, req ReserveRequest, inelig error) (Reservation, error) {
+	row, err := s.store.Order(ctx, req.OrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return Reservation{}, inelig
+	case err != nil:
+		return Reservation{}, err
+	case row.VoucherCode != req.Code || row.CustomerID != req.CustomerID:
+		return Reservation{}, orderConflict(req.Code, req.OrderID, row.VoucherCode)
+	case row.Status == StatusReleased:
+		return Reservation{}, orderReleased(req.OrderID)
+	}
+	return Reservation{Redemption: row, Replay: true}, nil
 }
 
 // maxUnknownStandard bounds unknownStandard; past it the set starts over
@@ -415,10 +462,16 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 	hold := Hold{
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
 		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
-		Pending: kafka, Owner: s.cfg.Instance,
+		Pending: kafka, Owner: s.cfg.Instance, Replaces: req.ReplacesOrderID,
 	}
 	for attempt := 0; ; attempt++ {
-		dec, err := s.gate.Reserve(ctx, req.Code, v.PerUserLimit, hold)
+		var dec GateDecision
+		var err error
+		if hold.Replaces != "" {
+			dec, err = s.gate.Replace(ctx, req.Code, hold, hold.Replaces)
+		} else {
+			dec, err = s.gate.Reserve(ctx, req.Code, v.PerUserLimit, hold)
+		}
 		if err != nil {
 			if s.cfg.FlashFallback && !kafka {
 				res, err := s.reserveStandard(ctx, req)
@@ -432,7 +485,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateTaken:
 			if kafka {
 				res, err := s.publish(ctx, req.Code, hold)
-				if err == nil && !res.Replay {
+				if err == nil && !res.Replay && hold.Replaces == "" {
 					// The gate's count is the atomic step in this mode;
 					// the store learns of the take later.
 					res.Taken = &Stock{Remaining: dec.Remaining, TotalLimit: v.TotalLimit}
@@ -494,6 +547,9 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			return Reservation{}, false, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
 		case GateSoldOut:
 			return Reservation{}, false, s.soldOutInGate(ctx, req.Code)
+		case GateNotHeld:
+			return Reservation{}, false, Reject(CodeReplacedOrderNotHeld, "",
+				Facts{Voucher: req.Code, OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
 		case GateNotLoaded:
 			if attempt >= notLoadedWarmups {
 				if !kafka {
@@ -568,6 +624,9 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
+	if s.releasedInGate(wctx, code, orderID) {
+		return Redemption{}, Errorf(CodeReservationReleased, "reservation %s of voucher %s was released", orderID, code)
+	}
 	r, err := s.store.Confirm(wctx, code, orderID, s.cfg.Clock())
 	if err != nil && IsCode(err, CodeReservationNotFound) {
 		if applied, aerr := s.applyFromGate(wctx, code, orderID); aerr != nil {
@@ -582,6 +641,19 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 		s.releaseInGate(wctx, code, orderID)
 	}
 	return r, err
+}
+
+// releasedInGate reports whether, in Kafka mode, the gate marks orderID of
+// a flash voucher released. Every release reaches the store before the
+// gate except a replacement (Gate.Replace), whose event the consumer may
+// not have applied yet: the store would still confirm the replaced order.
+// A gate that cannot be read says nothing; the store decides.
+func (s *Service) releasedInGate(ctx context.Context, code, orderID string) bool {
+	if !s.kafkaFlash(ctx, code) {
+		return false
+	}
+	h, found, err := s.gate.Lookup(ctx, code, orderID)
+	return err == nil && found && h.Released
 }
 
 // Release gives a reservation's use back (order cancelled, refunded or

@@ -297,10 +297,23 @@ type ReserveRequest struct {
 	CustomerID  int64
 	OrderID     string
 	OrderAmount int64
+	// ReplacesOrderID, when set, names the same customer's RESERVED hold
+	// on the same voucher whose use this order takes over in one atomic
+	// step (a retry after a failed payment): that order is released and
+	// answers ORDER_RELEASED from then on.
+	ReplacesOrderID string
 }
 
 // Validate checks the ranges of the request fields.
 func (r ReserveRequest) Validate() error {
+	if r.ReplacesOrderID != "" {
+		switch {
+		case !ValidOrderID(r.ReplacesOrderID):
+			return Errorf(CodeInvalidRequest, "replacesOrderId must be 1-64 characters of A-Z a-z 0-9 . _ : -")
+		case r.ReplacesOrderID == r.OrderID:
+			return Errorf(CodeInvalidRequest, "replacesOrderId must differ from orderId")
+		}
+	}
 	switch {
 	case !ValidCode(r.Code):
 		return Errorf(CodeInvalidRequest, "code must be 1-32 characters of A-Z a-z 0-9 _ -")

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+
+	"github.com/voucherd/voucherd/client"
+)
+
+// orderFlags are the flags of the order-service commands (reserve,
+// validate): the API's URL and the reservation routes' token.
+type orderFlags struct {
+	url, token       string
+	customer, amount int64
+	order            string
+}
+
+func registerOrderFlags(fs *flag.FlagSet, f *orderFlags) {
+	addr := envOr("VOUCHERD_ADDR", "127.0.0.1:8080")
+	fs.StringVar(&f.url, "url", envOr("VOUCHERD_URL", "http://"+addr), "voucherd base URL (VOUCHERD_URL)")
+	fs.StringVar(&f.token, "token", "", "API token (default: VOUCHERD_API_TOKEN)")
+	fs.Int64Var(&f.customer, "customer", 0, "customer id (required)")
+	fs.Int64Var(&f.amount, "amount", 0, "order amount in minor units")
+}
+
+func (f orderFlags) client() *client.Client {
+	token := f.token
+	if token == "" {
+		token = os.Getenv("VOUCHERD_API_TOKEN")
+	}
+	return client.New(f.url, token, client.WithMaxAttempts(2))
+}
+
+// runReserve reserves a use for an order, optionally replacing the
+// customer's earlier hold, and prints the reservation as JSON.
+func runReserve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f orderFlags
+	fs := newFlagSet("reserve", "[flags] CODE", stderr)
+	registerOrderFlags(fs, &f)
+	fs.StringVar(&f.order, "order", "", "orderId (required)")
+	replaces := fs.String("replaces", "", "orderId of the customer's RESERVED hold on this voucher to take the use over from (a retry after a failed payment)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || f.customer <= 0 || f.order == "" {
+		return errors.New("usage: voucherd reserve --customer ID --order ORDER [--amount N] [--replaces ORDER] CODE")
+	}
+	r, err := f.client().Reserve(ctx, fs.Arg(0), client.ReserveRequest{CustomerID: f.customer, OrderID: f.order,
+		OrderAmount: f.amount, ReplacesOrderID: *replaces})
+	if err != nil {
+		return err
+	}
+	return writeIndented(stdout, r)
+}
+
+// runValidate prints, as JSON, what a reservation would answer now.
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f orderFlags
+	fs := newFlagSet("validate", "[flags] CODE", stderr)
+	registerOrderFlags(fs, &f)
+	fs.StringVar(&f.order, "order", "", "orderId (optional)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || f.customer <= 0 {
+		return errors.New("usage: voucherd validate --customer ID [--amount N] [--order ORDER] CODE")
+	}
+	v, err := f.client().Validate(ctx, fs.Arg(0), client.ValidateRequest{CustomerID: f.customer, OrderID: f.order,
+		OrderAmount: f.amount})
+	if err != nil {
+		return err
+	}
+	return writeIndented(stdout, v)
+}

@@ -1,0 +1,92 @@
+-- voucherd_replace takes a use of p_code for order p_order in place of
+-- p_replaces, the same customer's RESERVED hold on p_code, in one
+-- transaction: p_replaces becomes RELEASED and p_order RESERVED, and
+-- neither the voucher's used_count nor the customer's counter moves, so no
+-- other reservation can take the use in between. A known p_order is
+-- answered as voucherd_reserve answers it (a replay of an earlier
+-- replacement included). p_replaces not being that hold is
+-- REPLACED_ORDER_NOT_HELD; p_order not eligible is NOT_ELIGIBLE; both roll
+-- back and leave p_replaces held. Lock order as voucherd_reserve: the
+-- redemption rows (p_replaces first, under FOR UPDATE, which also orders
+-- it against a concurrent release, confirm or expiry), the customer's
+-- counter, the voucher row last. o_used and o_total are 0: no use was taken
+-- from the stock.
+CREATE OR REPLACE FUNCTION voucherd_replace(
+    p_code text, p_customer bigint, p_order text, p_replaces text, p_amount bigint, p_now timestamptz,
+    p_ttl interval,
+    OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v voucher%ROWTYPE;
+    r voucher_redemption%ROWTYPE;
+    old voucher_redemption%ROWTYPE;
+    v_verdict text;
+BEGIN
+    o_used := 0;
+    o_total := 0;
+    SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+    IF NOT FOUND THEN
+        PERFORM voucherd_reject('VOUCHER_NOT_FOUND', format('voucher=%s', p_code));
+    END IF;
+
+    -- A known orderId: a replay (of this replacement, once it committed),
+    -- a conflict or released, whatever p_replaces is now.
+    SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+    IF FOUND THEN
+        v_verdict := voucherd_order_verdict(r, p_code, p_customer);
+        IF v_verdict <> '' THEN
+            PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
+        END IF;
+        redemption := r;
+        replay := true;
+        RETURN;
+    END IF;
+
+    SELECT x.* INTO old FROM voucher_redemption x WHERE x.order_id = p_replaces FOR UPDATE;
+    IF NOT FOUND OR old.voucher_code <> p_code OR old.customer_id <> p_customer OR old.status <> 'RESERVED' THEN
+        PERFORM voucherd_reject('REPLACED_ORDER_NOT_HELD',
+            format('voucher=%s order=%s customer=%s', p_code, p_replaces, p_customer));
+    END IF;
+
+    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    IF v_verdict <> '' THEN
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+    END IF;
+
+    INSERT INTO voucher_redemption AS x
+        (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
+    VALUES (p_order, p_code, p_customer, p_amount,
+            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl)
+    ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
+    RETURNING x.* INTO r;
+    IF NOT FOUND THEN
+        -- A concurrent request with the same orderId committed first.
+        SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+        v_verdict := voucherd_order_verdict(r, p_code, p_customer);
+        IF v_verdict <> '' THEN
+            PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
+        END IF;
+        redemption := r;
+        replay := true;
+        RETURN;
+    END IF;
+    UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now WHERE x.order_id = p_replaces;
+
+    -- The voucher row under its lock: a concurrent PATCH that made the
+    -- order ineligible is seen here. The counts stay as they are.
+    PERFORM 1 FROM voucher x
+    WHERE x.code = p_code
+      AND NOT x.disabled
+      AND x.starts_at <= p_now AND p_now < x.ends_at
+      AND x.min_order_amount <= p_amount
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount),
+            voucherd_eligibility(v, p_amount, p_now));
+    END IF;
+
+    redemption := r;
+    replay := false;
+END
+$$;

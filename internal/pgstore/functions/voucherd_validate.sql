@@ -1,0 +1,57 @@
+-- voucherd_validate answers whether voucherd_reserve, called with the same
+-- arguments at p_now, would take a use, and writes nothing (STABLE: a write
+-- here is an error). It runs the reads of voucherd_reserve in the same
+-- order and raises the same rejections (voucherd_reject, VD004 for
+-- HELD_OUT), so its answer is the reservation's. A NULL p_order skips the
+-- orderId check. o_replay is true when p_order already holds a use of p_code
+-- for p_customer (a reservation would replay it; o_discount is then that
+-- hold's), else o_discount is the discount a new use would get.
+-- It reads without locks: a reservation committed meanwhile may change the
+-- answer, as it would change the reservation's.
+CREATE OR REPLACE FUNCTION voucherd_validate(
+    p_code text, p_customer bigint, p_order text, p_amount bigint, p_now timestamptz,
+    OUT o_discount bigint, OUT o_replay boolean)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v voucher%ROWTYPE;
+    r voucher_redemption%ROWTYPE;
+    v_held integer;
+    v_verdict text;
+BEGIN
+    SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+    IF NOT FOUND THEN
+        PERFORM voucherd_reject('VOUCHER_NOT_FOUND', format('voucher=%s', p_code));
+    END IF;
+
+    IF p_order IS NOT NULL THEN
+        SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+        IF FOUND THEN
+            v_verdict := voucherd_order_verdict(r, p_code, p_customer);
+            IF v_verdict <> '' THEN
+                PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
+            END IF;
+            o_discount := r.discount_amount;
+            o_replay := true;
+            RETURN;
+        END IF;
+    END IF;
+
+    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    IF v_verdict <> '' THEN
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+    END IF;
+
+    IF v.used_count >= v.total_limit THEN
+        PERFORM voucherd_reject_stock(p_code, p_now);
+    END IF;
+
+    SELECT u.held INTO v_held FROM voucher_customer_usage u
+    WHERE u.voucher_code = p_code AND u.customer_id = p_customer;
+    IF coalesce(v_held, 0) >= v.per_user_limit THEN
+        PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(p_code, p_customer, v.per_user_limit));
+    END IF;
+
+    o_discount := voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount);
+    o_replay := false;
+END
+$$;

@@ -1,0 +1,150 @@
+package redisgate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// Status of replace.lua beyond those it shares with reserve.lua.
+const replaceNotHeld = 8
+
+// Validate answers what Reserve would decide for orderID ("" leaves the
+// orderId checks out) and customerID with validate.lua, which writes
+// nothing. While the voucher is in the sold-out cache the copy answers, as
+// it does for Reserve.
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID int64) (voucher.GateDecision, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.GateDecision{}, err
+	}
+	if orderID != "" {
+		if err := checkOrderID(orderID); err != nil {
+			return voucher.GateDecision{}, err
+		}
+	}
+	if perUserLimit <= 0 {
+		return voucher.GateDecision{}, voucher.Errorf(voucher.CodeInvalidRequest, "perUserLimit must be > 0")
+	}
+	if e := g.soldOut.get(code); e != nil && orderID != "" {
+		if d, ok := e.decide(orderID, customerID, false); ok {
+			return d, nil
+		}
+	} else if e != nil {
+		return voucher.GateDecision{Outcome: voucher.GateSoldOut}, nil
+	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "validate", code)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders},
+		[]string{orderID, strconv.FormatInt(customerID, 10), strconv.FormatInt(int64(perUserLimit), 10)}).ToArray()
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "validate", code)
+	}
+	status, remaining, third, err := reserveReply(res)
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "validate", code)
+	}
+	d := voucher.GateDecision{Remaining: max(remaining, 0)}
+	switch status {
+	case reserveTaken:
+		d.Outcome = voucher.GateTaken
+	case reserveReplay, reserveConflict, reserveReleased:
+		d.Outcome = knownOrderOutcome(status)
+		if d.Hold, err = decodeHold(orderID, third); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "validate", code)
+		}
+	case reserveNotLoaded:
+		d.Outcome = voucher.GateNotLoaded
+	case reserveQuotaHeld:
+		d.Outcome = voucher.GateQuotaHeld
+	case reserveSoldOut:
+		d.Outcome = voucher.GateSoldOut
+	default:
+		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown validate status %d", status), "validate", code)
+	}
+	return d, nil
+}
+
+// Replace takes the use of replaces, hold.CustomerID's held hold, for
+// hold.OrderID with replace.lua: one atomic step in which the counts do not
+// move. hold.Pending stores the new hold as pending (Kafka mode). It never
+// answers from the sold-out cache, and clears it when it replaced.
+func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, replaces string) (voucher.GateDecision, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.GateDecision{}, err
+	}
+	if err := checkOrderID(hold.OrderID); err != nil {
+		return voucher.GateDecision{}, err
+	}
+	if err := checkOrderID(replaces); err != nil {
+		return voucher.GateDecision{}, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "replace", code)
+	}
+	state := byte(stateHeld)
+	if hold.Pending {
+		state = statePending
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	res, err := replaceScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version},
+		[]string{hold.OrderID, strconv.FormatInt(hold.CustomerID, 10), encodeHold(state, hold), replaces}).ToArray()
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "replace", code)
+	}
+	status, remaining, third, err := reserveReply(res)
+	if err != nil {
+		return voucher.GateDecision{}, interpretError(err, "replace", code)
+	}
+	d := voucher.GateDecision{Remaining: max(remaining, 0)}
+	switch status {
+	case reserveTaken:
+		d.Outcome = voucher.GateTaken
+		g.soldOut.clear(code)
+	case reserveReplay, reserveConflict, reserveReleased:
+		d.Outcome = knownOrderOutcome(status)
+		if d.Hold, err = decodeHold(hold.OrderID, third); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "replace", code)
+		}
+	case reserveNotLoaded:
+		d.Outcome = voucher.GateNotLoaded
+	case replaceNotHeld:
+		d.Outcome = voucher.GateNotHeld
+	default:
+		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown replace status %d", status), "replace", code)
+	}
+	return d, nil
+}
+
+// Unreplace undoes a Replace of replaces by orderID with unreplace.lua and
+// reports whether it did.
+func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string) (bool, error) {
+	if err := checkCode(code); err != nil {
+		return false, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return false, interpretError(err, "unreplace", code)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	n, err := unreplaceScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version},
+		[]string{orderID, replaces}).AsInt64()
+	if err != nil {
+		return false, interpretError(err, "unreplace", code)
+	}
+	if n == 1 {
+		g.soldOut.clear(code)
+	}
+	return n == 1, nil
+}

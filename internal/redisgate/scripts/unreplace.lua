@@ -1,0 +1,33 @@
+-- unreplace.lua: undoes replace.lua after the durable write of the
+-- replacement provably failed: the replaced orderId holds its use again
+-- and the new orderId is forgotten (the client may retry it). The counts do
+-- not move, as they did not in replace.lua.
+--
+-- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
+-- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
+-- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
+-- (KEYS[2], the users hash, is passed for the common key layout and not used.)
+--
+-- ARGV[1] -> new orderId
+-- ARGV[2] -> replaced orderId
+--
+-- Returns 1 when it undid the replacement, 0 when the two orders are not in
+-- the state replace.lua left them in (same customer, new held or pending,
+-- replaced released), or the voucher is not loaded.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local new = redis.call('HGET', KEYS[3], ARGV[1])
+local old = redis.call('HGET', KEYS[3], ARGV[2])
+if not new or not old then
+  return 0
+end
+local nstate, ncust = string.match(new, '^(%a)|([^|]*)|')
+local ostate, ocust = string.match(old, '^(%a)|([^|]*)|')
+if (nstate ~= 'H' and nstate ~= 'P') or ostate ~= 'R' or ncust ~= ocust then
+  return 0
+end
+redis.call('HSET', KEYS[3], ARGV[2], 'H' .. string.sub(old, 2))
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('INCR', KEYS[4])
+return 1
