@@ -43,10 +43,10 @@ const (
 	DefaultReplicationFactor = 1
 	DefaultProduceTimeout    = 2 * time.Second
 	DefaultSessionTimeout    = 10 * time.Second
-	DefaultLinger            = time.Millisecond
+	DefaultLinger            = 5 * time.Millisecond
 	DefaultBatchSize         = 500
 	DefaultFetchMinBytes     = 64 << 10
-	DefaultFetchMaxWait      = 50 * time.Millisecond
+	DefaultFetchMaxWait      = 200 * time.Millisecond
 	DefaultBatchTimeout      = 30 * time.Second
 	DefaultRetryBackoff      = 200 * time.Millisecond
 	DefaultMaxRetryBackoff   = time.Second
@@ -95,9 +95,10 @@ type Config struct {
 	// caller gets CodeUnavailable.
 	ProduceTimeout time.Duration
 	// Linger is how long the producer waits for more records before it
-	// sends a batch. Concurrent publishes also share a request while the
-	// previous one is in flight, so a small linger costs little batching.
-	// Negative means no linger.
+	// sends a batch. The idempotent producer keeps up to five requests in
+	// flight, so a request leaves after each linger: the linger sets how
+	// many records share a request, and the broker's cost is mostly per
+	// request. Negative means no linger.
 	Linger time.Duration
 
 	// SessionTimeout is how long the group waits for a consumer that stopped
