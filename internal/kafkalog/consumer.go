@@ -90,6 +90,8 @@ func NewConsumer(cfg Config, applier Applier) (*Consumer, error) {
 		// A new group must start from the oldest event, not the newest: a
 		// group created after events were published still applies them.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMinBytes(cfg.FetchMinBytes),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// Offsets are committed by hand, after the store has committed.
 		kgo.DisableAutoCommit(),
 		// No partition is revoked while a batch is in hand: a rebalance

@@ -169,7 +169,9 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, int32(3), cfg.Partitions)
 	require.Equal(t, int16(1), cfg.ReplicationFactor)
 	require.Equal(t, 2*time.Second, cfg.ProduceTimeout)
-	require.Equal(t, time.Millisecond, cfg.Linger)
+	require.Equal(t, 5*time.Millisecond, cfg.Linger)
+	require.Equal(t, int32(64<<10), cfg.FetchMinBytes)
+	require.Equal(t, 200*time.Millisecond, cfg.FetchMaxWait)
 	require.NotNil(t, cfg.Logger)
 
 	cfg, err = Config{Brokers: []string{"b:1"}, Linger: -1}.withDefaults()
@@ -187,6 +189,8 @@ func TestConfigDefaults(t *testing.T) {
 		{"bad events topic", Config{Brokers: []string{"b:1"}, EventsTopic: "a b"}},
 		{"events topic is the topic", Config{Brokers: []string{"b:1"}, Topic: "t", EventsTopic: "t"}},
 		{"negative partitions", Config{Brokers: []string{"b:1"}, Partitions: -1}},
+		{"negative fetch min bytes", Config{Brokers: []string{"b:1"}, FetchMinBytes: -1}},
+		{"fetch wait under 1ms", Config{Brokers: []string{"b:1"}, FetchMaxWait: time.Microsecond}},
 		{"negative timeout", Config{Brokers: []string{"b:1"}, ProduceTimeout: -time.Second}},
 		{"backoff above max", Config{Brokers: []string{"b:1"}, RetryBackoff: time.Minute}},
 	}

@@ -43,8 +43,10 @@ const (
 	DefaultReplicationFactor = 1
 	DefaultProduceTimeout    = 2 * time.Second
 	DefaultSessionTimeout    = 10 * time.Second
-	DefaultLinger            = time.Millisecond
+	DefaultLinger            = 5 * time.Millisecond
 	DefaultBatchSize         = 500
+	DefaultFetchMinBytes     = 64 << 10
+	DefaultFetchMaxWait      = 200 * time.Millisecond
 	DefaultBatchTimeout      = 30 * time.Second
 	DefaultRetryBackoff      = 200 * time.Millisecond
 	DefaultMaxRetryBackoff   = time.Second
@@ -93,9 +95,10 @@ type Config struct {
 	// caller gets CodeUnavailable.
 	ProduceTimeout time.Duration
 	// Linger is how long the producer waits for more records before it
-	// sends a batch. Concurrent publishes also share a request while the
-	// previous one is in flight, so a small linger costs little batching.
-	// Negative means no linger.
+	// sends a batch. The idempotent producer keeps up to five requests in
+	// flight, so a request leaves after each linger: the linger sets how
+	// many records share a request, and the broker's cost is mostly per
+	// request. Negative means no linger.
 	Linger time.Duration
 
 	// SessionTimeout is how long the group waits for a consumer that stopped
@@ -107,6 +110,15 @@ type Config struct {
 
 	// BatchSize is the most records the consumer applies at once.
 	BatchSize int
+	// FetchMinBytes and FetchMaxWait let the broker hold the consumer's
+	// fetch until FetchMinBytes of events have arrived or FetchMaxWait has
+	// passed. Each fetch becomes one store write, one offset commit and one
+	// broker answer whatever its size, so gathering events costs the
+	// consumer at most FetchMaxWait of lag and saves CPU in the consumer,
+	// PostgreSQL and the broker for every event of a busy sale. A backlog
+	// is fetched at once.
+	FetchMinBytes int32
+	FetchMaxWait  time.Duration
 	// BatchTimeout bounds applying one batch (store, dead letters, commit).
 	BatchTimeout time.Duration
 	// RetryBackoff is the first pause after a failed batch; it doubles up
@@ -179,6 +191,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
 	}
+	if c.FetchMinBytes == 0 {
+		c.FetchMinBytes = DefaultFetchMinBytes
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = DefaultFetchMaxWait
+	}
 	if c.BatchTimeout == 0 {
 		c.BatchTimeout = DefaultBatchTimeout
 	}
@@ -216,6 +234,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("kafkalog: SessionTimeout must be > 0")
 	case c.ProduceTimeout < 0 || c.BatchTimeout < 0:
 		return c, errors.New("kafkalog: timeouts must be > 0")
+	case c.FetchMinBytes < 0 || c.FetchMaxWait < time.Millisecond:
+		return c, errors.New("kafkalog: need FetchMinBytes >= 0 and FetchMaxWait >= 1ms")
 	case c.BatchSize < 0:
 		return c, fmt.Errorf("kafkalog: BatchSize must be > 0, got %d", c.BatchSize)
 	case c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff:

@@ -110,7 +110,9 @@ type Gate struct {
 	stopBg context.CancelFunc
 	mu     sync.Mutex // guards closed against starting background work
 	closed bool
-	wg     sync.WaitGroup // the dial loop and sold-out copy fetches
+	// commits combines concurrent commits of one voucher (commits.go).
+	commits commitQueues
+	wg      sync.WaitGroup // the dial loop and sold-out copy fetches
 }
 
 var _ voucher.Gate = (*Gate)(nil)
@@ -349,18 +351,7 @@ func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) (bool
 	if err := checkOrderID(hold.OrderID); err != nil {
 		return false, err
 	}
-	client, err := g.conn()
-	if err != nil {
-		return false, interpretError(err, "commit", code)
-	}
-	k := keysFor(g.cfg.KeyPrefix, code)
-	ctx, cancel := g.withTimeout(ctx)
-	defer cancel()
-	n, err := commitScript.Exec(ctx, client, []string{k.orders, k.version}, []string{hold.OrderID}).AsInt64()
-	if err != nil {
-		return false, interpretError(err, "commit", code)
-	}
-	return n == 1, nil
+	return g.commit(ctx, code, hold.OrderID)
 }
 
 // Release gives the use of orderID back if it holds one, and reports whether

@@ -254,6 +254,76 @@ func TestReleaseNotLoadedChangesNothing(t *testing.T) {
 	require.Zero(t, rawExists(t, g, "NOTLOADED"))
 }
 
+// TestConcurrentCommitsCombined: concurrent commits of one voucher share
+// script calls, and each caller still gets its own hold's answer: pending
+// holds are committed once, released and unknown orderIds are not, and the
+// holds of another voucher are untouched.
+func TestConcurrentCommitsCombined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v, other := testVoucher("COMBINED", 200, 1), testVoucher("OTHERCOMMIT", 10, 1)
+	loadEmpty(t, g, v)
+	loadEmpty(t, g, other)
+	const n = 150
+	holds := make([]voucher.Hold, n)
+	for i := range holds {
+		holds[i] = testHold(orderID(i), int64(i+1))
+		holds[i].Pending = true
+		d, err := g.Reserve(ctx, v.Code, 1, holds[i])
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
+	}
+	otherHold := testHold(orderID(0), 1)
+	otherHold.Pending = true
+	_, err := g.Reserve(ctx, other.Code, 1, otherHold)
+	require.NoError(t, err)
+	// Every tenth order is released before its commit: it must stay released.
+	for i := 0; i < n; i += 10 {
+		released, err := g.Release(ctx, v.Code, holds[i].OrderID, voucher.ReleaseMark)
+		require.NoError(t, err)
+		require.True(t, released)
+	}
+
+	type answer struct {
+		committed bool
+		err       error
+	}
+	answers := make([]answer, 2*n+1)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() {
+			h := holds[i%n]
+			if i == 2*n {
+				h = testHold("unknown-order", 999)
+			}
+			ok, err := g.Commit(ctx, v.Code, h)
+			answers[i] = answer{ok, err}
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		a, b := answers[i], answers[i+n]
+		require.NoError(t, a.err)
+		require.NoError(t, b.err)
+		if i%10 == 0 {
+			require.False(t, a.committed || b.committed, "released order %d committed", i)
+		} else {
+			require.True(t, a.committed != b.committed, "order %d committed exactly once", i)
+		}
+		got, found, err := g.Lookup(ctx, v.Code, holds[i].OrderID)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.False(t, got.Pending)
+		require.Equal(t, i%10 == 0, got.Released)
+	}
+	require.NoError(t, answers[2*n].err)
+	require.False(t, answers[2*n].committed, "an unknown orderId is not committed")
+	got, _, err := g.Lookup(ctx, other.Code, otherHold.OrderID)
+	require.NoError(t, err)
+	require.True(t, got.Pending, "another voucher's hold is untouched")
+}
+
 func TestPendingAndCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
