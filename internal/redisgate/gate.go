@@ -216,6 +216,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	}
 	if e := g.soldOut.get(code); e != nil {
 		if d, ok := e.decide(hold.OrderID, hold.CustomerID, hold.Pending); ok {
+			d.Local = true
 			g.soldOut.hits.Add(1)
 			if g.cfg.OnSoldOutHit != nil {
 				g.cfg.OnSoldOutHit(code)
