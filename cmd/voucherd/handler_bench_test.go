@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 // service, gate, store) of a flash-sync stack per request, without
 // net/http's connection work: each iteration calls ServeHTTP with one
 // reused request whose body carries a fresh customerId and orderId. Its
-// allocs/op and B/op do not depend on the machine's load; ns/op does.
+// allocs/op and B/op do not depend on the machine's load; ns/op does, and
+// cpu-ns/op (the process's user and system CPU time per iteration, the
+// stack's background work included) much less.
 // Sub-benchmarks: healthz (GET /healthz, the no-op route); refusal (a
 // reservation of a sold-out flash voucher: 409 HELD_OUT from the gate's
 // sold-out cache, no Redis or PostgreSQL call); take (a reservation that
@@ -25,25 +28,11 @@ import (
 //
 //	go test -run '^$' -bench 'Handler' -benchmem ./cmd/voucherd/
 func BenchmarkHandler(b *testing.B) {
-	s := newStack(b, stackOptions{flash: true})
-	h := s.app.server.Handler
-	soldOut := s.createVoucher(voucherSpec{TotalLimit: 3})
-	for i := range 3 {
-		r := s.reserve(soldOut, int64(i+1), "sell-"+strconv.Itoa(i), 5000)
-		require.Equal(b, http.StatusCreated, r.status, string(r.raw))
-	}
-	// Wait until refusals come from the sold-out cache.
-	hits := s.app.gate.SoldOutHits()
-	require.Eventually(b, func() bool {
-		r := s.reserve(soldOut, 99, "probe-"+strconv.FormatInt(time.Now().UnixNano(), 10), 5000)
-		require.Equal(b, http.StatusConflict, r.status, string(r.raw))
-		return s.app.gate.SoldOutHits() > hits
-	}, 10*time.Second, 20*time.Millisecond)
-	plenty := s.createVoucher(voucherSpec{TotalLimit: 1 << 30})
-
+	h, soldOut, plenty := handlerStack(b)
 	b.Run("healthz", func(b *testing.B) {
 		req := newBenchRequest(b, http.MethodGet, "/healthz")
 		w := &discardWriter{h: http.Header{}}
+		defer reportCPU(b)()
 		for b.Loop() {
 			clear(w.h)
 			w.status = 0
@@ -65,6 +54,7 @@ func BenchmarkHandler(b *testing.B) {
 			w := &discardWriter{h: http.Header{}}
 			base := time.Now().UnixNano() / 1000 % 1_000_000_000 * 1_000_000
 			n := int64(0)
+			defer reportCPU(b)()
 			for b.Loop() {
 				n++
 				clear(w.h)
@@ -79,6 +69,41 @@ func BenchmarkHandler(b *testing.B) {
 	}
 }
 
+// handlerStack starts a flash-sync stack and returns its served handler, a
+// sold-out flash voucher whose refusals come from the gate's sold-out
+// cache, and a flash voucher with more uses than any run takes.
+func handlerStack(t testing.TB) (h http.Handler, soldOut, plenty string) {
+	s := newStack(t, stackOptions{flash: true})
+	soldOut = s.createVoucher(voucherSpec{TotalLimit: 3})
+	for i := range 3 {
+		r := s.reserve(soldOut, int64(i+1), "sell-"+strconv.Itoa(i), 5000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	}
+	hits := s.app.gate.SoldOutHits()
+	require.Eventually(t, func() bool {
+		r := s.reserve(soldOut, 99, "probe-"+strconv.FormatInt(time.Now().UnixNano(), 10), 5000)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		return s.app.gate.SoldOutHits() > hits
+	}, 10*time.Second, 20*time.Millisecond)
+	return s.app.server.Handler, soldOut, s.createVoucher(voucherSpec{TotalLimit: 1 << 30})
+}
+
+// reportCPU starts counting the process's CPU time; the function it returns
+// reports it per iteration as cpu-ns/op.
+func reportCPU(b *testing.B) func() {
+	start := processCPU(b)
+	return func() {
+		b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// processCPU returns the user and system CPU time of this process so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // benchRequest is one *http.Request reused by every iteration, with its
 // body rewritten in place.
 type benchRequest struct {
@@ -86,7 +111,7 @@ type benchRequest struct {
 	body benchBody
 }
 
-func newBenchRequest(b *testing.B, method, path string) *benchRequest {
+func newBenchRequest(b testing.TB, method, path string) *benchRequest {
 	u, err := url.Parse(path)
 	require.NoError(b, err)
 	br := &benchRequest{}
