@@ -8,16 +8,17 @@
 #
 # Each round, in this order, each load run `wrk -t1 -cN -dS --latency`:
 #   1. a flash voucher of 1,000 uses is created and sold out (wrk, 2 s);
-#   2. GET /healthz (the no-op);
-#   3. the sold-out refusal: reservations of that voucher, each a new
+#   2. the sold-out refusal: reservations of that voucher, each a new
 #      customerId and orderId (docs/bench/wrk-reserve.lua), answered 409
 #      HELD_OUT from the sold-out cache;
-#   4. takes: the same on a flash voucher of 10^9 uses (every request 201);
-#   5. `voucherd bench --noop` on GET /healthz (the bench's own generator).
+#   3. GET /healthz (the no-op);
+#   4. `voucherd bench --noop` on GET /healthz (the bench's own generator);
+#   5. takes: reservations of a flash voucher of 10^9 uses (every one 201).
 # After each round the sold-out voucher must hold exactly 1,000 uses.
-# Printed: each run's req/s, p99 and the server's CPU time per request
-# (from /proc, user+system, the voucherd process only), then the medians
-# and the issue's targets in one table.
+# Printed: each run's req/s, p99, the server's CPU time per request (from
+# /proc, user+system, the voucherd process only) and the load generator's
+# (wrk's or the bench's), then the medians and the issue's targets in one
+# table. Ratios are taken per round between neighbouring runs.
 #
 # Environment: VOUCHERD (binary; default built from this checkout), PORT_BASE
 # (default 18600: API on it, pprof +1, PostgreSQL +2, Redis +3),
@@ -69,7 +70,8 @@ voucher() { # code totalLimit
 	curl -fs -o /dev/null -X POST "$url/vouchers/$1/warmup"
 }
 
-# run NAME PATH [lua]: one wrk run; prints "req/s p99_ms cpu_us_per_request non2xx".
+# run NAME PATH [lua]: one wrk run; prints "req/s p99_ms server_cpu_us
+# non2xx generator_cpu_us" (CPU per request).
 run() {
 	local name=$1 path=$2 script=${3:-} out c0 c1 prof=
 	if [[ -n ${PROFILE_DIR:-} && $round == 1 ]]; then
@@ -79,9 +81,9 @@ run() {
 	fi
 	c0=$(cpu_ticks)
 	if [[ -n $script ]]; then
-		out=$(VOUCHER_PATH=$path wrk -t1 -c"$conns" -d"${secs}s" --latency -s "$script" "$url")
+		out=$(VOUCHER_PATH=$path /usr/bin/time -f 'GENCPU %U %S' wrk -t1 -c"$conns" -d"${secs}s" --latency -s "$script" "$url" 2>&1)
 	else
-		out=$(wrk -t1 -c"$conns" -d"${secs}s" --latency "$url$path")
+		out=$(/usr/bin/time -f 'GENCPU %U %S' wrk -t1 -c"$conns" -d"${secs}s" --latency "$url$path" 2>&1)
 	fi
 	c1=$(cpu_ticks)
 	[[ -n $prof ]] && wait "$prof"
@@ -90,32 +92,37 @@ run() {
 		/^ +99%/ {v = $2; if (v ~ /us$/) p = v / 1000; else if (v ~ /ms$/) p = v + 0; else if (v ~ /s$/) p = v * 1000}
 		/requests in/ {n = $1}
 		/Non-2xx/ {bad = $NF}
-		END {printf "%.0f %.1f %.1f %d\n", rate, p, c / tck * 1e6 / n, bad}' <<<"$out"
+		/^GENCPU/ {g = $2 + $3}
+		END {printf "%.0f %.1f %.1f %d %.1f\n", rate, p, c / tck * 1e6 / n, bad, g * 1e6 / n}' <<<"$out"
 }
 
-declare -a H R T B HC RC TC RP RATIO BRATIO
-printf '%-6s %-9s %10s %9s %12s %s\n' round run req/s p99_ms cpu_us/req note
+declare -a H R T B HC RC TC RP RATIO BRATIO WG BG CR
+printf '%-6s %-10s %10s %9s %12s %12s %s\n' round run req/s p99_ms server_us/req gen_us/req note
 for ((round = 1; round <= rounds; round++)); do
 	s=S$round-$$ t=T$round-$$
 	voucher "$s" 1000
 	voucher "$t" 1000000000
 	VOUCHER_PATH=/vouchers/$s/reservations wrk -t1 -c"$conns" -d2s -s "$lua" "$url" >/dev/null
-	read -r hr hp hc _ < <(run healthz /healthz)
-	read -r rr rp rc _ < <(run refusal "/vouchers/$s/reservations" "$lua")
-	read -r tr tp tc tbad < <(run takes "/vouchers/$t/reservations" "$lua")
+	read -r rr rp rc _ _ < <(run refusal "/vouchers/$s/reservations" "$lua")
+	read -r hr hp hc _ hg < <(run healthz /healthz)
 	c0=$(cpu_ticks)
-	br=$("$bin" bench --url "$url" --noop --concurrency "$conns" --duration "${secs}s" --requests 0 --quiet --json |
-		jq -r '.rate // .[0].rate')
+	bout=$(/usr/bin/time -f 'GENCPU %U %S' "$bin" bench --url "$url" --noop --concurrency "$conns" --duration "${secs}s" \
+		--requests 0 --quiet --json 2>"$tmp/bench.err") || { cat "$tmp/bench.err" >&2; exit 1; }
 	c1=$(cpu_ticks)
+	br=$(jq -r '.rate // .[0].rate' <<<"$bout")
+	bn=$(jq -r '.answered // .requests // .[0].answered // empty' <<<"$bout")
+	bg=$(awk -v n="${bn:-0}" '/^GENCPU/ {if (n > 0) printf "%.1f", ($2 + $3) * 1e6 / n; else print "-"}' "$tmp/bench.err")
+	bc_=$(awk -v c=$((c1 - c0)) -v tck="$tck" -v n="${bn:-0}" 'BEGIN {if (n > 0) printf "%.1f", c / tck * 1e6 / n; else print "-"}')
+	read -r tr tp tc tbad _ < <(run takes "/vouchers/$t/reservations" "$lua")
 	used=$(curl -fs "$url/vouchers/$s" | jq '.reserved + .confirmed')
-	printf '%-6s %-9s %10s %9s %12s\n' "$round" healthz "$hr" "$hp" "$hc"
-	printf '%-6s %-9s %10s %9s %12s %s\n' "$round" refusal "$rr" "$rp" "$rc" "uses held: $used of 1000"
-	printf '%-6s %-9s %10s %9s %12s %s\n' "$round" takes "$tr" "$tp" "$tc" "non-2xx: $tbad"
-	printf '%-6s %-9s %10.0f %9s %12s\n' "$round" bench-noop "$br" - -
+	printf '%-6s %-10s %10s %9s %12s %12s %s\n' "$round" refusal "$rr" "$rp" "$rc" - "uses held: $used of 1000"
+	printf '%-6s %-10s %10s %9s %12s %12s\n' "$round" healthz "$hr" "$hp" "$hc" "$hg"
+	printf '%-6s %-10s %10.0f %9s %12s %12s\n' "$round" bench-noop "$br" - "$bc_" "$bg"
+	printf '%-6s %-10s %10s %9s %12s %12s %s\n' "$round" takes "$tr" "$tp" "$tc" - "non-2xx: $tbad"
 	[[ $used == 1000 ]] || { echo "voucher $s holds $used uses, not 1000" >&2; exit 1; }
 	H+=("$hr") R+=("$rr") T+=("$tr") B+=("$br") HC+=("$hc") RC+=("$rc") TC+=("$tc")
 	RATIO+=("$(echo "$rr / $hr" | bc -l)") BRATIO+=("$(echo "$br / $hr" | bc -l)")
-	RP+=("$rp")
+	RP+=("$rp") WG+=("$hg") BG+=("$bg") CR+=("$(echo "$hc / $rc" | bc -l)")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -131,4 +138,7 @@ printf '%-34s %12.0f %22s\n' "bench --noop req/s" "$(median "${B[@]}")" ""
 printf '%-34s %12.2f %22s\n' "bench --noop / wrk healthz" "$(median "${BRATIO[@]}")" ">= 0.90"
 printf '%-34s %12.1f %22s\n' "server CPU us/request, healthz" "$(median "${HC[@]}")" ""
 printf '%-34s %12.1f %22s\n' "server CPU us/request, refusal" "$(median "${RC[@]}")" ""
+printf '%-34s %12.2f %22s\n' "server CPU healthz / refusal" "$(median "${CR[@]}")" "(load-robust 0.85)"
 printf '%-34s %12.1f %22s\n' "server CPU us/request, takes" "$(median "${TC[@]}")" "(voucherd only)"
+printf '%-34s %12.1f %22s\n' "generator CPU us/request, wrk" "$(median "${WG[@]}")" "(healthz)"
+printf '%-34s %12s %22s\n' "generator CPU us/request, bench" "$(median "${BG[@]}")" "(healthz)"

@@ -262,7 +262,8 @@ type exchange struct {
 // new one (see newRequestID).
 func (x *exchange) requestID(got []string) []string {
 	if len(got) > 0 && got[0] != "" && len(got[0]) <= 128 && !strings.ContainsAny(got[0], "\r\n") {
-		return got[:1:1]
+		x.id[0] = got[0]
+		return x.id[:]
 	}
 	newRequestID(&x.idBuf)
 	// idBuf lives as long as the string (it is part of the same object) and
