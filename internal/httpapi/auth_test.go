@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,4 +176,45 @@ func TestKeyringSetWhileServing(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, refused.Load())
 	require.Positive(t, sent.Load())
+}
+
+// TestLoopbackAddresses: IPv4, IPv6 and IPv4-mapped loopback addresses,
+// with or without a port, are loopback; others are not.
+func TestLoopbackAddresses(t *testing.T) {
+	t.Parallel()
+	for remote, want := range map[string]bool{
+		"127.0.0.1:5000": true, "127.1.2.3:80": true, "[::1]:5000": true, "[::ffff:127.0.0.1]:5000": true,
+		"::1": true, "127.0.0.1": true,
+		"203.0.113.9:5000": false, "[2001:db8::1]:5000": false, "localhost:5000": false, "": false, "garbage": false,
+	} {
+		require.Equal(t, want, isLoopback(remote), remote)
+	}
+}
+
+// TestRequestIDs: a usable X-Request-Id of the client is answered as it
+// came; a missing or unusable one is replaced by a new id, a different one
+// per request.
+func TestRequestIDs(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t, nil)
+	id := func(got ...string) string {
+		req := httptest.NewRequest(http.MethodGet, "/vouchers/bad!code", nil)
+		req.RemoteAddr = "127.0.0.1:5000"
+		for _, v := range got {
+			req.Header.Add("X-Request-Id", v)
+		}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Header().Get("X-Request-Id")
+	}
+	require.Equal(t, "client-1", id("client-1"))
+	require.Equal(t, "client-1", id("client-1", "client-2"))
+	generated := map[string]bool{}
+	for _, bad := range []string{"", strings.Repeat("x", 129), "a\nb"} {
+		got := id(bad)
+		require.Regexp(t, `^[0-9a-f]{16}$`, got, bad)
+		generated[got] = true
+	}
+	generated[id()] = true
+	require.Len(t, generated, 4)
 }

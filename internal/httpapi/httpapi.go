@@ -10,12 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/voucherd/voucherd/api"
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -199,28 +200,30 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) error {
 }
 
 // wrap adds request ids, auth, body limits, error writing, logging and
-// metrics around a route handler. Exposed to Config.Extra.
+// metrics around a route handler. Admin routes carry the key's name as the
+// audit trail's actor (voucher.WithActor); no other route changes what the
+// audit trail records. Exposed to Config.Extra.
 func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 	public := route == "GET /readyz"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		hdr := w.Header()
-		id := r.Header.Get("X-Request-Id")
-		if id == "" || len(id) > 128 || strings.ContainsAny(id, "\r\n") {
-			id = newRequestID()
-		}
-		hdr["X-Request-Id"] = []string{id}
-		if r.Body != nil {
+		x := &exchange{statusRecorder: statusRecorder{ResponseWriter: w}}
+		w.Header()["X-Request-Id"] = x.requestID(r.Header["X-Request-Id"])
+		if r.Body != nil && (r.ContentLength < 0 || r.ContentLength > MaxBodyBytes) {
+			// A body of a known length within the limit ends at that
+			// length: net/http reads no further.
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &x.statusRecorder
 		var err error
 		key := AnonymousKey
 		if !public {
 			key, err = s.authenticate(r, admin)
 		}
 		if err == nil {
-			r = r.WithContext(voucher.WithActor(r.Context(), key))
+			if admin {
+				r = r.WithContext(voucher.WithActor(r.Context(), key))
+			}
 			err = h(rec, r)
 		}
 		if err != nil {
@@ -242,18 +245,39 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 		if !s.log.Enabled(ctx, level) {
 			return
 		}
-		s.log.LogAttrs(ctx, level, "request", slog.String("request_id", id), slog.String("route", route),
+		s.log.LogAttrs(ctx, level, "request", slog.String("request_id", x.id[0]), slog.String("route", route),
 			slog.String("key", key), slog.Int("status", rec.status), slog.String("outcome", outcome), slog.Duration("duration", d))
 	})
 }
 
-func isLoopback(remote string) bool {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
+// exchange is what wrap keeps per request, in one allocation.
+type exchange struct {
+	statusRecorder
+	id    [1]string // the X-Request-Id header's value
+	idBuf [16]byte  // the bytes of id[0] when generated; never changed after
+}
+
+// requestID returns the X-Request-Id header value of the answer: the
+// client's (its first value, when of 1-128 bytes without CR or LF), else a
+// new one (see newRequestID).
+func (x *exchange) requestID(got []string) []string {
+	if len(got) > 0 && got[0] != "" && len(got[0]) <= 128 && !strings.ContainsAny(got[0], "\r\n") {
+		x.id[0] = got[0]
+		return x.id[:]
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	newRequestID(&x.idBuf)
+	// idBuf lives as long as the string (it is part of the same object) and
+	// is never written again, so the string may share its bytes.
+	x.id[0] = unsafe.String(&x.idBuf[0], len(x.idBuf))
+	return x.id[:]
+}
+
+func isLoopback(remote string) bool {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr().IsLoopback()
+	}
+	ip, err := netip.ParseAddr(remote)
+	return err == nil && ip.IsLoopback()
 }
 
 // requestIDs numbers the request ids this process makes, after a random
@@ -267,23 +291,21 @@ var (
 	requestIDs atomic.Uint64
 )
 
-// newRequestID returns a request id unique in this process (16 hex digits:
-// the process's prefix, then a counter).
-func newRequestID() string {
+// newRequestID writes a request id unique in this process into b (16 hex
+// digits: the process's prefix, then a counter).
+func newRequestID(b *[16]byte) {
 	const hexDigits = "0123456789abcdef"
-	var b [16]byte
 	n := requestIDPrefix<<32 | requestIDs.Add(1)&0xffffffff
 	for i := 15; i >= 0; i-- {
 		b[i] = hexDigits[n&0xf]
 		n >>= 4
 	}
-	return string(b[:])
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e, ok := err.(*voucher.Error) // the common case, without errors.As's reflection
-	if !ok && !errors.As(err, &e) {
-		e = &voucher.Error{Code: voucher.CodeInternal, Message: "internal error", Err: err}
+	if !ok {
+		e = asError(err)
 	}
 	status := StatusOf(e.Code)
 	if status >= 500 {
@@ -298,6 +320,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	h["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(enc.body)
+}
+
+// asError returns the *voucher.Error in err's chain, or an internal error
+// wrapping err.
+func asError(err error) *voucher.Error {
+	var e *voucher.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &voucher.Error{Code: voucher.CodeInternal, Message: "internal error", Err: err}
 }
 
 // jsonContentType is the Content-Type of every JSON answer; header maps may

@@ -99,7 +99,10 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 		Status: string(res.Status), ExpiresAt: res.ExpiresAt.UTC(),
 	}
 	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(out.appendJSON(make([]byte, 0, 160)))
+	bp := bodyPool.Get().(*[]byte)
+	*bp = out.appendJSON((*bp)[:0])
+	_, _ = w.Write(*bp) // copies: the buffer may go back to the pool
+	putBody(bp)
 	return nil
 }
 

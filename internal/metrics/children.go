@@ -3,6 +3,8 @@ package metrics
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // children caches the children of one metric vector by their label values,
@@ -48,5 +50,12 @@ type requestKey struct {
 }
 
 type modeOutcome struct{ mode, outcome string }
+
+// reserveChildren are the children of Reservations and ReserveDuration
+// for one mode and outcome.
+type reserveChildren struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
+}
 
 type depOp struct{ dep, op string }

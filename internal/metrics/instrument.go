@@ -113,11 +113,15 @@ type Gate struct {
 // InstrumentGate wraps g so that its latencies and failures are observed.
 func (m *Metrics) InstrumentGate(g voucher.Gate) *Gate { return &Gate{Gate: g, m: m} }
 
-// Reserve implements voucher.Gate.
+// Reserve implements voucher.Gate. A decision the gate made without
+// calling Redis (GateDecision.Local) is not a Redis call and is not
+// observed as one.
 func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hold voucher.Hold) (voucher.GateDecision, error) {
 	start := time.Now()
 	d, err := g.Gate.Reserve(ctx, code, perUserLimit, hold)
-	g.m.ObserveDependency("redis", "reserve", time.Since(start), err)
+	if !d.Local {
+		g.m.ObserveDependency("redis", "reserve", time.Since(start), err)
+	}
 	return d, err
 }
 

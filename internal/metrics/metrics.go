@@ -41,8 +41,7 @@ type Metrics struct {
 
 	// Children of the vectors observed on every request (children.go).
 	requestDuration children[requestKey, prometheus.Observer]
-	reservations    children[modeOutcome, prometheus.Counter]
-	reserveDuration children[modeOutcome, prometheus.Observer]
+	reservations    children[modeOutcome, reserveChildren]
 	gateDecisions   children[string, prometheus.Counter]
 	dependencyTime  children[depOp, prometheus.Observer]
 	dependencyErrs  children[depOp, prometheus.Counter]
@@ -163,8 +162,11 @@ func (m *Metrics) Reserved(_ string, mode voucher.Mode, code voucher.ErrorCode, 
 		outcome = "ok"
 	}
 	k := modeOutcome{string(mode), outcome}
-	m.reservations.get(k, func() prometheus.Counter { return m.Reservations.WithLabelValues(k.mode, k.outcome) }).Inc()
-	m.reserveDuration.get(k, func() prometheus.Observer { return m.ReserveDuration.WithLabelValues(k.mode, k.outcome) }).Observe(d.Seconds())
+	c := m.reservations.get(k, func() reserveChildren {
+		return reserveChildren{m.Reservations.WithLabelValues(k.mode, k.outcome), m.ReserveDuration.WithLabelValues(k.mode, k.outcome)}
+	})
+	c.count.Inc()
+	c.duration.Observe(d.Seconds())
 }
 
 // GateDecided implements voucher.Observer.

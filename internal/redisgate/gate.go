@@ -102,6 +102,7 @@ type Config struct {
 type Gate struct {
 	cfg     Config
 	soldOut *soldOutCache
+	keys    keyCache // the reserve script's keys per code
 
 	client  atomic.Pointer[clientBox]   // nil until connected; see conn
 	dialErr atomic.Pointer[dialFailure] // why the client does not exist yet
@@ -218,6 +219,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	}
 	if e := g.soldOut.get(code); e != nil {
 		if d, ok := e.decide(hold.OrderID, hold.CustomerID, hold.Pending); ok {
+			d.Local = true
 			g.soldOut.hits.Add(1)
 			if g.cfg.OnSoldOutHit != nil {
 				g.cfg.OnSoldOutHit(code)
@@ -235,11 +237,10 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	if hold.Pending {
 		state = statePending
 	}
-	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
 	res, err := reserveScript.Exec(ctx, client,
-		[]string{k.remaining, k.users, k.orders, k.version},
+		g.keys.reserve(g.cfg.KeyPrefix, code),
 		[]string{
 			hold.OrderID,
 			strconv.FormatInt(hold.CustomerID, 10),

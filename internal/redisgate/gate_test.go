@@ -738,7 +738,8 @@ func TestSoldOutCacheAnswersWithoutRedis(t *testing.T) {
 	for name, h := range map[string]voucher.Hold{"replay": h1, "released": h2, "conflict": testHold(h1.OrderID, 9)} {
 		d, err := g.Reserve(ctx, v.Code, 1, h)
 		require.NoError(t, err)
-		d.Remaining = 0 // the only field that differs once sold out
+		require.False(t, d.Local, name)
+		d.Remaining = 0 // besides Local, the only field that differs once sold out
 		redisSaid[name] = d
 	}
 	require.Equal(t, voucher.GateReplay, redisSaid["replay"].Outcome)
@@ -754,16 +755,19 @@ func TestSoldOutCacheAnswersWithoutRedis(t *testing.T) {
 	waitSoldOutCached(t, g, v.Code)
 	require.Zero(t, g.SoldOutHits(), "every answer so far came from Redis")
 
-	// With Redis gone, the copy answers as Redis did, for the TTL.
+	// With Redis gone, the copy answers as Redis did, for the TTL, and
+	// says it answered locally.
 	srv.Stop(t)
 	for name, h := range map[string]voucher.Hold{"replay": h1, "released": h2, "conflict": testHold(h1.OrderID, 9)} {
 		d, err := g.Reserve(ctx, v.Code, 1, h)
 		require.NoError(t, err, name)
-		require.Equal(t, redisSaid[name], d, name)
+		want := redisSaid[name]
+		want.Local = true
+		require.Equal(t, want, d, name)
 	}
 	d, err := g.Reserve(ctx, v.Code, 1, testHold("o-9", 9))
 	require.NoError(t, err)
-	require.Equal(t, voucher.GateDecision{Outcome: voucher.GateSoldOut}, d)
+	require.Equal(t, voucher.GateDecision{Outcome: voucher.GateSoldOut, Local: true}, d)
 	require.EqualValues(t, 4, g.SoldOutHits())
 	require.EqualValues(t, 4, hooked.Load())
 

@@ -1,5 +1,10 @@
 package redisgate
 
+import (
+	"sync"
+	"sync/atomic"
+)
+
 // keys names the Redis keys of one voucher. Every key carries the code as a
 // hash tag ({CODE}), so all of them live in one Redis Cluster slot and one
 // Lua script may touch them together.
@@ -34,3 +39,30 @@ func keysFor(prefix, code string) keys {
 // which must keep growing so that a copy made before the Forget never
 // matches the state after the next load.
 func (k keys) all() []string { return []string{k.remaining, k.users, k.orders, k.lock} }
+
+// maxCachedKeys bounds keyCache; past it the cache starts over.
+const maxCachedKeys = 100_000
+
+// keyCache keeps, per code, the KEYS of reserve.lua, so that a reservation
+// does not build five strings and a slice. The slices are shared by every
+// caller and never written.
+type keyCache struct {
+	m sync.Map // code -> []string
+	n atomic.Int64
+}
+
+// reserve returns the KEYS of reserve.lua for code under prefix (the gate's
+// one prefix).
+func (c *keyCache) reserve(prefix, code string) []string {
+	if v, ok := c.m.Load(code); ok {
+		return v.([]string)
+	}
+	k := keysFor(prefix, code)
+	ks := []string{k.remaining, k.users, k.orders, k.version}
+	if c.n.Add(1) > maxCachedKeys {
+		c.m.Clear()
+		c.n.Store(0)
+	}
+	c.m.Store(code, ks)
+	return ks
+}

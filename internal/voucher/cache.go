@@ -27,7 +27,12 @@ const DefaultStaleVoucherMax = 10 * time.Minute
 // a Kafka-mode flash voucher is answered from its last read for up to
 // StaleVoucherMax, and the store is tried again once per VoucherCacheTTL.
 func (s *Service) cachedVoucher(ctx context.Context, code string) (Voucher, error) {
-	now := s.cfg.Clock()
+	return s.cachedVoucherAt(ctx, code, s.cfg.Clock())
+}
+
+// cachedVoucherAt is cachedVoucher for a caller that read the clock (now)
+// already.
+func (s *Service) cachedVoucherAt(ctx context.Context, code string, now time.Time) (Voucher, error) {
 	var c cachedVoucher
 	var ok bool
 	if s.cfg.VoucherCacheTTL > 0 {

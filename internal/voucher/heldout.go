@@ -74,17 +74,21 @@ func stockError(code string, sum HoldSummary, now time.Time, ttl time.Duration) 
 	return Reject(CodeOutOfStock, "", Facts{Voucher: code})
 }
 
-// soldOutInGate answers a reservation the gate found no free use for:
-// HELD_OUT or OUT_OF_STOCK. While the answer stays the same (the cached
-// holds and the Retry-After second), every request gets the same *Error.
-func (s *Service) soldOutInGate(ctx context.Context, code string) error {
-	e, sum, err := s.holds(ctx, code)
+// soldOutInGate answers a reservation received at now that the gate found
+// no free use for: HELD_OUT or OUT_OF_STOCK. While the answer stays the
+// same (the cached holds and the Retry-After second), every request gets
+// the same *Error.
+func (s *Service) soldOutInGate(ctx context.Context, code string, now time.Time) error {
+	e, sum, err := s.holds(ctx, code, now)
 	if err != nil {
 		// The gate's answer stands; only its nuance is missing. Say what the
 		// service said before it could tell held from sold.
 		return Reject(CodeOutOfStock, "", Facts{Voucher: code})
 	}
-	now := s.cfg.Clock()
+	if e == nil || e.fetched.After(now) {
+		// The holds were read during this request: count from after the read.
+		now = s.cfg.Clock()
+	}
 	if e == nil {
 		return stockError(code, sum, now, s.cfg.ReservationTTL)
 	}
@@ -98,15 +102,18 @@ func (s *Service) soldOutInGate(ctx context.Context, code string) error {
 }
 
 // holds returns Store.Holds of code, cached for HeldOutCacheTTL, and the
-// cache entry it came from (nil when the cache is off).
-func (s *Service) holds(ctx context.Context, code string) (*heldOutEntry, HoldSummary, error) {
+// cache entry it came from (nil when the cache is off); now is the time of
+// the request.
+func (s *Service) holds(ctx context.Context, code string, now time.Time) (*heldOutEntry, HoldSummary, error) {
 	if s.cfg.HeldOutCacheTTL < 0 {
 		sum, err := s.readHolds(ctx, code)
 		return nil, sum, err
 	}
 	c := &s.heldOut
-	for {
-		now := s.cfg.Clock()
+	for waited := false; ; waited = true {
+		if waited {
+			now = s.cfg.Clock()
+		}
 		c.mu.Lock()
 		e := c.m[code]
 		switch {

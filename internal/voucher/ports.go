@@ -178,6 +178,9 @@ type GateDecision struct {
 	Hold    Hold
 	// Remaining is the number of uses left after the decision, when known.
 	Remaining int64
+	// Local reports a decision made in this process, from the gate's copy
+	// of a sold-out voucher, without a call to Redis.
+	Local bool
 }
 
 // ReleaseMode says what the gate keeps of a released orderId.

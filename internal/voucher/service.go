@@ -329,7 +329,7 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	if err := s.guessCheck(ctx, req.CustomerID); err != nil {
 		return Reservation{}, err
 	}
-	v, err := s.cachedVoucher(ctx, req.Code)
+	v, err := s.cachedVoucherAt(ctx, req.Code, start)
 	if err != nil {
 		s.guessNoted(ctx, req.CustomerID, err)
 		return Reservation{}, err
@@ -458,10 +458,10 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 	}
 	kafka := s.cfg.FlashWrites == FlashKafka
 	// The gate keeps milliseconds; answer with what a replay will read back.
-	now = now.Truncate(time.Millisecond)
+	at := now.Truncate(time.Millisecond)
 	hold := Hold{
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
-		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: now, ExpiresAt: now.Add(s.cfg.ReservationTTL),
+		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: at, ExpiresAt: at.Add(s.cfg.ReservationTTL),
 		Pending: kafka, Owner: s.cfg.Instance, Replaces: req.ReplacesOrderID,
 	}
 	for attempt := 0; ; attempt++ {
@@ -546,7 +546,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateQuotaHeld:
 			return Reservation{}, false, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
 		case GateSoldOut:
-			return Reservation{}, false, s.soldOutInGate(ctx, req.Code)
+			return Reservation{}, false, s.soldOutInGate(ctx, req.Code, now)
 		case GateNotHeld:
 			return Reservation{}, false, Reject(CodeReplacedOrderNotHeld, "",
 				Facts{Voucher: req.Code, OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})

@@ -185,7 +185,7 @@ func (s *Service) validateFlash(ctx context.Context, req ValidateRequest, v Vouc
 		case GateQuotaHeld:
 			return StoreValidation{}, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
 		case GateSoldOut:
-			return StoreValidation{}, s.soldOutInGate(ctx, req.Code)
+			return StoreValidation{}, s.soldOutInGate(ctx, req.Code, now)
 		case GateNotLoaded:
 			if attempt >= notLoadedWarmups {
 				// Read-only in the store: the gate loads from it the same way.
