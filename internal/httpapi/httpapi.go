@@ -31,6 +31,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeUnauthorized:         http.StatusUnauthorized,
 	voucher.CodeForbidden:            http.StatusForbidden,
 	voucher.CodeVoucherNotFound:      http.StatusNotFound,
+	voucher.CodeCampaignNotFound:     http.StatusNotFound,
 	voucher.CodeReservationNotFound:  http.StatusNotFound,
 	voucher.CodeVoucherExists:        http.StatusConflict,
 	voucher.CodeLimitBelowHeld:       http.StatusConflict,
