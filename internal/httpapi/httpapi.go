@@ -171,6 +171,7 @@ func (s *Server) routes() {
 		_, _ = w.Write(api.OpenAPI)
 	})
 	s.adminRoutes()
+	s.campaignRoutes()
 	if s.cfg.MetricsHandler != nil {
 		s.mux.Handle("GET /metrics", s.cfg.MetricsHandler)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -29,8 +30,9 @@ const (
 	DefaultCodeLength = 10
 	// MinCodeLength and MaxCodeLength bound the random part of a code.
 	MinCodeLength = 6
-	MaxCodeLength = 24
-	// MaxCodePrefix bounds a code prefix.
+	MaxCodeLength = 16
+	// MaxCodePrefix bounds a code prefix; with the longest random part a
+	// code is 32 characters, the longest a code may be.
 	MaxCodePrefix = 16
 	// CodeAlphabet is Crockford's base32 alphabet: no I, L, O or U, so that
 	// a code read aloud or typed is not mistaken.
@@ -91,14 +93,13 @@ func (n *NewCampaign) Validate(now time.Time) error {
 		n.CodeLength = DefaultCodeLength
 	}
 	switch {
-	case n.Name == "" || utf8.RuneCountInString(n.Name) > 200 || !utf8.ValidString(n.Name):
-		return Errorf(CodeInvalidRequest, "name must be 1-200 characters")
+	case n.Name == "" || utf8.RuneCountInString(n.Name) > 200 || !utf8.ValidString(n.Name) ||
+		strings.ContainsFunc(n.Name, unicode.IsControl):
+		return Errorf(CodeInvalidRequest, "name must be 1-200 characters, none a control character")
 	case len(n.CodePrefix) > MaxCodePrefix || n.CodePrefix != "" && !ValidCode(n.CodePrefix):
 		return Errorf(CodeInvalidRequest, "codePrefix must be at most %d characters of A-Z a-z 0-9 _ -", MaxCodePrefix)
 	case n.CodeLength < MinCodeLength || n.CodeLength > MaxCodeLength:
 		return Errorf(CodeInvalidRequest, "codeLength must be from %d to %d", MinCodeLength, MaxCodeLength)
-	case len(n.CodePrefix)+n.CodeLength > 32:
-		return Errorf(CodeInvalidRequest, "codePrefix and codeLength together must be at most 32 characters")
 	case n.CodeCount < 0 || n.CodeCount > MaxCodesPerRequest:
 		return Errorf(CodeInvalidRequest, "codeCount must be from 0 to %d", MaxCodesPerRequest)
 	}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// createCampaign creates a campaign over a window around now and returns
+// its id.
+func (s *stack) createCampaign(body map[string]any) response {
+	s.t.Helper()
+	full := map[string]any{
+		"name": "welcome-mail", "discountAmount": 5000, "totalLimit": 10,
+		"startsAt": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
+		"endsAt":   time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
+	}
+	for k, v := range body {
+		full[k] = v
+	}
+	return s.doToken(http.MethodPost, "/campaigns", full, testAdminToken)
+}
+
+// campaignCodes reads every code of a campaign through the JSON pages.
+func (s *stack) campaignCodes(id string, limit int) []string {
+	s.t.Helper()
+	var codes []string
+	after := ""
+	for range 100 {
+		path := fmt.Sprintf("/campaigns/%s/codes?limit=%d", id, limit)
+		if after != "" {
+			path += "&after=" + after
+		}
+		r := s.doToken(http.MethodGet, path, nil, testAdminToken)
+		require.Equal(s.t, http.StatusOK, r.status, string(r.raw))
+		for _, c := range r.body["codes"].([]any) {
+			codes = append(codes, c.(map[string]any)["code"].(string))
+		}
+		if after = r.str("next"); after == "" {
+			return codes
+		}
+	}
+	s.t.Fatal("too many pages")
+	return nil
+}
+
+func TestCampaignOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+
+	// Admin only; bad bodies change nothing.
+	r := s.doToken(http.MethodPost, "/campaigns", map[string]any{"name": "x"}, testAPIToken)
+	require.Equal(t, http.StatusUnauthorized, r.status)
+	for _, bad := range []map[string]any{
+		{"codeCount": 100_001}, {"codeLength": 5}, {"codePrefix": "has space"}, {"name": ""},
+		{"flashSale": true}, {"code": "X"}, {"totalLimit": 0},
+	} {
+		r := s.createCampaign(bad)
+		require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", bad, r.raw)
+	}
+
+	r = s.createCampaign(map[string]any{"codeCount": 1200, "codePrefix": "WELCOME-", "totalLimit": 3, "perUserLimit": 1})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.str("id")
+	require.Equal(t, "/campaigns/"+id, r.header.Get("Location"))
+	require.Equal(t, int64(1200), r.num("codeCount"))
+	require.Equal(t, int64(3), r.num("remaining"))
+
+	codes := s.campaignCodes(id, 500)
+	require.Len(t, codes, 1200)
+	seen := map[string]bool{}
+	for _, c := range codes {
+		require.Regexp(t, `^WELCOME-[0-9A-HJKMNP-TV-Z]{10}$`, c)
+		require.False(t, seen[c])
+		seen[c] = true
+	}
+
+	// Reservations through the voucher routes: one code once, the budget
+	// and the per-customer limit across codes.
+	res := s.reserve(codes[0], 1, "c-1", 100_000)
+	require.Equal(t, http.StatusCreated, res.status, string(res.raw))
+	require.Equal(t, int64(5000), res.num("discountAmount"))
+	res = s.reserve(codes[0], 1, "c-1", 100_000)
+	require.Equal(t, http.StatusCreated, res.status, "a replay")
+	res = s.reserve(codes[0], 2, "c-2", 100_000)
+	require.Equal(t, http.StatusConflict, res.status)
+	require.Equal(t, "ALREADY_USED", res.str("error"))
+	require.Equal(t, "CODE_USED", res.str("reason"))
+	res = s.reserve(codes[1], 1, "c-3", 100_000)
+	require.Equal(t, http.StatusConflict, res.status)
+	require.Equal(t, "ALREADY_USED", res.str("error"))
+	require.Empty(t, res.str("reason"), "the customer's limit, not the code")
+	require.Equal(t, http.StatusCreated, s.reserve(codes[1], 2, "c-4", 100_000).status)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[2], 3, "c-5", 100_000).status)
+	res = s.reserve(codes[3], 4, "c-6", 100_000)
+	require.Equal(t, http.StatusConflict, res.status)
+	require.Equal(t, "HELD_OUT", res.str("error"))
+
+	// Lifecycle by the code.
+	require.Equal(t, http.StatusOK, s.do(http.MethodPost, "/vouchers/"+codes[0]+"/reservations/c-1/confirm", nil).status)
+	got := s.do(http.MethodGet, "/vouchers/"+codes[0]+"/reservations/c-1", nil)
+	require.Equal(t, http.StatusOK, got.status)
+	require.Equal(t, codes[0], got.str("voucherCode"))
+	require.Equal(t, "CONFIRMED", got.str("status"))
+	require.Equal(t, http.StatusOK, s.do(http.MethodDelete, "/vouchers/"+codes[1]+"/reservations/c-4", nil).status)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[1], 5, "c-7", 100_000).status, "a released code is free again")
+
+	c := s.doToken(http.MethodGet, "/campaigns/"+id, nil, testAdminToken)
+	require.Equal(t, http.StatusOK, c.status)
+	require.Equal(t, [3]int64{2, 1, 0}, [3]int64{c.num("reserved"), c.num("confirmed"), c.num("remaining")})
+	require.Equal(t, http.StatusNotFound, s.doToken(http.MethodGet, "/campaigns/cmp_NOPE", nil, testAdminToken).status)
+	require.Equal(t, http.StatusNotFound, s.reserve(id, 9, "c-8", 100_000).status, "the budget is not a code")
+
+	// More codes, then the CSV export of all of them.
+	more := s.doToken(http.MethodPost, "/campaigns/"+id+"/codes", map[string]any{"count": 300}, testAdminToken)
+	require.Equal(t, http.StatusCreated, more.status, string(more.raw))
+	require.Equal(t, int64(1500), more.num("codeCount"))
+	require.Equal(t, http.StatusBadRequest,
+		s.doToken(http.MethodPost, "/campaigns/"+id+"/codes", map[string]any{"count": 0}, testAdminToken).status)
+
+	req, err := http.NewRequest(http.MethodGet, s.base+"/campaigns/"+id+"/codes", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	req.Header.Set("Accept", "text/csv")
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	checkAgainstOpenAPI(t, req, resp.StatusCode, resp.Header, raw)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv"))
+	rows, err := csv.NewReader(strings.NewReader(string(raw))).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []string{"code", "used"}, rows[0])
+	require.Len(t, rows, 1501)
+	used := map[string]bool{}
+	for _, row := range rows[1:] {
+		if row[1] == "true" {
+			used[row[0]] = true
+		}
+	}
+	require.Equal(t, map[string]bool{codes[0]: true, codes[1]: true, codes[2]: true}, used)
+	s.assertConsistent(id)
+}
+
+// TestCampaignSaleNeverOversells runs many customers over many codes of
+// one campaign at once: the budget is sold whole and never more, each
+// code at most once, each customer within the limit.
+func TestCampaignSaleNeverOversells(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	r := s.createCampaign(map[string]any{"codeCount": 300, "totalLimit": 50, "perUserLimit": 2})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.str("id")
+	codes := s.campaignCodes(id, 1000)
+
+	var taken atomic.Int64
+	statuses := make([]int, 400)
+	parallel(400, 32, func(i int) {
+		res := s.reserve(codes[i%len(codes)], int64(i%60+1), fmt.Sprintf("sale-%d", i), 100_000)
+		statuses[i] = res.status
+		if res.status == http.StatusCreated {
+			taken.Add(1)
+		}
+	})
+	for _, st := range statuses {
+		require.Contains(t, []int{http.StatusCreated, http.StatusConflict}, st)
+	}
+	require.Equal(t, int64(50), taken.Load())
+	c := s.doToken(http.MethodGet, "/campaigns/"+id, nil, testAdminToken)
+	require.Equal(t, int64(0), c.num("remaining"))
+	s.assertConsistent(id)
+}
