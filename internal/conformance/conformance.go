@@ -289,8 +289,10 @@ func percent(bp int32, max int64) VoucherSpec {
 }
 
 // The steps and requests of campaign cases, with code k.
-func reserveK(c int64, o string, k int) Step { return Step{Kind: StepReserve, Customer: c, Order: o, CodeIndex: k} }
-func reqK(c int64, o string, k int) Request  { return Request{Customer: c, Order: o, CodeIndex: k} }
+func reserveK(c int64, o string, k int) Step {
+	return Step{Kind: StepReserve, Customer: c, Order: o, CodeIndex: k}
+}
+func reqK(c int64, o string, k int) Request { return Request{Customer: c, Order: o, CodeIndex: k} }
 func campaign(total, perUser int32) VoucherSpec {
 	return VoucherSpec{TotalLimit: total, PerUserLimit: perUser, Campaign: true}
 }

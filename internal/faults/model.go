@@ -104,7 +104,7 @@ type Model struct {
 	strict bool
 	nCust  int
 	nOrder int
-	nCode  int // codes of a campaign; 0 for a voucher
+	nCode  int      // codes of a campaign; 0 for a voucher
 	custID []int64  // index -> customerId
 	order  []string // index -> orderId
 }
