@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/client"
 )
 
 // createCampaign creates a campaign over a window around now and returns
@@ -178,4 +182,32 @@ func TestCampaignSaleNeverOversells(t *testing.T) {
 	c := s.doToken(http.MethodGet, "/campaigns/"+id, nil, testAdminToken)
 	require.Equal(t, int64(0), c.num("remaining"))
 	s.assertConsistent(id)
+}
+
+// TestCampaignCommand creates a campaign with the CLI, which shows its
+// progress, and exports its codes as CSV.
+func TestCampaignCommand(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	cli := func(args ...string) (string, string) {
+		var out, errOut bytes.Buffer
+		args = append(append(args[:1:1], "--url", s.base, "--token", testAdminToken), args[1:]...)
+		require.NoError(t, run(t.Context(), append([]string{"campaign"}, args...), &out, &errOut), errOut.String())
+		return out.String(), errOut.String()
+	}
+	out, progress := cli("create", "--json", "--name", "cli", "--codes", "25000", "--prefix", "CLI-",
+		"--discount", "500", "--total", "100")
+	require.Contains(t, progress, "codes: 10000/25000 (40%)")
+	require.Contains(t, progress, "codes: 25000/25000 (100%)")
+	var c client.Campaign
+	require.NoError(t, json.Unmarshal([]byte(out), &c))
+	require.Equal(t, int32(25000), c.CodeCount)
+
+	out, _ = cli("add-codes", "--codes", "10", c.ID)
+	require.Regexp(t, `codes +25010 \(CLI- \+ 10 characters\)`, out)
+	out, _ = cli("codes", c.ID)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Equal(t, "code,used", lines[0])
+	require.Len(t, lines, 25011)
+	require.Regexp(t, `^CLI-[0-9A-HJKMNP-TV-Z]{10},false$`, lines[1])
 }
