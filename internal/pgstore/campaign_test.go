@@ -98,6 +98,14 @@ func TestCampaignCreateAndCodes(t *testing.T) {
 	_, err = s.CreateVoucher(ctx, voucher.Voucher{Code: codes[0], DiscountAmount: 1, TotalLimit: 1, PerUserLimit: 1,
 		StartsAt: base, EndsAt: base.Add(time.Hour)})
 	requireCode(t, err, voucher.CodeVoucherExists)
+
+	// The budget is patched as a voucher, but never into a flash sale.
+	flash, total := true, int32(150)
+	_, patched, err := s.PatchVoucher(ctx, "cmp_CREATE", voucher.Patch{TotalLimit: &total})
+	require.NoError(t, err)
+	require.Equal(t, total, patched.TotalLimit)
+	_, _, err = s.PatchVoucher(ctx, "cmp_CREATE", voucher.Patch{FlashSale: &flash})
+	requireCode(t, err, voucher.CodeInvalidRequest)
 }
 
 // TestCampaignCollisionsRetried hands the store a generator that repeats
