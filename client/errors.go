@@ -15,7 +15,9 @@ const (
 	VoucherNotFound = "VOUCHER_NOT_FOUND"
 	VoucherExists   = "VOUCHER_EXISTS"
 	// CampaignNotFound: no campaign has the id.
-	CampaignNotFound    = "CAMPAIGN_NOT_FOUND"
+	CampaignNotFound = "CAMPAIGN_NOT_FOUND"
+	// CampaignBudget refuses to make a campaign's budget a flash sale.
+	CampaignBudget      = "CAMPAIGN_BUDGET"
 	LimitBelowHeld      = "LIMIT_BELOW_HELD"
 	ReservationNotFound = "RESERVATION_NOT_FOUND"
 	ReservationReleased = "RESERVATION_RELEASED"

@@ -105,7 +105,7 @@ func TestCampaignCreateAndCodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, total, patched.TotalLimit)
 	_, _, err = s.PatchVoucher(ctx, "cmp_CREATE", voucher.Patch{FlashSale: &flash})
-	requireCode(t, err, voucher.CodeInvalidRequest)
+	requireCode(t, err, voucher.CodeCampaignBudget)
 }
 
 // TestCampaignCollisionsRetried hands the store a generator that repeats
