@@ -83,10 +83,11 @@ def before_call(ctx, case, kwargs):
         _fix_window(case.body, patch=False)
     # Generating codes is bounded work, not a rule; a small count keeps the
     # run short.
-    if op.path == "/campaigns" and op.method.upper() == "POST" and isinstance(case.body.get("codeCount"), int):
-        case.body["codeCount"] = min(case.body["codeCount"], 100)
-    if op.path == "/campaigns/{id}/codes" and op.method.upper() == "POST" and isinstance(case.body.get("count"), int):
-        case.body["count"] = min(case.body["count"], 100)
+    if op.method.upper() == "POST":
+        field = {"/campaigns": "codeCount", "/campaigns/{id}/codes": "count"}.get(op.path)
+        value = case.body.get(field) if field else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 100:
+            case.body[field] = 100
     elif op.path == "/vouchers/{code}" and op.method.upper() == "PATCH":
         _fix_window(case.body, patch=True)
     else:
