@@ -21,38 +21,44 @@ const MaxCodesPerRequest = 100_000
 // fails with AlreadyUsed, reason ReasonCodeUsed). Reserved, Confirmed and
 // Remaining are live counts across the codes.
 type Campaign struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	CodePrefix     string    `json:"codePrefix"`
-	CodeLength     int       `json:"codeLength"`
-	CodeCount      int32     `json:"codeCount"`
-	DiscountAmount int64     `json:"discountAmount"`
-	MinOrderAmount int64     `json:"minOrderAmount"`
-	TotalLimit     int32     `json:"totalLimit"`
-	PerUserLimit   int32     `json:"perUserLimit"`
-	StartsAt       time.Time `json:"startsAt"`
-	EndsAt         time.Time `json:"endsAt"`
-	FlashSale      bool      `json:"flashSale"`
-	Active         bool      `json:"active"`
-	Reserved       int32     `json:"reserved"`
-	Confirmed      int32     `json:"confirmed"`
-	Remaining      int32     `json:"remaining"`
-	CreatedAt      time.Time `json:"createdAt"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	CodePrefix string `json:"codePrefix"`
+	CodeLength int    `json:"codeLength"`
+	CodeCount  int32  `json:"codeCount"`
+	// One of DiscountAmount and DiscountPercent is set, as for a Voucher.
+	DiscountAmount    int64     `json:"discountAmount,omitempty"`
+	DiscountPercent   float64   `json:"discountPercent,omitempty"`
+	MaxDiscountAmount int64     `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64     `json:"minOrderAmount"`
+	TotalLimit        int32     `json:"totalLimit"`
+	PerUserLimit      int32     `json:"perUserLimit"`
+	StartsAt          time.Time `json:"startsAt"`
+	EndsAt            time.Time `json:"endsAt"`
+	FlashSale         bool      `json:"flashSale"`
+	Active            bool      `json:"active"`
+	Reserved          int32     `json:"reserved"`
+	Confirmed         int32     `json:"confirmed"`
+	Remaining         int32     `json:"remaining"`
+	CreatedAt         time.Time `json:"createdAt"`
 }
 
 // NewCampaign is a campaign to create. Zero CodeLength and PerUserLimit
-// take the server's defaults (10 and 1).
+// take the server's defaults (10 and 1). The discount is DiscountAmount or
+// DiscountPercent (with an optional MaxDiscountAmount), as for a Voucher.
 type NewCampaign struct {
-	Name           string    `json:"name"`
-	CodeCount      int       `json:"codeCount"`
-	CodePrefix     string    `json:"codePrefix,omitempty"`
-	CodeLength     int       `json:"codeLength,omitempty"`
-	DiscountAmount int64     `json:"discountAmount"`
-	MinOrderAmount int64     `json:"minOrderAmount"`
-	TotalLimit     int32     `json:"totalLimit"`
-	PerUserLimit   int32     `json:"perUserLimit,omitempty"`
-	StartsAt       time.Time `json:"startsAt"`
-	EndsAt         time.Time `json:"endsAt"`
+	Name              string    `json:"name"`
+	CodeCount         int       `json:"codeCount"`
+	CodePrefix        string    `json:"codePrefix,omitempty"`
+	CodeLength        int       `json:"codeLength,omitempty"`
+	DiscountAmount    int64     `json:"discountAmount,omitempty"`
+	DiscountPercent   float64   `json:"discountPercent,omitempty"`
+	MaxDiscountAmount int64     `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64     `json:"minOrderAmount"`
+	TotalLimit        int32     `json:"totalLimit"`
+	PerUserLimit      int32     `json:"perUserLimit,omitempty"`
+	StartsAt          time.Time `json:"startsAt"`
+	EndsAt            time.Time `json:"endsAt"`
 }
 
 // CampaignCode is one code of a campaign; Used while a RESERVED or

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -27,40 +28,44 @@ func (s *Server) campaignRoutes() {
 
 // campaignJSON is a campaign with its budget's live counts.
 type campaignJSON struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	CodePrefix     string    `json:"codePrefix"`
-	CodeLength     int       `json:"codeLength"`
-	CodeCount      int32     `json:"codeCount"`
-	DiscountAmount int64     `json:"discountAmount"`
-	MinOrderAmount int64     `json:"minOrderAmount"`
-	TotalLimit     int32     `json:"totalLimit"`
-	PerUserLimit   int32     `json:"perUserLimit"`
-	StartsAt       time.Time `json:"startsAt"`
-	EndsAt         time.Time `json:"endsAt"`
-	FlashSale      bool      `json:"flashSale"`
-	Active         bool      `json:"active"`
-	Reserved       int32     `json:"reserved"`
-	Confirmed      int32     `json:"confirmed"`
-	Remaining      int32     `json:"remaining"`
-	CreatedAt      time.Time `json:"createdAt"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	CodePrefix string `json:"codePrefix"`
+	CodeLength int    `json:"codeLength"`
+	CodeCount  int32  `json:"codeCount"`
+	// One of DiscountAmount and DiscountPercent is set, as for a voucher.
+	DiscountAmount    int64       `json:"discountAmount,omitempty"`
+	DiscountPercent   json.Number `json:"discountPercent,omitempty"`
+	MaxDiscountAmount int64       `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64       `json:"minOrderAmount"`
+	TotalLimit        int32       `json:"totalLimit"`
+	PerUserLimit      int32       `json:"perUserLimit"`
+	StartsAt          time.Time   `json:"startsAt"`
+	EndsAt            time.Time   `json:"endsAt"`
+	FlashSale         bool        `json:"flashSale"`
+	Active            bool        `json:"active"`
+	Reserved          int32       `json:"reserved"`
+	Confirmed         int32       `json:"confirmed"`
+	Remaining         int32       `json:"remaining"`
+	CreatedAt         time.Time   `json:"createdAt"`
 }
 
 func toCampaignJSON(c voucher.Campaign) campaignJSON {
-	b := c.Budget
+	v := toVoucherJSON(c.Budget)
 	return campaignJSON{
 		ID: c.ID, Name: c.Name, CodePrefix: c.CodePrefix, CodeLength: c.CodeLength, CodeCount: c.CodeCount,
-		DiscountAmount: b.DiscountAmount, MinOrderAmount: b.MinOrderAmount, TotalLimit: b.TotalLimit,
-		PerUserLimit: b.PerUserLimit, StartsAt: b.StartsAt.UTC(), EndsAt: b.EndsAt.UTC(), FlashSale: b.FlashSale,
-		Active: !b.Disabled, Reserved: b.Reserved, Confirmed: b.Confirmed, Remaining: b.Remaining(),
-		CreatedAt: c.CreatedAt.UTC(),
+		DiscountAmount: v.DiscountAmount, DiscountPercent: v.DiscountPercent, MaxDiscountAmount: v.MaxDiscountAmount,
+		MinOrderAmount: v.MinOrderAmount, TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
+		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale, Active: v.Active,
+		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining, CreatedAt: c.CreatedAt.UTC(),
 	}
 }
 
 // campaignFields are the members of POST /campaigns: the campaign's own,
 // then its budget's, which are decoded as the same members of POST /vouchers.
 var campaignFields = []string{"name", "codeCount", "codePrefix", "codeLength",
-	"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt"}
+	"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt",
+	"discountPercent", "maxDiscountAmount"}
 
 // createCampaignRequest is the body of POST /campaigns.
 type createCampaignRequest struct {
