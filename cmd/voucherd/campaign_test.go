@@ -17,8 +17,8 @@ import (
 	"github.com/voucherd/voucherd/client"
 )
 
-// createCampaign creates a campaign over a window around now and returns
-// its id.
+// createCampaign asks for a campaign over a window around now with the
+// members of body (a nil member is left out).
 func (s *stack) createCampaign(body map[string]any) response {
 	s.t.Helper()
 	full := map[string]any{
@@ -28,6 +28,9 @@ func (s *stack) createCampaign(body map[string]any) response {
 	}
 	for k, v := range body {
 		full[k] = v
+		if v == nil {
+			delete(full, k)
+		}
 	}
 	return s.doToken(http.MethodPost, "/campaigns", full, testAdminToken)
 }
@@ -153,6 +156,18 @@ func TestCampaignOverHTTP(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{codes[0]: true, codes[1]: true, codes[2]: true}, used)
 	s.assertConsistent(id)
+
+	// A percentage campaign answers the discount of each order.
+	r = s.createCampaign(map[string]any{"discountAmount": nil, "discountPercent": 12.5, "maxDiscountAmount": 20_000, "codeCount": 2})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, 12.5, r.body["discountPercent"])
+	pct := s.campaignCodes(r.str("id"), 10)
+	res = s.reserve(pct[0], 1, "p-1", 100_000)
+	require.Equal(t, http.StatusCreated, res.status, string(res.raw))
+	require.Equal(t, int64(12_500), res.num("discountAmount"))
+	res = s.reserve(pct[1], 2, "p-2", 1_000_000)
+	require.Equal(t, int64(20_000), res.num("discountAmount"), "capped")
+	require.Equal(t, http.StatusBadRequest, s.createCampaign(map[string]any{"discountPercent": 10}).status, "two discounts")
 }
 
 // TestCampaignSaleNeverOversells runs many customers over many codes of
