@@ -9,11 +9,15 @@ import (
 
 // Error codes of the voucherd API (api/openapi.yaml), found in Error.Code.
 const (
-	InvalidRequest      = "INVALID_REQUEST"
-	Unauthorized        = "UNAUTHORIZED"
-	Forbidden           = "FORBIDDEN"
-	VoucherNotFound     = "VOUCHER_NOT_FOUND"
-	VoucherExists       = "VOUCHER_EXISTS"
+	InvalidRequest  = "INVALID_REQUEST"
+	Unauthorized    = "UNAUTHORIZED"
+	Forbidden       = "FORBIDDEN"
+	VoucherNotFound = "VOUCHER_NOT_FOUND"
+	VoucherExists   = "VOUCHER_EXISTS"
+	// CampaignNotFound: no campaign has the id.
+	CampaignNotFound = "CAMPAIGN_NOT_FOUND"
+	// CampaignBudget refuses to make a campaign's budget a flash sale.
+	CampaignBudget      = "CAMPAIGN_BUDGET"
 	LimitBelowHeld      = "LIMIT_BELOW_HELD"
 	ReservationNotFound = "RESERVATION_NOT_FOUND"
 	ReservationReleased = "RESERVATION_RELEASED"
@@ -54,6 +58,9 @@ const (
 	// ReasonDisabled: the voucher was stopped; holds made before may still
 	// be confirmed or released.
 	ReasonDisabled = "DISABLED"
+	// ReasonCodeUsed refines AlreadyUsed: the campaign code is held by
+	// another order (each code is used at most once).
+	ReasonCodeUsed = "CODE_USED"
 )
 
 // Error is an error answered by the server: the HTTP status and the body's

@@ -163,6 +163,7 @@ func TestAdminListingsAndAudit(t *testing.T) {
 		code        string
 	}{
 		{"/vouchers?state=soon", testAdminToken, 400, "INVALID_REQUEST"},
+		{"/vouchers?state=", testAdminToken, 400, "INVALID_REQUEST"},
 		{"/vouchers?flashSale=yes", testAdminToken, 400, "INVALID_REQUEST"},
 		{"/vouchers?limit=0", testAdminToken, 400, "INVALID_REQUEST"},
 		{"/vouchers?limit=1001", testAdminToken, 400, "INVALID_REQUEST"},

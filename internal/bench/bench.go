@@ -61,6 +61,7 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultVerifyWait     = 30 * time.Second
 	maxVouchers           = 1000
+	maxCampaignCodes      = 1_000_000
 )
 
 // Config describes one run. Zero values mean the defaults above.
@@ -97,6 +98,13 @@ type Config struct {
 	// Vouchers is how many vouchers to create; traffic is spread uniformly
 	// across them (1 = a single hot voucher, the flash-sale case).
 	Vouchers int
+	// CampaignCodes, when positive, makes the run a campaign sale: one
+	// campaign of that many unique codes shares TotalLimit and PerUserLimit
+	// (FlashSale and Vouchers do not apply), and each new order presents a
+	// code drawn uniformly from them, so contention per code is low and the
+	// budget is the one shared resource. The report and the verification
+	// count the campaign as one voucher, its id.
+	CampaignCodes int
 	// HotShare, with several vouchers, sends that share of the requests to
 	// the first voucher (a hot one) and spreads the rest uniformly over the
 	// others.
@@ -237,6 +245,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: DiscountAmount and DiscountPercent exclude each other")
 	case c.Vouchers < 0 || c.Vouchers > maxVouchers:
 		return c, fmt.Errorf("bench: Vouchers must be between 1 and %d", maxVouchers)
+	case c.CampaignCodes < 0 || c.CampaignCodes > maxCampaignCodes:
+		return c, fmt.Errorf("bench: CampaignCodes must be between 0 and %d", maxCampaignCodes)
+	case c.CampaignCodes > 0 && (c.FlashSale || c.HotShare > 0 || c.Vouchers > 1):
+		return c, errors.New("bench: a campaign run has one campaign: no FlashSale, Vouchers or HotShare")
 	case c.Customers < 0:
 		return c, errors.New("bench: Customers must not be negative")
 	case c.RetryShare < 0 || c.RepeatShare < 0 || c.RetryShare+c.RepeatShare > 1:

@@ -26,6 +26,10 @@ type Report struct {
 	BaseURLs  []string `json:"baseUrls,omitempty"`
 	FlashSale bool     `json:"flashSale"`
 	Vouchers  []string `json:"vouchers,omitempty"`
+	// Campaign is the campaign id of a campaign run (Config.CampaignCodes),
+	// with the number of its codes; Vouchers is then that id alone.
+	Campaign      string `json:"campaign,omitempty"`
+	CampaignCodes int    `json:"campaignCodes,omitempty"`
 	// Loop is "open" (fixed rate) or "closed" (back to back).
 	Loop        string  `json:"loop"`
 	TargetRate  float64 `json:"targetRate,omitempty"`
@@ -130,9 +134,16 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 	if cfg.Rate > 0 {
 		rep.Loop = "open"
 	}
-	rep.granted = make([]map[int64]order, len(r.codes))
-	rep.unknown = make([]map[int64]order, len(r.codes))
-	for i := range r.codes {
+	// A campaign run is checked as one voucher, its budget: every code's
+	// orders count against it.
+	byVoucher := func(o order) int32 { return o.voucher }
+	if r.campaign != "" {
+		rep.Vouchers, rep.Campaign, rep.CampaignCodes = []string{r.campaign}, r.campaign, len(r.codes)
+		byVoucher = func(order) int32 { return 0 }
+	}
+	rep.granted = make([]map[int64]order, len(rep.Vouchers))
+	rep.unknown = make([]map[int64]order, len(rep.Vouchers))
+	for i := range rep.Vouchers {
 		rep.granted[i] = map[int64]order{}
 		rep.unknown[i] = map[int64]order{}
 	}
@@ -151,10 +162,10 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 		rep.Repeats += ws.kinds[kindRepeat]
 		rep.Retries += ws.kinds[kindRetry]
 		for _, o := range ws.granted {
-			rep.granted[o.voucher][o.seq] = o
+			rep.granted[byVoucher(o)][o.seq] = o
 		}
 		for _, o := range ws.unknown {
-			rep.unknown[o.voucher][o.seq] = o
+			rep.unknown[byVoucher(o)][o.seq] = o
 		}
 	}
 	for i := range rep.granted {

@@ -46,6 +46,7 @@ type runner struct {
 	cfg       Config
 	hc        *http.Client // creates the vouchers
 	prefix    string       // run id: voucher codes and orderIds start with it
+	campaign  string       // the campaign id of a campaign run
 	codes     []string
 	endpoints []*endpoint // one per base URL; worker i sends to endpoints[i%len]
 	bodyTail  []byte      // `,"orderAmount":N}`
@@ -107,6 +108,9 @@ func orderAmount(cfg Config) int64 {
 func (r *runner) createVouchers(ctx context.Context) error {
 	admin := client.New(r.cfg.BaseURL, r.cfg.AdminToken, client.WithHTTPClient(r.hc), client.WithMaxAttempts(1))
 	now := time.Now().UTC().Truncate(time.Second)
+	if r.cfg.CampaignCodes > 0 {
+		return r.createCampaign(ctx, admin, now)
+	}
 	for i := range r.cfg.Vouchers {
 		code := r.prefix
 		if r.cfg.Vouchers > 1 {
@@ -133,6 +137,35 @@ func (r *runner) createVouchers(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// createCampaign creates the run's campaign and reads its codes back; the
+// codes stand for the run's vouchers when requests are sent.
+func (r *runner) createCampaign(ctx context.Context, admin *client.Client, now time.Time) error {
+	c, err := admin.CreateCampaignCodes(ctx, client.NewCampaign{
+		Name: r.prefix, CodePrefix: "B", DiscountAmount: r.cfg.DiscountAmount, MinOrderAmount: r.cfg.MinOrderAmount,
+		TotalLimit: r.cfg.TotalLimit, PerUserLimit: r.cfg.PerUserLimit,
+		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+	}, r.cfg.CampaignCodes, 0, nil)
+	if err != nil {
+		return fmt.Errorf("bench: create campaign: %w", err)
+	}
+	r.campaign = c.ID
+	for p := (client.Page{Limit: 1000}); ; {
+		page, err := admin.CampaignCodes(ctx, c.ID, p)
+		if err != nil {
+			return fmt.Errorf("bench: read the codes of campaign %s: %w", c.ID, err)
+		}
+		for _, code := range page.Codes {
+			r.codes = append(r.codes, code.Code)
+			for _, e := range r.endpoints {
+				e.addVoucher(code.Code)
+			}
+		}
+		if p.After = page.Next; p.After == "" {
+			return nil
+		}
+	}
 }
 
 func (r *runner) orderID(seq int64) string {
@@ -195,6 +228,10 @@ func (r *runner) run(ctx context.Context) *Report {
 		stats[i] = newWorkerStats()
 	}
 	if cfg.Target == RouteReserve {
+		if r.campaign != "" {
+			// Each code is a "voucher" of the generator.
+			cfg.Vouchers = len(r.codes)
+		}
 		r.gen = newGenerator(cfg)
 	}
 	stopProgress := r.startProgress()

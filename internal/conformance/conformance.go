@@ -68,7 +68,13 @@ type VoucherSpec struct {
 	Missing bool
 	// Discount is the voucher's discount; zero is a fixed 100,000.
 	Discount voucher.Discount
+	// Campaign: the voucher is the budget of a campaign whose codes
+	// (CampaignCode) the steps and requests present, never its own code.
+	Campaign bool
 }
+
+// CampaignCodes is the number of codes of a campaign case.
+const CampaignCodes = 3
 
 // Voucher returns the voucher of spec with the given code.
 func (s VoucherSpec) Voucher(code string) voucher.Voucher {
@@ -105,6 +111,8 @@ type Step struct {
 	// OtherVoucher: the step was on another voucher (open, roomy), not
 	// the case's.
 	OtherVoucher bool
+	// CodeIndex is the campaign code presented, for a campaign case.
+	CodeIndex int
 }
 
 // Request is one reservation asked of the case's voucher at Now.
@@ -112,6 +120,10 @@ type Request struct {
 	Customer int64
 	Order    string
 	Amount   int64 // Amount when 0
+	// CodeIndex is the campaign code presented, for a campaign case.
+	CodeIndex int
+	// Budget: the request names the campaign's own code (its budget).
+	Budget bool
 }
 
 // OrderAmount is the request's order amount.
@@ -234,6 +246,9 @@ func Code(i int) string { return fmt.Sprintf("CF%02d", i) }
 // are global, so each case has its own.
 func OrderID(i int, o string) string { return Code(i) + "-" + o }
 
+// CampaignCode is the k-th code of the i-th case's campaign.
+func CampaignCode(i, k int) string { return fmt.Sprintf("CF%02dK%d", i, k) }
+
 // OtherCode is the code of the i-th case's other voucher.
 func OtherCode(i int) string { return fmt.Sprintf("CF%02dX", i) }
 
@@ -244,11 +259,18 @@ const (
 	perVoucher    = "the gate's keys are per voucher: the service checks an orderId across vouchers (Gate.ClaimOrder, Store.Order)"
 	noVoucher     = "the service looks the voucher up (Store.Voucher) before it asks the gate"
 	notSoldOut    = "the cache answers only for a voucher Redis found sold out"
+	campaignDB    = "campaign codes reserve through PostgreSQL only: the gate never sees them"
+	campaignRule  = "the campaign rows test codes and their budget, not eligibility"
 )
 
 var (
 	skipGate = map[Impl]string{Script: eligibleFirst, SoldOutCache: eligibleFirst, Model: oneVoucher}
 	skipAll  = map[Impl]string{Script: noVoucher, SoldOutCache: noVoucher, Model: oneVoucher, Eligibility: noVoucher}
+	// skipCampaign: the fault model runs the campaign rows; the gate does
+	// not see campaign codes.
+	skipCampaign = map[Impl]string{Script: campaignDB, SoldOutCache: campaignDB, Eligibility: campaignRule}
+	// skipBudget: a request by the budget's own code.
+	skipBudget = map[Impl]string{Script: campaignDB, SoldOutCache: campaignDB, Eligibility: campaignRule, Model: noVoucher}
 )
 
 func reserve(c int64, o string) Step { return Step{Kind: StepReserve, Customer: c, Order: o} }
@@ -266,12 +288,22 @@ func percent(bp int32, max int64) VoucherSpec {
 	return VoucherSpec{TotalLimit: 10, PerUserLimit: 10, Discount: voucher.Discount{PercentBP: bp, MaxAmount: max}}
 }
 
+// The steps and requests of campaign cases, with code k.
+func reserveK(c int64, o string, k int) Step {
+	return Step{Kind: StepReserve, Customer: c, Order: o, CodeIndex: k}
+}
+func reqK(c int64, o string, k int) Request { return Request{Customer: c, Order: o, CodeIndex: k} }
+func campaign(total, perUser int32) VoucherSpec {
+	return VoucherSpec{TotalLimit: total, PerUserLimit: perUser, Campaign: true}
+}
+
 var (
 	taken    = Answer{}
 	replay   = Answer{Replay: true}
 	conflict = Answer{Code: voucher.CodeOrderConflict}
 	released = Answer{Code: voucher.CodeOrderReleased}
 	quota    = Answer{Code: voucher.CodeAlreadyUsed}
+	codeUsed = Answer{Code: voucher.CodeAlreadyUsed, Reason: voucher.ReasonCodeUsed}
 	soldOut  = Answer{Code: voucher.CodeOutOfStock}
 	heldOut  = Answer{Code: voucher.CodeHeldOut}
 )
@@ -387,4 +419,42 @@ var Cases = []Case{
 		Before:   []Step{reserve(1, "o1")},
 		Requests: []Request{{Customer: 1, Order: "o1", Amount: 10}, {Customer: 1, Order: "o2", Amount: 10}},
 		Want:     []Answer{replayOff(25_000), takenOff(1)}},
+
+	// Campaigns: each code at most once, one budget and one per-customer
+	// limit across the codes.
+	{Name: "campaign: a code takes a use of the budget", Voucher: campaign(2, 1),
+		Requests: []Request{reqK(1, "o1", 0)}, Want: []Answer{taken}, Skip: skipCampaign},
+	{Name: "campaign: replay with the same code", Voucher: campaign(2, 1),
+		Before:   []Step{reserveK(1, "o1", 0)},
+		Requests: []Request{reqK(1, "o1", 0)}, Want: []Answer{replay}, Skip: skipCampaign},
+	{Name: "campaign: orderId asked with another code", Voucher: campaign(2, 2),
+		Before:   []Step{reserveK(1, "o1", 0)},
+		Requests: []Request{reqK(1, "o1", 1)}, Want: []Answer{conflict}, Skip: skipCampaign},
+	{Name: "campaign: code held by another order", Voucher: campaign(5, 5),
+		Before:   []Step{reserveK(1, "o1", 0)},
+		Requests: []Request{reqK(2, "o2", 0), reqK(1, "o3", 0)}, Want: []Answer{codeUsed, codeUsed}, Skip: skipCampaign},
+	{Name: "campaign: code of a confirmed order", Voucher: campaign(5, 5),
+		Before:   []Step{reserveK(1, "o1", 0), confirm("o1")},
+		Requests: []Request{reqK(2, "o2", 0)}, Want: []Answer{codeUsed}, Skip: skipCampaign},
+	{Name: "campaign: a released code is free again", Voucher: campaign(5, 1),
+		Before:   []Step{reserveK(1, "o1", 0), release("o1")},
+		Requests: []Request{reqK(2, "o2", 0)}, Want: []Answer{taken}, Skip: skipCampaign},
+	{Name: "campaign: per-customer limit across codes", Voucher: campaign(5, 1),
+		Before:   []Step{reserveK(1, "o1", 0)},
+		Requests: []Request{reqK(1, "o2", 1), reqK(2, "o3", 1)}, Want: []Answer{quota, taken}, Skip: skipCampaign},
+	{Name: "campaign: budget across codes, confirmed", Voucher: campaign(1, 5),
+		Before:   []Step{reserveK(1, "o1", 0), confirm("o1")},
+		Requests: []Request{reqK(2, "o2", 1)}, Want: []Answer{soldOut}, Skip: skipCampaign},
+	{Name: "campaign: budget across codes, held", Voucher: campaign(2, 5),
+		Before:   []Step{reserveK(1, "o1", 0)},
+		Requests: []Request{reqK(2, "o2", 1), reqK(3, "o3", 2)}, Want: []Answer{taken, heldOut}, Skip: skipCampaign},
+	{Name: "campaign: code used and budget spent", Voucher: campaign(1, 5),
+		Before:   []Step{reserveK(1, "o1", 0), confirm("o1")},
+		Requests: []Request{reqK(2, "o2", 0)}, Want: []Answer{codeUsed}, Skip: skipCampaign},
+	{Name: "campaign: one code, two orders in one go", Voucher: campaign(5, 5),
+		Requests: []Request{reqK(1, "o1", 0), reqK(2, "o2", 0), reqK(1, "o1", 0)},
+		Want:     []Answer{taken, codeUsed, replay}, Skip: skipCampaign},
+	{Name: "campaign: the budget's own code", Voucher: campaign(5, 5),
+		Requests: []Request{{Customer: 1, Order: "o1", Budget: true}}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
+		Skip: skipBudget},
 }

@@ -31,9 +31,15 @@ func TestConformanceModel(t *testing.T) {
 			continue
 		}
 		m := &Model{spec: VoucherSpec{Code: "CF", TotalLimit: int(c.Voucher.TotalLimit), PerUserLimit: int(c.Voucher.PerUserLimit)}, strict: true}
+		if c.Voucher.Campaign {
+			m.nCode = conformance.CampaignCodes
+		}
 		cust, order := map[int64]int{}, map[string]int{}
-		input := func(kind Kind, customer int64, o string) modelInput {
+		input := func(kind Kind, customer int64, o string, codeIndex int) modelInput {
 			in := modelInput{kind: kind, cust: -1}
+			if kind == Reserve && c.Voucher.Campaign {
+				in.code = codeIndex + 1
+			}
 			if _, ok := order[o]; !ok {
 				order[o] = len(m.order)
 				m.order = append(m.order, o)
@@ -53,10 +59,10 @@ func TestConformanceModel(t *testing.T) {
 		for _, st := range c.Before {
 			kind := map[conformance.StepKind]Kind{conformance.StepReserve: Reserve,
 				conformance.StepRelease: Release, conformance.StepConfirm: Confirm}[st.Kind]
-			steps = append(steps, input(kind, st.Customer, st.Order))
+			steps = append(steps, input(kind, st.Customer, st.Order, st.CodeIndex))
 		}
 		for _, r := range c.Requests {
-			reqs = append(reqs, input(Reserve, r.Customer, r.Order))
+			reqs = append(reqs, input(Reserve, r.Customer, r.Order, r.CodeIndex))
 		}
 		m.nCust, m.nOrder = len(m.custID), len(m.order)
 

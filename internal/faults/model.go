@@ -28,12 +28,23 @@ const (
 
 // modelState is one voucher's state: the uses left, each customer's held
 // count (one byte per customer index) and each order's state and owner (two
-// bytes per order index). Strings make it immutable and comparable with ==,
-// which porcupine's Step and cache need.
+// bytes per order index). For a campaign (Model.nCode > 0) codes holds, per
+// code index, the index+1 of the live order holding it (0: free), and
+// ocode, per order index, the index+1 of the code it was made with. Strings
+// make it immutable and comparable with ==, which porcupine's Step and
+// cache need.
 type modelState struct {
 	remaining int32
 	cust      string
 	orders    string
+	codes     string
+	ocode     string
+}
+
+func setByte(s string, i int, v byte) string {
+	b := []byte(s)
+	b[i] = v
+	return string(b)
 }
 
 func (s modelState) orderState(i int) (st byte, owner int) {
@@ -57,7 +68,10 @@ type modelInput struct {
 	kind  Kind
 	cust  int // customer index (reserve) or -1
 	order int // order index
-	op    *Op // the recorded attempt, for messages
+	// code is, for a reserve of a campaign, the index+1 of the code
+	// presented; 0 for a voucher.
+	code int
+	op   *Op // the recorded attempt, for messages
 }
 
 // modelOutput is an attempt's outcome.
@@ -80,11 +94,17 @@ type modelOutput struct{ outcome Outcome }
 // reconciled, the per-instance sold-out cache), which the invariants (docs/rules.md) allow as
 // temporary undersell. Everything that hands out a use or answers for an
 // orderId stays exact.
+//
+// A campaign (nCode > 0) adds its codes: a reserve presents one, a known
+// orderId asked with another code is ORDER_CONFLICT, a code held by a live
+// order is ALREADY_USED (checked before stock and quota, as
+// voucherd_reserve does), and a release frees the order's code.
 type Model struct {
 	spec   VoucherSpec
 	strict bool
 	nCust  int
 	nOrder int
+	nCode  int      // codes of a campaign; 0 for a voucher
 	custID []int64  // index -> customerId
 	order  []string // index -> orderId
 }
@@ -295,11 +315,15 @@ func chains(code string, ops []Op) [][]*Op {
 }
 
 func (m *Model) init() modelState {
-	return modelState{
+	s := modelState{
 		remaining: int32(m.spec.TotalLimit),
 		cust:      strings.Repeat("\x00", m.nCust),
 		orders:    strings.Repeat("\x00", 2*m.nOrder),
 	}
+	if m.nCode > 0 {
+		s.codes, s.ocode = strings.Repeat("\x00", m.nCode), strings.Repeat("\x00", m.nOrder)
+	}
+	return s
 }
 
 // expectReserve returns what a reserve in state s must answer and the
@@ -309,12 +333,15 @@ func (m *Model) expectReserve(s modelState, in modelInput) (want, alt Outcome, n
 	st, owner := s.orderState(in.order)
 	if st != orderAbsent {
 		switch {
-		case owner != in.cust:
+		case owner != in.cust || m.nCode > 0 && int(s.ocode[in.order]) != in.code:
 			return OrderConflict, "", s
 		case st == orderReleased:
 			return OrderReleased, "", s
 		}
 		return OK, "", s
+	}
+	if in.code > 0 && s.codes[in.code-1] != 0 {
+		return AlreadyUsed, "", s
 	}
 	quotaFull := int(s.cust[in.cust]) >= m.spec.PerUserLimit
 	soldOut := s.remaining <= 0
@@ -326,11 +353,18 @@ func (m *Model) expectReserve(s modelState, in modelInput) (want, alt Outcome, n
 	case soldOut:
 		return OutOfStock, "", s
 	}
-	return OK, "", modelState{
+	next = modelState{
 		remaining: s.remaining - 1,
 		cust:      s.withCust(in.cust, +1),
 		orders:    s.withOrder(in.order, orderReserved, in.cust),
+		codes:     s.codes,
+		ocode:     s.ocode,
 	}
+	if in.code > 0 {
+		next.codes = setByte(s.codes, in.code-1, byte(in.order+1))
+		next.ocode = setByte(s.ocode, in.order, byte(in.code))
+	}
+	return OK, "", next
 }
 
 func (m *Model) expectRelease(s modelState, in modelInput) (Outcome, modelState) {
@@ -341,11 +375,17 @@ func (m *Model) expectRelease(s modelState, in modelInput) (Outcome, modelState)
 	case orderReleased:
 		return OK, s
 	}
-	return OK, modelState{
+	next := modelState{
 		remaining: s.remaining + 1,
 		cust:      s.withCust(owner, -1),
 		orders:    s.withOrder(in.order, orderReleased, owner),
+		codes:     s.codes,
+		ocode:     s.ocode,
 	}
+	if m.nCode > 0 && s.ocode[in.order] != 0 {
+		next.codes = setByte(s.codes, int(s.ocode[in.order])-1, 0)
+	}
+	return OK, next
 }
 
 func (m *Model) expectConfirm(s modelState, in modelInput) (Outcome, modelState) {
@@ -356,7 +396,8 @@ func (m *Model) expectConfirm(s modelState, in modelInput) (Outcome, modelState)
 	case orderReleased:
 		return ReservationReleased, s
 	}
-	return OK, modelState{remaining: s.remaining, cust: s.cust, orders: s.withOrder(in.order, orderConfirmed, owner)}
+	return OK, modelState{remaining: s.remaining, cust: s.cust, orders: s.withOrder(in.order, orderConfirmed, owner),
+		codes: s.codes, ocode: s.ocode}
 }
 
 func (m *Model) step(state, input, output any) (bool, any) {
@@ -398,6 +439,8 @@ func hashState(state any) uint64 {
 	_, _ = h.Write(b[:])
 	_, _ = h.Write([]byte(s.cust))
 	_, _ = h.Write([]byte(s.orders))
+	_, _ = h.Write([]byte(s.codes))
+	_, _ = h.Write([]byte(s.ocode))
 	return h.Sum64()
 }
 

@@ -97,6 +97,9 @@ func (s *Server) listVouchers(w http.ResponseWriter, r *http.Request) error {
 	if q.Has("codePrefix") && f.CodePrefix == "" {
 		return voucher.Errorf(voucher.CodeInvalidRequest, "codePrefix must not be empty")
 	}
+	if q.Has("state") && f.State == "" {
+		return voucher.Errorf(voucher.CodeInvalidRequest, "state must be active, scheduled, ended or disabled")
+	}
 	page, err := s.svc.ListVouchers(r.Context(), f)
 	if err != nil {
 		return err

@@ -31,6 +31,8 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeUnauthorized:         http.StatusUnauthorized,
 	voucher.CodeForbidden:            http.StatusForbidden,
 	voucher.CodeVoucherNotFound:      http.StatusNotFound,
+	voucher.CodeCampaignNotFound:     http.StatusNotFound,
+	voucher.CodeCampaignBudget:       http.StatusConflict,
 	voucher.CodeReservationNotFound:  http.StatusNotFound,
 	voucher.CodeVoucherExists:        http.StatusConflict,
 	voucher.CodeLimitBelowHeld:       http.StatusConflict,
@@ -170,6 +172,7 @@ func (s *Server) routes() {
 		_, _ = w.Write(api.OpenAPI)
 	})
 	s.adminRoutes()
+	s.campaignRoutes()
 	if s.cfg.MetricsHandler != nil {
 		s.mux.Handle("GET /metrics", s.cfg.MetricsHandler)
 	}

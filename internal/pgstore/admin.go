@@ -184,7 +184,7 @@ func voucherPageQuery(f voucher.VoucherFilter, now time.Time) (string, []any, er
 	return q, args, nil
 }
 
-const redemptionColumns = `r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status,
+const redemptionColumns = `r.order_id, coalesce(r.code, r.voucher_code), r.customer_id, r.order_amount, r.discount_amount, r.status,
        r.created_at, r.updated_at, r.expires_at`
 
 // ListRedemptions implements voucher.AdminStore. A voucher's page is read

@@ -32,7 +32,7 @@ func TestConformanceValidation(t *testing.T) {
 		code := setUpCase(t, s, i, c)
 		last := len(c.Requests) - 1
 		for j, r := range c.Requests[:last] {
-			got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: r.Customer,
+			got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
 				OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount()}, conformance.Now, conformance.TTL))
 			require.True(t, c.Want[j].Accepts(got), "%s: request %d: want %s, got %s", c.Name, j, c.Want[j], got)
 		}
@@ -43,7 +43,7 @@ func TestConformanceValidation(t *testing.T) {
 			require.NoError(t, err)
 		}
 		r, want := c.Requests[last], c.Want[last]
-		v, err := voucher.ValidationOf(s.Validate(ctx, voucher.ValidateRequest{Code: code, CustomerID: r.Customer,
+		v, err := voucher.ValidationOf(s.Validate(ctx, voucher.ValidateRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
 			OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount()}, conformance.Now))
 		if err != nil {
 			got := conformance.AnswerOf(voucher.Reservation{}, err)
@@ -52,7 +52,7 @@ func TestConformanceValidation(t *testing.T) {
 		}
 		require.True(t, want.AcceptsValidation(v), "%s: validation: want %s, got %+v", c.Name, want, v)
 		requireUnchanged(t, s, code, before, c.Name)
-		got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: r.Customer,
+		got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
 			OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount()}, conformance.Now, conformance.TTL))
 		require.True(t, want.Accepts(got), "%s: reservation after the validation: want %s, got %s", c.Name, want, got)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/conformance"
@@ -11,25 +12,46 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// setUpCase creates the vouchers of case i and runs its steps.
+// setUpCase creates the vouchers (or campaign) of case i and runs its
+// steps.
 func setUpCase(t *testing.T, s *pgstore.Store, i int, c conformance.Case) string {
 	t.Helper()
 	ctx := context.Background()
 	code := conformance.Code(i)
-	if !c.Voucher.Missing {
+	switch {
+	case c.Voucher.Campaign:
+		gen := func(n int) ([]string, error) {
+			codes := make([]string, n)
+			for k := range codes {
+				codes[k] = conformance.CampaignCode(i, k)
+			}
+			return codes, nil
+		}
+		_, err := s.CreateCampaign(ctx, voucher.Campaign{ID: code, Name: c.Name, CodeLength: voucher.DefaultCodeLength,
+			Budget: c.Voucher.Voucher(code)}, conformance.CampaignCodes, gen)
+		require.NoError(t, err)
+	case !c.Voucher.Missing:
 		_, err := s.CreateVoucher(ctx, c.Voucher.Voucher(code))
 		require.NoError(t, err)
 	}
+	// The code each order was reserved with: release and confirm name it.
+	codeOf := map[string]string{}
 	other := conformance.OtherCode(i)
 	_, err := s.CreateVoucher(ctx, conformance.VoucherSpec{TotalLimit: 100, PerUserLimit: 100}.Voucher(other))
 	require.NoError(t, err)
 	for _, st := range c.Before {
 		on := code
-		if st.OtherVoucher {
+		switch {
+		case st.OtherVoucher:
 			on = other
+		case st.Kind != conformance.StepReserve:
+			on = codeOf[st.Order]
+		case c.Voucher.Campaign:
+			on = conformance.CampaignCode(i, st.CodeIndex)
 		}
 		switch st.Kind {
 		case conformance.StepReserve:
+			codeOf[st.Order] = on
 			res, err := s.Reserve(ctx, voucher.ReserveRequest{Code: on, CustomerID: st.Customer, OrderID: conformance.OrderID(i, st.Order),
 				OrderAmount: conformance.Amount}, conformance.Now, conformance.TTL)
 			require.NoError(t, err, "%s: step %+v", c.Name, st)
@@ -46,6 +68,14 @@ func setUpCase(t *testing.T, s *pgstore.Store, i int, c conformance.Case) string
 	return code
 }
 
+// requestCode is the code request r of case i names.
+func requestCode(i int, c conformance.Case, r conformance.Request) string {
+	if c.Voucher.Campaign && !r.Budget {
+		return conformance.CampaignCode(i, r.CodeIndex)
+	}
+	return conformance.Code(i)
+}
+
 // The single and the batch reservation functions answer every case of the
 // rule as the conformance table says.
 func TestConformance(t *testing.T) {
@@ -55,9 +85,9 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		s := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
 		for i, c := range conformance.Cases {
-			code := setUpCase(t, s, i, c)
+			setUpCase(t, s, i, c)
 			for j, r := range c.Requests {
-				got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: r.Customer,
+				got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
 					OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount()}, conformance.Now, conformance.TTL))
 				require.True(t, c.Want[j].Accepts(got), "%s: request %d: want %s, got %s", c.Name, j, c.Want[j], got)
 			}
@@ -71,6 +101,22 @@ func TestConformance(t *testing.T) {
 			elems := make([]elem, len(c.Requests))
 			for j, r := range c.Requests {
 				elems[j] = elem{customer: r.Customer, order: conformance.OrderID(i, r.Order), amount: r.OrderAmount()}
+			}
+			if c.Voucher.Campaign {
+				// The batch hands a campaign code back (VD003) to be
+				// reserved one by one with voucherd_reserve, as the
+				// combiner then does.
+				_, err := reserveBatchSQL(ctx, s, requestCode(i, c, c.Requests[0]), conformance.Now, elems)
+				var pgErr *pgconn.PgError
+				require.ErrorAs(t, err, &pgErr, c.Name)
+				require.Equal(t, "VD003", pgErr.Code, c.Name)
+				for j, r := range c.Requests {
+					got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r),
+						CustomerID: r.Customer, OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount()},
+						conformance.Now, conformance.TTL))
+					require.True(t, c.Want[j].Accepts(got), "%s: element %d: want %s, got %s", c.Name, j, c.Want[j], got)
+				}
+				continue
 			}
 			answers, err := reserveBatchSQL(ctx, s, code, conformance.Now, elems)
 			require.NoError(t, err, c.Name)

@@ -14,8 +14,8 @@ type Querier interface {
 
 // Violation is one breach of the invariants of the stored counters.
 type Violation struct {
-	// Kind is oversell, used_count, customer usage or per-user limit
-	// (queries/invariants.sql).
+	// Kind is oversell, used_count, customer usage, per-user limit, code
+	// reuse or code campaign (queries/invariants.sql).
 	Kind    string
 	Voucher string
 	Message string
@@ -25,7 +25,8 @@ type Violation struct {
 // state of the vouchers codes (every voucher when none): no voucher holds
 // more redemptions than its total limit, its used_count counts its held
 // redemptions, each customer counter counts that customer's held
-// redemptions, and no customer holds more than the per-user limit. It is
+// redemptions, no customer holds more than the per-user limit, and each
+// campaign code is held at most once, by a redemption of its campaign. It is
 // the one check the store's tests, the stack tests, `voucherd bench
 // --verify` and the fault suite run; it returns the breaches, none when the
 // state is consistent.

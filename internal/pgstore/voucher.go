@@ -124,6 +124,10 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		return recordAudit(ctx, tx, code, voucher.PatchAction(p), voucher.ActorOf(ctx),
 			voucher.AuditFields(before), voucher.AuditFields(after))
 	})
+	if state, pgErr := pgCode(err); state == sqlstateCheckViolation && pgErr.ConstraintName == "voucher_campaign_not_flash" {
+		return voucher.Voucher{}, voucher.Voucher{}, voucher.Errorf(voucher.CodeCampaignBudget,
+			"%s is a campaign's budget: campaign codes reserve through PostgreSQL, so it cannot be a flash sale", code)
+	}
 	if err != nil {
 		return voucher.Voucher{}, voucher.Voucher{}, interpretError(err)
 	}

@@ -14,11 +14,16 @@ type ErrorCode string
 // The error codes of the API contract (api/openapi.yaml) plus the few the service needs
 // for itself.
 const (
-	CodeInvalidRequest      ErrorCode = "INVALID_REQUEST"
-	CodeUnauthorized        ErrorCode = "UNAUTHORIZED"
-	CodeForbidden           ErrorCode = "FORBIDDEN"
-	CodeVoucherNotFound     ErrorCode = "VOUCHER_NOT_FOUND"
-	CodeVoucherExists       ErrorCode = "VOUCHER_EXISTS"
+	CodeInvalidRequest  ErrorCode = "INVALID_REQUEST"
+	CodeUnauthorized    ErrorCode = "UNAUTHORIZED"
+	CodeForbidden       ErrorCode = "FORBIDDEN"
+	CodeVoucherNotFound ErrorCode = "VOUCHER_NOT_FOUND"
+	CodeVoucherExists   ErrorCode = "VOUCHER_EXISTS"
+	// CodeCampaignNotFound: no campaign has this id.
+	CodeCampaignNotFound ErrorCode = "CAMPAIGN_NOT_FOUND"
+	// CodeCampaignBudget refuses to make a campaign's budget a flash sale:
+	// campaign codes reserve through the store.
+	CodeCampaignBudget      ErrorCode = "CAMPAIGN_BUDGET"
 	CodeLimitBelowHeld      ErrorCode = "LIMIT_BELOW_HELD"
 	CodeReservationNotFound ErrorCode = "RESERVATION_NOT_FOUND"
 	CodeReservationReleased ErrorCode = "RESERVATION_RELEASED"
@@ -52,7 +57,7 @@ const (
 	CodeInternal        ErrorCode = "INTERNAL"
 )
 
-// Reason refines CodeNotEligible.
+// Reason refines CodeNotEligible and CodeAlreadyUsed.
 type Reason string
 
 // Reasons a reservation is not eligible.
@@ -62,6 +67,9 @@ const (
 	ReasonOrderAmountTooLow Reason = "ORDER_AMOUNT_TOO_LOW"
 	// ReasonDisabled: the voucher was stopped (PATCH "active": false).
 	ReasonDisabled Reason = "DISABLED"
+	// ReasonCodeUsed refines CodeAlreadyUsed: the campaign code is held by
+	// another order (each code is used at most once).
+	ReasonCodeUsed Reason = "CODE_USED"
 )
 
 // Error is a domain error: a code from the vocabulary, a human message, and

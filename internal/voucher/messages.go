@@ -67,7 +67,10 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 	CodeHeldOut: func(_ Reason, f Facts) string {
 		return fmt.Sprintf("voucher %s has no free uses; some are held by reservations that may still be released", f.Voucher)
 	},
-	CodeAlreadyUsed: func(_ Reason, f Facts) string {
+	CodeAlreadyUsed: func(r Reason, f Facts) string {
+		if r == ReasonCodeUsed {
+			return fmt.Sprintf("code %s is already used by another order", f.Voucher)
+		}
 		return fmt.Sprintf("customer %d already holds %d use(s) of voucher %s", f.CustomerID, f.PerUserLimit, f.Voucher)
 	},
 }

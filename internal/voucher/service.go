@@ -330,14 +330,22 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		return Reservation{}, err
 	}
 	v, err := s.cachedVoucherAt(ctx, req.Code, start)
+	if IsCode(err, CodeVoucherNotFound) {
+		// A campaign code: v is its campaign's budget, never a flash sale,
+		// and the store resolves the code again in the reservation itself.
+		v, err = s.campaignOf(ctx, req.Code)
+	}
 	if err != nil {
 		s.guessNoted(ctx, req.CustomerID, err)
 		return Reservation{}, err
 	}
-	// Threshold events once the answer is decided (thresholds.go).
+	// Threshold events once the answer is decided (thresholds.go), of the
+	// voucher or campaign budget whose stock moved.
 	defer func() {
 		if err == nil {
-			s.noteTake(res, mode)
+			taken := res
+			taken.VoucherCode = v.Code
+			s.noteTake(taken, mode)
 		}
 	}()
 	if !v.FlashSale {

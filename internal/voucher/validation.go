@@ -122,6 +122,10 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 		return Validation{}, err
 	}
 	vc, err := s.cachedVoucher(ctx, req.Code)
+	if IsCode(err, CodeVoucherNotFound) {
+		// A campaign code, as in Reserve.
+		vc, err = s.campaignOf(ctx, req.Code)
+	}
 	if err != nil {
 		s.guessNoted(ctx, req.CustomerID, err)
 		return Validation{}, err

@@ -18,8 +18,14 @@ schema cannot say "a value the server gave you". So an `after` that is not
 one (base64url of a JSON object) is left out of the request: the listing's
 first page is asked for instead.
 
-Only these dates and cursors change; every other part of every generated
-request is sent as is.
+A reservation's replacesOrderId must differ from its orderId (a rule
+between two fields): an equal one is changed in its last character.
+
+The number of codes a campaign request generates is capped at 100, so that
+the run stays short (generation is measured by a benchmark instead).
+
+Only these dates, cursors, replaced orderIds and code counts change; every other part of every
+generated request is sent as is.
 """
 import base64
 import json
@@ -76,8 +82,18 @@ def before_call(ctx, case, kwargs):
             kwargs["params"].pop("after", None)
     if not isinstance(case.body, dict):
         return
-    if op.path == "/vouchers" and op.method.upper() == "POST":
+    replaces = case.body.get("replacesOrderId")
+    if isinstance(replaces, str) and replaces != "" and replaces == case.body.get("orderId"):
+        case.body["replacesOrderId"] = replaces[:-1] + ("x" if replaces[-1] != "x" else "y")
+    if op.path in ("/vouchers", "/campaigns") and op.method.upper() == "POST":
         _fix_window(case.body, patch=False)
+    # Generating codes is bounded work, not a rule; a small count keeps the
+    # run short.
+    if op.method.upper() == "POST":
+        field = {"/campaigns": "codeCount", "/campaigns/{id}/codes": "count"}.get(op.path)
+        value = case.body.get(field) if field else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 100:
+            case.body[field] = 100
     elif op.path == "/vouchers/{code}" and op.method.upper() == "PATCH":
         _fix_window(case.body, patch=True)
     else:

@@ -3,6 +3,8 @@
 -- released right here, as the sweep would, and returned RELEASED with
 -- expired = true. The row lock and the status re-read make a confirm racing
 -- the sweep end in exactly one terminal state.
+-- p_code is the redemption's code: the campaign code it was made with, else
+-- its voucher's.
 CREATE OR REPLACE FUNCTION voucherd_confirm(
     p_code text, p_order text, p_now timestamptz,
     OUT redemption voucher_redemption, OUT expired boolean)
@@ -12,7 +14,7 @@ DECLARE
 BEGIN
     expired := false;
     SELECT x.* INTO r FROM voucher_redemption x
-    WHERE x.order_id = p_order AND x.voucher_code = p_code
+    WHERE x.order_id = p_order AND coalesce(x.code, x.voucher_code) = p_code
     FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM voucherd_reject('RESERVATION_NOT_FOUND', format('voucher=%s order=%s', p_code, p_order));

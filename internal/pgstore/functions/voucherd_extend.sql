@@ -6,6 +6,8 @@
 -- takes (it skips locked rows and re-checks the expiry on the latest
 -- version), so a sweep racing an extension either releases the row first,
 -- and the extension finds it RELEASED, or finds it extended.
+-- p_code is the redemption's code: the campaign code it was made with, else
+-- its voucher's.
 CREATE OR REPLACE FUNCTION voucherd_extend(
     p_code text, p_order text, p_now timestamptz, p_until timestamptz, p_max interval,
     OUT redemption voucher_redemption, OUT expired boolean)
@@ -16,7 +18,7 @@ DECLARE
 BEGIN
     expired := false;
     SELECT x.* INTO r FROM voucher_redemption x
-    WHERE x.order_id = p_order AND x.voucher_code = p_code
+    WHERE x.order_id = p_order AND coalesce(x.code, x.voucher_code) = p_code
     FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM voucherd_reject('RESERVATION_NOT_FOUND', format('voucher=%s order=%s', p_code, p_order));

@@ -1,5 +1,9 @@
 -- voucherd_reserve takes one use of p_code for order p_order, or replays the
--- known redemption of p_order. Order of work: cheap reads and rejections
+-- known redemption of p_order. p_code is a voucher's code or a campaign's
+-- code: the latter takes its use from the campaign's budget row (voucher
+-- row flagged campaign, never reserved by its own code), which stands for
+-- the voucher in every step below, and holds the code itself once
+-- (CODE_USED while another live redemption holds it). Order of work: cheap reads and rejections
 -- first, then the writes in lock order (redemption row, customer counter,
 -- voucher row: docs/rules.md), the hot voucher row last so that its row lock
 -- is held for as little time as possible. A rejection raises
@@ -17,12 +21,19 @@ DECLARE
     r voucher_redemption%ROWTYPE;
     v_held integer;
     v_verdict text;
+    v_unique text;  -- the campaign code presented, NULL for a voucher
 BEGIN
     o_used := 0;
     o_total := 0;
-    -- a. The voucher, without a lock.
+    -- a. The voucher (or the campaign code's budget), without a lock.
     SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
     IF NOT FOUND THEN
+        SELECT x.* INTO v FROM voucher x JOIN campaign_code c ON c.campaign_id = x.code WHERE c.code = p_code;
+        IF FOUND THEN
+            v_unique := p_code;
+        END IF;
+    END IF;
+    IF v.code IS NULL OR v.campaign AND v_unique IS NULL THEN
         PERFORM voucherd_reject('VOUCHER_NOT_FOUND', format('voucher=%s', p_code));
     END IF;
 
@@ -44,21 +55,34 @@ BEGIN
         PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
     END IF;
 
+    -- c2. A campaign code held by another order (the insert below re-checks
+    -- under the unique index).
+    IF v_unique IS NOT NULL AND EXISTS (
+        SELECT 1 FROM voucher_redemption x WHERE x.code = v_unique AND x.status <> 'RELEASED') THEN
+        PERFORM voucherd_reject('ALREADY_USED', format('voucher=%s', p_code), 'CODE_USED');
+    END IF;
+
     -- d. Sold out as far as the read shows: reject before writing anything.
     IF v.used_count >= v.total_limit THEN
-        PERFORM voucherd_reject_stock(p_code, p_now);
+        PERFORM voucherd_reject_stock(v.code, p_now);
     END IF;
 
     -- e. The redemption row. Nothing inserted means a concurrent request with
-    -- the same orderId committed first (the insert waited for it).
+    -- the same orderId, or holding the same campaign code, committed first
+    -- (the insert waited for it).
     INSERT INTO voucher_redemption AS x
-        (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
-    VALUES (p_order, p_code, p_customer, p_amount,
-            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl)
-    ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
+        (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at,
+         code)
+    VALUES (p_order, v.code, p_customer, p_amount,
+            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl,
+            v_unique)
+    ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;
     IF NOT FOUND THEN
         SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+        IF NOT FOUND AND v_unique IS NOT NULL THEN
+            PERFORM voucherd_reject('ALREADY_USED', format('voucher=%s', p_code), 'CODE_USED');
+        END IF;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'VD900', MESSAGE = format('order %s conflicted but is absent', p_order);
         END IF;
@@ -73,19 +97,19 @@ BEGIN
 
     -- f. The customer's counter, conditional on the per-user limit.
     INSERT INTO voucher_customer_usage AS u (voucher_code, customer_id, held)
-    VALUES (p_code, p_customer, 1)
+    VALUES (v.code, p_customer, 1)
     ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey
         DO UPDATE SET held = u.held + 1 WHERE u.held < v.per_user_limit
     RETURNING u.held INTO v_held;
     IF NOT FOUND THEN
-        PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(p_code, p_customer, v.per_user_limit));
+        PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(v.code, p_customer, v.per_user_limit));
     END IF;
 
     -- g. The hot row, last. Its conditions are re-evaluated on the latest
     -- version of the row, so a concurrent PATCH or the last use taken by
     -- another request is seen here.
     UPDATE voucher x SET used_count = x.used_count + 1
-    WHERE x.code = p_code
+    WHERE x.code = v.code
       AND x.used_count < x.total_limit
       AND NOT x.disabled
       AND x.starts_at <= p_now AND p_now < x.ends_at
@@ -93,16 +117,16 @@ BEGIN
       AND x.per_user_limit >= v_held
     RETURNING x.used_count, x.total_limit INTO o_used, o_total;
     IF NOT FOUND THEN
-        SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+        SELECT x.* INTO v FROM voucher x WHERE x.code = v.code;
         v_verdict := voucherd_eligibility(v, p_amount, p_now);
         IF v_verdict <> '' THEN
             PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
         END IF;
         IF v.per_user_limit < v_held THEN
-            PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(p_code, p_customer, v.per_user_limit));
+            PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(v.code, p_customer, v.per_user_limit));
         END IF;
         -- Our own redemption row is not a hold that may come free.
-        PERFORM voucherd_reject_stock(p_code, p_now, p_order);
+        PERFORM voucherd_reject_stock(v.code, p_now, p_order);
     END IF;
 
     redemption := r;

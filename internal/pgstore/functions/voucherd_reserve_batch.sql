@@ -33,7 +33,8 @@
 --      oversell.) When the voucher's rules changed under the batch (a
 --      concurrent PATCH of the window, the minimum amount or the per-user
 --      limit) the call raises VD003 and rolls back whole; the caller then
---      reserves each element on its own with voucherd_reserve.
+--      reserves each element on its own with voucherd_reserve. A campaign
+--      code raises VD003 at once.
 --
 -- The statements that look rows up by an array of keys run through EXECUTE,
 -- so that each call plans them for its own arrays and the tables' current
@@ -113,6 +114,11 @@ BEGIN
     -- 1. The voucher, without a lock, and each element's eligibility with the
     -- verdict of voucherd_eligibility.
     SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+    -- A campaign code (or budget) is decided by voucherd_reserve alone: the
+    -- orders of one campaign code compete for the code itself.
+    IF FOUND AND v.campaign OR NOT FOUND AND EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code) THEN
+        RAISE EXCEPTION USING ERRCODE = 'VD003', MESSAGE = format('campaign code %s: reserve one by one', p_code);
+    END IF;
     IF NOT FOUND THEN
         RETURN QUERY
             SELECT e.u_order, p_code, e.u_customer, e.u_amount, 0::bigint, ''::text, e.u_now, e.u_now, e.u_now,
@@ -275,7 +281,7 @@ BEGIN
             v_taken := v_taken + 1;
             e_row[v_i] := ROW(p_orders[v_i], p_code, p_customers[v_i], p_amounts[v_i],
                               voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amounts[v_i]),
-                              'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl)::voucher_redemption;
+                              'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL)::voucher_redemption;
         END LOOP;
 
         -- 5. The rows as decided. A placeholder is usually kept as inserted or

@@ -7,7 +7,8 @@
 -- for p_customer (a reservation would replay it; o_discount is then that
 -- hold's), else o_discount is the discount a new use would get.
 -- It reads without locks: a reservation committed meanwhile may change the
--- answer, as it would change the reservation's.
+-- answer, as it would change the reservation's. A campaign code is resolved
+-- to its budget as voucherd_reserve does.
 CREATE OR REPLACE FUNCTION voucherd_validate(
     p_code text, p_customer bigint, p_order text, p_amount bigint, p_now timestamptz,
     OUT o_discount bigint, OUT o_replay boolean)
@@ -17,9 +18,16 @@ DECLARE
     r voucher_redemption%ROWTYPE;
     v_held integer;
     v_verdict text;
+    v_unique text;
 BEGIN
     SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
     IF NOT FOUND THEN
+        SELECT x.* INTO v FROM voucher x JOIN campaign_code c ON c.campaign_id = x.code WHERE c.code = p_code;
+        IF FOUND THEN
+            v_unique := p_code;
+        END IF;
+    END IF;
+    IF v.code IS NULL OR v.campaign AND v_unique IS NULL THEN
         PERFORM voucherd_reject('VOUCHER_NOT_FOUND', format('voucher=%s', p_code));
     END IF;
 
@@ -41,14 +49,19 @@ BEGIN
         PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
     END IF;
 
+    IF v_unique IS NOT NULL AND EXISTS (
+        SELECT 1 FROM voucher_redemption x WHERE x.code = v_unique AND x.status <> 'RELEASED') THEN
+        PERFORM voucherd_reject('ALREADY_USED', format('voucher=%s', p_code), 'CODE_USED');
+    END IF;
+
     IF v.used_count >= v.total_limit THEN
-        PERFORM voucherd_reject_stock(p_code, p_now);
+        PERFORM voucherd_reject_stock(v.code, p_now);
     END IF;
 
     SELECT u.held INTO v_held FROM voucher_customer_usage u
-    WHERE u.voucher_code = p_code AND u.customer_id = p_customer;
+    WHERE u.voucher_code = v.code AND u.customer_id = p_customer;
     IF coalesce(v_held, 0) >= v.per_user_limit THEN
-        PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(p_code, p_customer, v.per_user_limit));
+        PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(v.code, p_customer, v.per_user_limit));
     END IF;
 
     o_discount := voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount);

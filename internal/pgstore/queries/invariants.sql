@@ -5,9 +5,12 @@
 --   customer usage  a voucher_customer_usage.held differs from the
 --                   customer's held redemptions of that voucher
 --   per-user limit  a customer holds more redemptions than per_user_limit
+--   code reuse      a campaign code held by more than one redemption
+--   code campaign   a redemption of a campaign made without one of its
+--                   codes, or a campaign code on a redemption of another
 -- Columns: kind, voucher code, message.
 WITH v AS (
-    SELECT x.code, x.total_limit, x.per_user_limit, x.used_count
+    SELECT x.code, x.total_limit, x.per_user_limit, x.used_count, x.campaign
     FROM voucher x WHERE $1::text[] IS NULL OR x.code = ANY ($1::text[])
 ), held AS (
     SELECT r.voucher_code, r.customer_id, count(*)::integer AS n
@@ -37,4 +40,14 @@ UNION ALL
 SELECT 'per-user limit', c.code, format('%s: customer %s holds %s uses, perUserLimit %s',
                                         c.code, c.customer_id, c.n, v.per_user_limit)
 FROM per_customer c JOIN v ON v.code = c.code WHERE c.n > v.per_user_limit
+UNION ALL
+SELECT 'code reuse', r.voucher_code, format('%s: code %s held by %s redemptions', r.voucher_code, r.code, count(*))
+FROM voucher_redemption r JOIN v ON v.code = r.voucher_code
+WHERE r.code IS NOT NULL AND r.status IN ('RESERVED', 'CONFIRMED')
+GROUP BY r.voucher_code, r.code HAVING count(*) > 1
+UNION ALL
+SELECT 'code campaign', r.voucher_code, format('%s: order %s made with code %s, of campaign %s',
+                                              r.voucher_code, r.order_id, r.code, c.campaign_id)
+FROM voucher_redemption r JOIN v ON v.code = r.voucher_code LEFT JOIN campaign_code c ON c.code = r.code
+WHERE (r.code IS NOT NULL OR v.campaign) AND c.campaign_id IS DISTINCT FROM r.voucher_code
 ORDER BY 2, 1, 3
