@@ -1,4 +1,4 @@
--- 011_campaigns: campaigns of unique single-use codes sharing one budget.
+-- 009_campaigns: campaigns of unique single-use codes sharing one budget.
 --
 -- A campaign's budget is a voucher row flagged campaign (its code is the
 -- campaign id): its used_count is the campaign's stock, its customer
