@@ -481,7 +481,7 @@ func TestReconciliationRepairIsAudited(t *testing.T) {
 	s := newStack(t, stackOptions{flash: true, tweak: withPromoKey})
 	code := s.createVoucher(voucherSpec{TotalLimit: 10})
 	now := time.Now()
-	d, err := s.app.gate.Reserve(t.Context(), code, 1, voucher.Hold{OrderID: "orphan-a", CustomerID: 9, OrderAmount: 100,
+	d, err := s.app.gate.Reserve(t.Context(), code, 1, voucher.Hold{OrderID: "orphan-a", CustomerID: "9", OrderAmount: 100,
 		DiscountAmount: 10, ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)

@@ -22,11 +22,11 @@ func TestDecodeReserveBody(t *testing.T) {
 		want reserveRequest // compared when msg is empty
 		msg  string         // a part of the INVALID_REQUEST message
 	}{
-		{"plain", `{"customerId":7,"orderId":"o-1","orderAmount":5000}`, reserveRequest{CustomerID: 7, OrderID: "o-1", OrderAmount: 5000}, ""},
-		{"white space and order", " \n{ \"orderAmount\" : 0 ,\t\"orderId\":\"a\", \"customerId\":1}\r\n", reserveRequest{CustomerID: 1, OrderID: "a", OrderAmount: 0}, ""},
-		{"integral 1.0", `{"customerId":1.0,"orderId":"a","orderAmount":2.50e3}`, reserveRequest{CustomerID: 1, OrderID: "a", OrderAmount: 2500}, ""},
-		{"exponent", `{"customerId":1e2,"orderId":"a","orderAmount":0e99999999}`, reserveRequest{CustomerID: 100, OrderID: "a"}, ""},
-		{"escaped name and value", `{"customer\u0049d":3,"orderId":"\u0041b","orderAmount":1}`, reserveRequest{CustomerID: 3, OrderID: "Ab", OrderAmount: 1}, ""},
+		{"plain", `{"customerId":7,"orderId":"o-1","orderAmount":5000}`, reserveRequest{CustomerID: "7", OrderID: "o-1", OrderAmount: 5000}, ""},
+		{"white space and order", " \n{ \"orderAmount\" : 0 ,\t\"orderId\":\"a\", \"customerId\":1}\r\n", reserveRequest{CustomerID: "1", OrderID: "a", OrderAmount: 0}, ""},
+		{"integral 1.0", `{"customerId":1.0,"orderId":"a","orderAmount":2.50e3}`, reserveRequest{CustomerID: "1", OrderID: "a", OrderAmount: 2500}, ""},
+		{"exponent", `{"customerId":1e2,"orderId":"a","orderAmount":0e99999999}`, reserveRequest{CustomerID: "100", OrderID: "a"}, ""},
+		{"escaped name and value", `{"customer\u0049d":3,"orderId":"\u0041b","orderAmount":1}`, reserveRequest{CustomerID: "3", OrderID: "Ab", OrderAmount: 1}, ""},
 		{"largest customer", `{"customerId":9223372036854775807,"orderId":"a","orderAmount":1000000000000000}`, reserveRequest{CustomerID: math.MaxInt64, OrderID: "a", OrderAmount: voucher.MaxAmount}, ""},
 
 		{"duplicate key", `{"customerId":1,"customerId":2,"orderId":"a","orderAmount":1}`, reserveRequest{}, "field customerId appears more than once"},

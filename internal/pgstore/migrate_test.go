@@ -230,11 +230,11 @@ func TestMigrateFunctionsByChecksum(t *testing.T) {
 	exec(`CREATE OR REPLACE FUNCTION voucherd_retry_ms(p_at timestamptz, p_now timestamptz)
 	      RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT 7::bigint $$`)
 	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_retry_ms', 'newer')`)
-	// The database has an older text of voucherd_reserve only.
-	exec(`DELETE FROM voucherd_function WHERE name = 'voucherd_reserve'`)
-	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_reserve', 'older')`)
+	// The database has an older text of voucherd_reserve_one only.
+	exec(`DELETE FROM voucherd_function WHERE name = 'voucherd_reserve_one'`)
+	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_reserve_one', 'older')`)
 	// A migration dropped voucherd_quota_facts, whose text is current.
-	exec(`DROP FUNCTION voucherd_quota_facts(text, bigint, integer)`)
+	exec(`DROP FUNCTION voucherd_quota_facts(text, text, integer)`)
 	require.NoError(t, s.Migrate(ctx))
 
 	again := current()
@@ -243,7 +243,7 @@ func TestMigrateFunctionsByChecksum(t *testing.T) {
 	for name, was := range first {
 		switch name {
 		case "voucherd_retry_ms":
-		case "voucherd_reserve", "voucherd_quota_facts":
+		case "voucherd_reserve_one", "voucherd_quota_facts":
 			require.NotEqual(t, was, again[name], name)
 			require.Equal(t, strings.Fields(was)[0], strings.Fields(again[name])[0], "%s is this release's text again", name)
 		default:
@@ -288,7 +288,7 @@ func TestRejectionProtocolOfReleasedBinaries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ttl.Milliseconds(), ms)
 
-	answers, err := reserveBatchSQL(ctx, s, "PROTO", now, []elem{el(2, "p-4"), {customer: 3, order: "p-5", amount: 10}})
+	answers, err := reserveBatchSQL(ctx, s, "PROTO", now, []elem{el(2, "p-4"), {customer: "3", order: "p-5", amount: 10}})
 	require.NoError(t, err)
 	require.Equal(t, voucher.CodeHeldOut, answers[0].Code)
 	require.Equal(t, ttl, answers[0].RetryAfter)

@@ -18,10 +18,10 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 	now := time.Now()
 	hold := func(pending bool, age time.Duration) Hold {
 		at := now.Add(-age).Truncate(time.Millisecond)
-		return Hold{OrderID: "o-1", CustomerID: 7, OrderAmount: 100, DiscountAmount: 1,
+		return Hold{OrderID: "o-1", CustomerID: "7", OrderAmount: 100, DiscountAmount: 1,
 			ReservedAt: at, ExpiresAt: at.Add(time.Hour), Pending: pending}
 	}
-	row := Redemption{OrderID: "o-1", VoucherCode: "SALE", CustomerID: 7, OrderAmount: 100,
+	row := Redemption{OrderID: "o-1", VoucherCode: "SALE", CustomerID: "7", OrderAmount: 100,
 		Status: StatusReserved, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	gateDown := Unavailable(errors.New("connection refused"), "redis reserve")
 	standard := flashVoucher()

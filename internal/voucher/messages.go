@@ -18,7 +18,7 @@ type Facts struct {
 	// uses when it is known; "" or Voucher means another customer has it.
 	UsesVoucher string
 	// CustomerID and PerUserLimit word ALREADY_USED.
-	CustomerID   int64
+	CustomerID   string
 	PerUserLimit int32
 	// StartsAt, EndsAt, OrderAmount and MinOrderAmount word NOT_ELIGIBLE.
 	StartsAt, EndsAt            time.Time
@@ -71,7 +71,7 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 		if r == ReasonCodeUsed {
 			return fmt.Sprintf("code %s is already used by another order", f.Voucher)
 		}
-		return fmt.Sprintf("customer %d already holds %d use(s) of voucher %s", f.CustomerID, f.PerUserLimit, f.Voucher)
+		return fmt.Sprintf("customer %s already holds %d use(s) of voucher %s", f.CustomerID, f.PerUserLimit, f.Voucher)
 	},
 }
 

@@ -94,7 +94,7 @@ type Snapshot struct {
 	// Held is the number of held redemptions (RESERVED + CONFIRMED).
 	Held int32
 	// Customers maps each customer with held uses to their count.
-	Customers map[int64]int32
+	Customers map[string]int32
 	// Orders lists every known orderId of the voucher, held or released.
 	Orders []Redemption
 }
@@ -153,7 +153,7 @@ func (o GateOutcome) String() string {
 // answer a replay without the database.
 type Hold struct {
 	OrderID        string
-	CustomerID     int64
+	CustomerID     string
 	OrderAmount    int64
 	DiscountAmount int64
 	ReservedAt     time.Time
@@ -280,7 +280,7 @@ type GateState struct {
 	// Remaining is the number of uses left.
 	Remaining int64
 	// Users maps each customer holding uses to their count.
-	Users map[int64]int32
+	Users map[string]int32
 	// Orders maps every known orderId to its hold: held, pending (Pending)
 	// or released (Released).
 	Orders map[string]Hold
@@ -305,7 +305,7 @@ const EventVersion = 1
 type ReservedEvent struct {
 	Version        int
 	Code           string
-	CustomerID     int64
+	CustomerID     string
 	OrderID        string
 	OrderAmount    int64
 	DiscountAmount int64

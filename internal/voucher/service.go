@@ -339,6 +339,9 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		s.guessNoted(ctx, req.CustomerID, err)
 		return Reservation{}, err
 	}
+	// The one place customerIds are normalised: every mode, the store and
+	// the gate see (and keep, and answer) the voucher's form only.
+	req.CustomerID = v.CustomerIDNormalization.Apply(req.CustomerID)
 	// Threshold events once the answer is decided (thresholds.go), of the
 	// voucher or campaign budget whose stock moved.
 	defer func() {
