@@ -329,7 +329,7 @@ func TestRequestsAndDecoding(t *testing.T) {
 
 	red, err := c.GetReservation(ctx, "FLASH100", "order-42")
 	require.NoError(t, err)
-	require.Equal(t, int64(42), red.CustomerID)
+	require.Equal(t, "42", red.CustomerID, "a JSON number is read as its digits")
 	require.Equal(t, time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC), red.ExpiresAt)
 
 	red, err = c.Extend(ctx, "FLASH100", "order-42", 600)
@@ -388,4 +388,31 @@ func TestOutcomeUnknownSticksThroughPlain503s(t *testing.T) {
 		client.ReserveRequest{CustomerID: "1", OrderID: "order-2", OrderAmount: 100})
 	require.ErrorAs(t, err, &apiErr)
 	require.False(t, apiErr.OutcomeUnknown)
+}
+
+// Reserve sends customerId as a JSON string; a redemption's customerId is
+// read whether the server wrote it as a number (an integer id) or a string.
+func TestCustomerIDForms(t *testing.T) {
+	t.Parallel()
+	var sent atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		assert.NoError(t, json.NewDecoder(r.Body).Decode(&body))
+		sent.Store(body["customerId"])
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"orderId":"o-1","status":"RESERVED","discountAmount":1,"expiresAt":"2026-12-02T10:15:00Z"}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, err := fastClient(srv.URL).Reserve(context.Background(), "CODE1",
+		client.ReserveRequest{CustomerID: "jane@example.com", OrderID: "o-1", OrderAmount: 1000})
+	require.NoError(t, err)
+	require.Equal(t, "jane@example.com", sent.Load())
+
+	for wire, want := range map[string]string{`42`: "42", `"42"`: "42", `"cus_9X+a@b.c"`: "cus_9X+a@b.c", `null`: ""} {
+		var r client.Redemption
+		require.NoError(t, json.Unmarshal([]byte(`{"orderId":"o-1","customerId":`+wire+`,"status":"RESERVED","discountAmount":5}`), &r))
+		require.Equal(t, client.Redemption{OrderID: "o-1", CustomerID: want, Status: client.StatusReserved, DiscountAmount: 5}, r, wire)
+	}
+	var r client.Redemption
+	require.Error(t, json.Unmarshal([]byte(`{"customerId":true}`), &r))
 }

@@ -35,7 +35,7 @@ func mirror(t *testing.T, ctx context.Context, conn *pgx.Conn, f *fakeAPI, rep *
 			require.NoError(t, err)
 		}
 		for cust, held := range v.perCustomer {
-			_, err := conn.Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer_id, held) VALUES ($1, $2, $3)`,
+			_, err := conn.Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held) VALUES ($1, $2::bigint::text, $2, $3)`,
 				code, cust, held)
 			require.NoError(t, err)
 		}
@@ -94,8 +94,8 @@ func TestVerifyFlagsViolations(t *testing.T) {
 		HeldRows: 60, RowsWritten: 60}}, v.Vouchers)
 
 	var someOrder string
-	var someCustomer int64
-	require.NoError(t, conn.QueryRow(ctx, `SELECT order_id, customer_id FROM voucher_redemption WHERE voucher_code = $1 LIMIT 1`, code).
+	var someCustomer string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT order_id, customer FROM voucher_redemption WHERE voucher_code = $1 LIMIT 1`, code).
 		Scan(&someOrder, &someCustomer))
 
 	// Each case breaks the state, checks the violation, and restores it.
@@ -114,8 +114,8 @@ func TestVerifyFlagsViolations(t *testing.T) {
 		},
 		{
 			name:          "orderId answered for another customer",
-			breakSQL:      `UPDATE voucher_redemption SET customer_id = customer_id + 1000 WHERE order_id = $1`,
-			fixSQL:        `UPDATE voucher_redemption SET customer_id = customer_id - 1000 WHERE order_id = $1`,
+			breakSQL:      `UPDATE voucher_redemption SET customer = 'other-' || customer WHERE order_id = $1`,
+			fixSQL:        `UPDATE voucher_redemption SET customer = substr(customer, 7) WHERE order_id = $1`,
 			args:          []any{someOrder},
 			wantViolation: "answered 201 for customer",
 		},
@@ -135,8 +135,8 @@ func TestVerifyFlagsViolations(t *testing.T) {
 		},
 		{
 			name:          "customer usage counter drifts",
-			breakSQL:      `UPDATE voucher_customer_usage SET held = held + 1 WHERE voucher_code = $1 AND customer_id = $2`,
-			fixSQL:        `UPDATE voucher_customer_usage SET held = held - 1 WHERE voucher_code = $1 AND customer_id = $2`,
+			breakSQL:      `UPDATE voucher_customer_usage SET held = held + 1 WHERE voucher_code = $1 AND customer = $2`,
+			fixSQL:        `UPDATE voucher_customer_usage SET held = held - 1 WHERE voucher_code = $1 AND customer = $2`,
 			args:          []any{code, someCustomer},
 			wantViolation: "voucher_customer_usage.held",
 		},
