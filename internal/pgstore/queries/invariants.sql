@@ -8,6 +8,8 @@
 --   code reuse      a campaign code held by more than one redemption
 --   code campaign   a redemption of a campaign made without one of its
 --                   codes, or a campaign code on a redemption of another
+--   customer_id     a row's customer_id is not voucherd_customer_legacy of
+--                   its customer (the column the previous release reads)
 -- Columns: kind, voucher code, message.
 WITH v AS (
     SELECT x.code, x.total_limit, x.per_user_limit, x.used_count, x.campaign
@@ -50,4 +52,14 @@ SELECT 'code campaign', r.voucher_code, format('%s: order %s made with code %s, 
                                               r.voucher_code, r.order_id, r.code, c.campaign_id)
 FROM voucher_redemption r JOIN v ON v.code = r.voucher_code LEFT JOIN campaign_code c ON c.code = r.code
 WHERE (r.code IS NOT NULL OR v.campaign) AND c.campaign_id IS DISTINCT FROM r.voucher_code
+UNION ALL
+SELECT 'customer_id', r.voucher_code, format('%s: order %s: customer_id %s is not the form of customer %s',
+                                             r.voucher_code, r.order_id, r.customer_id, r.customer)
+FROM voucher_redemption r JOIN v ON v.code = r.voucher_code
+WHERE r.customer_id IS DISTINCT FROM voucherd_customer_legacy(r.customer)
+UNION ALL
+SELECT 'customer_id', u.voucher_code, format('%s: usage counter of customer %s has customer_id %s',
+                                             u.voucher_code, u.customer, u.customer_id)
+FROM voucher_customer_usage u JOIN v ON v.code = u.voucher_code
+WHERE u.customer_id IS DISTINCT FROM voucherd_customer_legacy(u.customer)
 ORDER BY 2, 1, 3
