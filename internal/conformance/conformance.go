@@ -1,7 +1,7 @@
 // Package conformance holds the reservation rule as data: cases, each a
 // voucher, what happened to it before, the requests asked and the answers
 // the rule gives. Every implementation of the rule runs every case that it
-// decides, in its own package's tests: voucherd_reserve and
+// decides, in its own package's tests: voucherd_reserve_one and
 // voucherd_reserve_batch (pgstore), reserve.lua and the sold-out cache's
 // copy of it (redisgate), the fault suite's model (faults) and
 // voucher.Voucher.CheckEligible (this package); voucherd_validate and
@@ -25,7 +25,7 @@ type Impl string
 
 // The implementations that run the cases.
 const (
-	Reserve      Impl = "voucherd_reserve"
+	Reserve      Impl = "voucherd_reserve_one"
 	ReserveBatch Impl = "voucherd_reserve_batch"
 	Script       Impl = "reserve.lua"
 	SoldOutCache Impl = "sold-out cache"

@@ -191,7 +191,7 @@ func TestAbandonOrderFencesALateEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, inserted)
 	require.Equal(t, voucher.StatusReleased, row.Status)
-	require.Equal(t, int64(2), row.CustomerID)
+	require.Equal(t, "2", row.CustomerID)
 	after := readCounts(t, s, "FENCE")
 	require.Equal(t, before.UsedCount, after.UsedCount, "a fence takes no use")
 	require.Equal(t, before.CustomerSum, after.CustomerSum)

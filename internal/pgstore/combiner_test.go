@@ -603,7 +603,7 @@ func TestReserveBatchStockGrowsUnderIt(t *testing.T) {
 	require.Equal(t, []string{"ok", "ok"}, shorts(res.answers))
 	st := readState(t, s, "GROW")
 	require.Equal(t, counts{UsedCount: 2, Held: 2, Rows: 3, UsageRows: 2, CustomerSum: 2}, st.Counts)
-	require.Equal(t, map[int64]int32{10: 1, 11: 1}, st.Counters)
+	require.Equal(t, map[string]int32{"10": 1, "11": 1}, st.Counters)
 }
 
 // Other writers take uses after the batch read the voucher: the batch grants
@@ -630,7 +630,7 @@ func TestReserveBatchStockShrinksUnderIt(t *testing.T) {
 	waitBatchBlocked(t, s)
 	// Two uses taken by another transaction while the batch waits.
 	for _, c := range []int64{20, 21} {
-		_, err := other.Exec(ctx, `SELECT voucherd_reserve('SHRINK', $1, $2, 250000, $3, interval '15 minutes')`,
+		_, err := other.Exec(ctx, `SELECT voucherd_reserve_one('SHRINK', $1::bigint::text, $2, 250000, $3, interval '15 minutes')`,
 			c, fmt.Sprintf("b-%d", c), now)
 		require.NoError(t, err)
 	}

@@ -49,6 +49,9 @@ func parseFacts(s string) (voucher.Facts, bool) {
 		case "uses":
 			f.UsesVoucher = v
 		case "customer":
+			if !voucher.ValidCustomerID(v) {
+				return f, false
+			}
 			f.CustomerID = v
 		case "limit":
 			var n int64

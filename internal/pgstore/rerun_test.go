@@ -83,7 +83,7 @@ func TestReserveRunsAgainAfterDeadlock(t *testing.T) {
 		}
 		red, err := s.Redemption(ctx, "DEADLOCK", "second")
 		require.NoError(t, err)
-		require.EqualValues(t, 7, red.CustomerID)
+		require.Equal(t, "7", red.CustomerID)
 		assertConsistent(t, s, "DEADLOCK")
 		require.EqualValues(t, 2, readCounts(t, s, "DEADLOCK").UsedCount)
 	})

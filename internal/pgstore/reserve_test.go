@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,8 +40,10 @@ func TestReserve(t *testing.T) {
 	require.Equal(t, int32(9), live.Remaining())
 	assertConsistent(t, s, "FIRST")
 
-	_, err = s.Reserve(ctx, request("FIRST", 0, "bad"), now, ttl)
-	requireCode(t, err, voucher.CodeInvalidRequest)
+	for _, bad := range []string{"", "a b", strings.Repeat("c", 65), "a|b"} {
+		_, err = s.Reserve(ctx, voucher.ReserveRequest{Code: "FIRST", CustomerID: bad, OrderID: "bad", OrderAmount: 250_000}, now, ttl)
+		requireCode(t, err, voucher.CodeInvalidRequest)
+	}
 	_, err = s.Reserve(ctx, request("FIRST", 1, "o"), now, 0)
 	requireCode(t, err, voucher.CodeInvalidRequest)
 }
