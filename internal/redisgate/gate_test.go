@@ -77,7 +77,7 @@ func TestReserveOutcomes(t *testing.T) {
 	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-1", 2))
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateConflict, d.Outcome)
-	require.Equal(t, int64(1), d.Hold.CustomerID)
+	require.Equal(t, "1", d.Hold.CustomerID)
 
 	// Quota held: customer 1 holds its one use.
 	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-2", 1))
@@ -110,7 +110,7 @@ func TestReserveOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st.Loaded)
 	require.EqualValues(t, 1, st.Remaining)
-	require.Equal(t, map[int64]int32{3: 1}, st.Users)
+	require.Equal(t, map[string]int32{"3": 1}, st.Users)
 	require.Len(t, st.Orders, 2)
 	require.EqualValues(t, 1, st.Held())
 }
@@ -148,7 +148,7 @@ func TestReserveLargeCustomerID(t *testing.T) {
 	require.Equal(t, voucher.GateTaken, d.Outcome)
 	st, err := g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
-	require.Equal(t, map[int64]int32{a: 1, b: 1}, st.Users)
+	require.Equal(t, map[string]int32{strconv.FormatInt(a, 10): 1, strconv.FormatInt(b, 10): 1}, st.Users)
 }
 
 func TestReservePerUserLimit(t *testing.T) {
@@ -178,7 +178,7 @@ func TestReservePerUserLimit(t *testing.T) {
 
 	st, err := g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
-	require.Equal(t, map[int64]int32{7: 3}, st.Users)
+	require.Equal(t, map[string]int32{"7": 3}, st.Users)
 	require.EqualValues(t, 7, st.Remaining)
 }
 
@@ -432,7 +432,7 @@ func TestLoadOnlyWhenAbsent(t *testing.T) {
 	st, err = g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
 	require.EqualValues(t, 7, st.Remaining, "remaining is totalLimit - held")
-	require.Equal(t, map[int64]int32{1: 2, 2: 1}, st.Users)
+	require.Equal(t, map[string]int32{"1": 2, "2": 1}, st.Users)
 	require.Len(t, st.Orders, 4)
 	require.True(t, st.Orders["d"].Released)
 	require.False(t, st.Orders["a"].Released)
