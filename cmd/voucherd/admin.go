@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,7 +174,11 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 	fmt.Fprintf(tw, "uses\t%d total, %d per customer\n", v.TotalLimit, v.PerUserLimit)
 	fmt.Fprintf(tw, "window\t%s .. %s\n", v.StartsAt.UTC().Format(time.RFC3339), v.EndsAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "flash sale\t%v\n", v.FlashSale)
-	fmt.Fprintf(tw, "customer ids\t%s\n", cmp.Or(v.CustomerIDNormalization, "none"))
+	customers := "ids as given"
+	if v.CustomerIDNormalization == "email" {
+		customers = "ids as e-mail addresses (normalised)"
+	}
+	fmt.Fprintf(tw, "customers\t%s\n", customers)
 	fmt.Fprintf(tw, "active\t%v\n", v.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", v.Reserved, v.Confirmed, v.Remaining)
 	return tw.Flush()
