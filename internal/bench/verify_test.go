@@ -29,13 +29,15 @@ func mirror(t *testing.T, ctx context.Context, conn *pgx.Conn, f *fakeAPI, rep *
 			code, v.totalLimit, v.perUserLimit, now.Add(-time.Minute), now.Add(time.Hour), v.flashSale, len(v.orders))
 		require.NoError(t, err)
 		for id, cust := range v.orders {
-			_, err := conn.Exec(ctx, `INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount,
-				discount_amount, status, created_at, updated_at, expires_at) VALUES ($1, $2, $3, 5000, 1000, 'RESERVED', $4, $4, $5)`,
+			_, err := conn.Exec(ctx, `INSERT INTO voucher_redemption (order_id, voucher_code, customer, customer_id, order_amount,
+				discount_amount, status, created_at, updated_at, expires_at)
+				VALUES ($1, $2, $3, voucherd_customer_legacy($3), 5000, 1000, 'RESERVED', $4, $4, $5)`,
 				id, code, cust, now, now.Add(15*time.Minute))
 			require.NoError(t, err)
 		}
 		for cust, held := range v.perCustomer {
-			_, err := conn.Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held) VALUES ($1, $2::bigint::text, $2, $3)`,
+			_, err := conn.Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held)
+				VALUES ($1, $2, voucherd_customer_legacy($2), $3)`,
 				code, cust, held)
 			require.NoError(t, err)
 		}
@@ -289,4 +291,23 @@ func TestReportOK(t *testing.T) {
 			require.Equal(t, tc.want, tc.rep.OK())
 		})
 	}
+}
+
+// A run with string customerIds is verified against the rows' customer.
+func TestVerifyStringCustomerIDs(t *testing.T) {
+	t.Parallel()
+	ctx, conn, rep, vc := verifyFixture(t, func(c *Config) { c.StringCustomerIDs = true })
+	require.Equal(t, int64(60), rep.Reserved)
+	var customer string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT customer FROM voucher_redemption LIMIT 1`).Scan(&customer))
+	require.True(t, strings.HasPrefix(customer, "cus-"), customer)
+	v, err := Verify(ctx, vc, rep)
+	require.NoError(t, err)
+	require.Empty(t, v.Violations)
+	_, err = conn.Exec(ctx, `UPDATE voucher_redemption SET customer = customer || 'x', customer_id = voucherd_customer_legacy(customer || 'x')
+		WHERE order_id = (SELECT min(order_id) FROM voucher_redemption)`)
+	require.NoError(t, err)
+	v, err = Verify(ctx, vc, rep)
+	require.NoError(t, err)
+	requireViolation(t, v, "answered 201 for customer cus-")
 }
