@@ -296,7 +296,8 @@ type ReserveRequest struct {
 // ValidateRequest asks whether a reservation would succeed now. OrderID is
 // optional.
 type ValidateRequest struct {
-	CustomerID  int64  `json:"customerId"`
+	// CustomerID is as in ReserveRequest.
+	CustomerID  string `json:"customerId"`
 	OrderID     string `json:"orderId,omitempty"`
 	OrderAmount int64  `json:"orderAmount"`
 }

@@ -311,7 +311,7 @@ func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (vouc
 	var (
 		inserted bool
 		code     string
-		customer int64
+		customer string
 	)
 	err := s.rerunRolledBack(ctx, func() error {
 		return s.pool.QueryRow(ctx, qApplyReplace, e.OrderID, e.Code, e.CustomerID, e.OrderAmount, e.DiscountAmount,
@@ -326,7 +326,7 @@ func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (vouc
 	switch {
 	case code != e.Code || customer != e.CustomerID:
 		return voucher.ApplyResult{Outcome: voucher.Rejected, Reason: fmt.Sprintf(
-			"order_conflict: order %s belongs to voucher %s and customer %d", e.OrderID, code, customer)}, nil
+			"order_conflict: order %s belongs to voucher %s and customer %s", e.OrderID, code, customer)}, nil
 	case inserted:
 		return voucher.ApplyResult{Outcome: voucher.Applied}, nil
 	}

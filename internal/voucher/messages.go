@@ -58,7 +58,7 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 		return fmt.Sprintf("voucher %s cannot be used for this order", f.Voucher)
 	},
 	CodeReplacedOrderNotHeld: func(_ Reason, f Facts) string {
-		return fmt.Sprintf("order %s is not a RESERVED hold of customer %d on voucher %s; nothing was replaced",
+		return fmt.Sprintf("order %s is not a RESERVED hold of customer %s on voucher %s; nothing was replaced",
 			f.OrderID, f.CustomerID, f.Voucher)
 	},
 	CodeOutOfStock: func(_ Reason, f Facts) string {

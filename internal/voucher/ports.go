@@ -204,7 +204,7 @@ type Gate interface {
 	// Validate answers what Reserve would decide for orderID (optional: ""
 	// skips the orderId checks) and customerID, taking nothing: GateTaken
 	// for a use it would take, the other outcomes as Reserve gives them.
-	Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID int64) (GateDecision, error)
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID string) (GateDecision, error)
 	// Replace takes the use of replaces, customerID's held (not pending,
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the

@@ -253,7 +253,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{},
 		unsettled: map[orderKey]unsettledWrite{}, unknownStandard: map[orderKey]struct{}{},
 		absentSince: map[string]time.Time{},
-		guess:       guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[int64]*guesser{}}}, nil
+		guess:       guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).

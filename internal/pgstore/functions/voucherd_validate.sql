@@ -10,7 +10,7 @@
 -- answer, as it would change the reservation's. A campaign code is resolved
 -- to its budget as voucherd_reserve does.
 CREATE OR REPLACE FUNCTION voucherd_validate(
-    p_code text, p_customer bigint, p_order text, p_amount bigint, p_now timestamptz,
+    p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz,
     OUT o_discount bigint, OUT o_replay boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -59,7 +59,7 @@ BEGIN
     END IF;
 
     SELECT u.held INTO v_held FROM voucher_customer_usage u
-    WHERE u.voucher_code = v.code AND u.customer_id = p_customer;
+    WHERE u.voucher_code = v.code AND u.customer = p_customer;
     IF coalesce(v_held, 0) >= v.per_user_limit THEN
         PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(v.code, p_customer, v.per_user_limit));
     END IF;
