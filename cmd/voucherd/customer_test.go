@@ -54,9 +54,23 @@ func TestEmailNormalizedCustomerLimit(t *testing.T) {
 		r = s.reserveAs(code, "jane.doe@gmail.com", "n-1")
 		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
 		require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+		// A validation counts the spellings as one customer too.
+		r = s.do(http.MethodPost, "/vouchers/"+code+"/validation", map[string]any{"customerId": "JaneDoe+cart@googlemail.com", "orderAmount": 5000})
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, false, r.body["valid"], string(r.raw))
+		require.Equal(t, "ALREADY_USED", r.str("code"))
 		// Another mailbox is another customer.
 		r = s.reserveAs(code, "john@gmail.com", "n-2")
 		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		s.settle(code, 2)
+
+		// A retry after a failed payment under another spelling replaces the
+		// customer's own hold.
+		r = s.do(http.MethodPost, "/vouchers/"+code+"/reservations", map[string]any{
+			"customerId": "JOHN+retry@GMAIL.COM", "orderId": "n-3", "orderAmount": 5000, "replacesOrderId": "n-2"})
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		r = s.reserveAs(code, "john@gmail.com", "n-2")
+		require.Equal(t, "ORDER_RELEASED", r.str("error"), string(r.raw))
 		s.settle(code, 2)
 
 		r = s.do(http.MethodGet, "/vouchers/"+code+"/reservations/n-1", nil)
