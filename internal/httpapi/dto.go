@@ -235,12 +235,25 @@ var reserveFields = []string{"customerId", "orderId", "orderAmount", "replacesOr
 const requiredReserveFields = 3
 
 func (r *reserveRequest) decode(body []byte) error {
+	// The orderId and the customerId, when both are plain (no escapes, an
+	// integer in its canonical form), are copied out of the body in one
+	// allocation: the reservation body is read on every request of a
+	// flash sale, refusals included.
+	var plainOrder, plainCustomer []byte
 	seen, err := decodeObject(body, reserveFields, func(i int, v jsonValue) error {
 		var err error
 		switch i {
 		case 0:
+			if raw, ok := plainCustomerID(v); ok {
+				plainCustomer = raw
+				return nil
+			}
 			r.CustomerID, err = customerField("customerId", v)
 		case 1:
+			if v.kind == kindString && !v.escaped {
+				plainOrder = v.raw[1 : len(v.raw)-1]
+				return nil
+			}
 			r.OrderID, err = stringField("orderId", v)
 		case 2:
 			r.OrderAmount, err = intField("orderAmount", v, 0, maxAmount)
@@ -253,7 +266,33 @@ func (r *reserveRequest) decode(body []byte) error {
 		return err
 	})
 	r.seen = seen
-	return err
+	if err != nil {
+		return err
+	}
+	var buf [2 * voucher.MaxOrderIDLen]byte
+	both := string(append(append(buf[:0], plainOrder...), plainCustomer...))
+	if plainOrder != nil {
+		r.OrderID = both[:len(plainOrder)]
+	}
+	if plainCustomer != nil {
+		r.CustomerID = both[len(plainOrder):]
+	}
+	return nil
+}
+
+// plainCustomerID returns the bytes of a customerId member that are its
+// value as they are: a valid string without escapes, or an integer in its
+// canonical decimal form (customerField reads any other form).
+func plainCustomerID(v jsonValue) ([]byte, bool) {
+	switch {
+	case v.kind == kindString && !v.escaped:
+		raw := v.raw[1 : len(v.raw)-1]
+		return raw, voucher.ValidCustomerID(string(raw))
+	case v.kind == kindNumber:
+		_, ok := voucher.CustomerIDInteger(string(v.raw))
+		return v.raw, ok
+	}
+	return nil, false
 }
 
 func (r reserveRequest) toDomain(code string) (voucher.ReserveRequest, error) {
