@@ -3,10 +3,10 @@
 -- transaction: p_replaces becomes RELEASED and p_order RESERVED, and
 -- neither the voucher's used_count nor the customer's counter moves, so no
 -- other reservation can take the use in between. A known p_order is
--- answered as voucherd_reserve answers it (a replay of an earlier
+-- answered as voucherd_reserve_one answers it (a replay of an earlier
 -- replacement included). p_replaces not being that hold is
 -- REPLACED_ORDER_NOT_HELD; p_order not eligible is NOT_ELIGIBLE; both roll
--- back and leave p_replaces held. Lock order as voucherd_reserve: the
+-- back and leave p_replaces held. Lock order as voucherd_reserve_one: the
 -- redemption rows (p_replaces first, under FOR UPDATE, which also orders
 -- it against a concurrent release, confirm or expiry), the customer's
 -- counter, the voucher row last. o_used and o_total are 0: no use was taken

@@ -1,4 +1,4 @@
--- 009_string_customers: customerIds become strings (1-64 characters of
+-- 010_string_customers: customerIds become strings (1-64 characters of
 -- letters, digits and . _ : - @ +), and a voucher may normalise them.
 --
 -- Expand phase of an expand/contract change, so that an instance of the
