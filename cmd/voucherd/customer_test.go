@@ -11,12 +11,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// reserveAs reserves with any JSON value as the customerId.
+// reserveAs reserves with any JSON value as the customerId, retrying a 503
+// with the same orderId (as the contract says; in Kafka mode a voucher just
+// created may not be loaded into Redis while the consumer catches up) for
+// at most 15 seconds.
 func (s *stack) reserveAs(code string, customer any, orderID string) response {
 	s.t.Helper()
-	return s.do(http.MethodPost, "/vouchers/"+code+"/reservations", map[string]any{
-		"customerId": customer, "orderId": orderID, "orderAmount": 5000,
-	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := s.do(http.MethodPost, "/vouchers/"+code+"/reservations", map[string]any{
+			"customerId": customer, "orderId": orderID, "orderAmount": 5000,
+		})
+		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // createNormalizingVoucher creates a voucher with the given
