@@ -102,7 +102,7 @@ func (c *Client) ListVouchers(ctx context.Context, q VoucherQuery) (*VoucherPage
 // ReservationQuery selects a voucher's reservations; zero fields select all.
 type ReservationQuery struct {
 	Status     string
-	CustomerID int64
+	CustomerID string
 	Page
 }
 
@@ -119,8 +119,8 @@ func (c *Client) ListReservations(ctx context.Context, code string, q Reservatio
 	if q.Status != "" {
 		v.Set("status", q.Status)
 	}
-	if q.CustomerID != 0 {
-		v.Set("customerId", strconv.FormatInt(q.CustomerID, 10))
+	if q.CustomerID != "" {
+		v.Set("customerId", q.CustomerID)
 	}
 	var out ReservationPage
 	path := withQuery("/vouchers/"+url.PathEscape(code)+"/reservations", v)
@@ -139,9 +139,9 @@ type RedemptionPage struct {
 // CustomerRedemptions returns one page of a customer's redemptions of every
 // voucher (admin key): "did this customer use a code, with which order?".
 // Safe to retry.
-func (c *Client) CustomerRedemptions(ctx context.Context, customerID int64, p Page) (*RedemptionPage, error) {
+func (c *Client) CustomerRedemptions(ctx context.Context, customerID string, p Page) (*RedemptionPage, error) {
 	var out RedemptionPage
-	path := withQuery("/customers/"+strconv.FormatInt(customerID, 10)+"/redemptions", p.values())
+	path := withQuery("/customers/"+url.PathEscape(customerID)+"/redemptions", p.values())
 	if err := c.call(ctx, http.MethodGet, path, nil, &out, true); err != nil {
 		return nil, err
 	}

@@ -46,14 +46,14 @@ func TestAdminCalls(t *testing.T) {
 	require.EqualValues(t, 2, vp.Vouchers[0].Reserved)
 
 	f.answer = `{"reservations":[{"orderId":"o1","status":"RESERVED","discountAmount":1}],"next":""}`
-	rp, err := c.ListReservations(ctx, "A", client.ReservationQuery{Status: client.StatusReserved, CustomerID: 7})
+	rp, err := c.ListReservations(ctx, "A", client.ReservationQuery{Status: client.StatusReserved, CustomerID: "7"})
 	require.NoError(t, err)
 	require.Equal(t, "GET /vouchers/A/reservations?customerId=7&status=RESERVED", f.method+" "+f.uri)
 	require.Equal(t, "o1", rp.Reservations[0].OrderID)
 	require.Empty(t, rp.Next)
 
 	f.answer = `{"redemptions":[],"next":""}`
-	_, err = c.CustomerRedemptions(ctx, 42, client.Page{})
+	_, err = c.CustomerRedemptions(ctx, "42", client.Page{})
 	require.NoError(t, err)
 	require.Equal(t, "GET /customers/42/redemptions", f.method+" "+f.uri)
 

@@ -12,7 +12,7 @@
 // Errors answered by the server are returned as *Error; use IsCode to test
 // for a code of the contract:
 //
-//	red, err := c.Reserve(ctx, "FLASH100", client.ReserveRequest{CustomerID: 42, OrderID: "order-42", OrderAmount: 250000})
+//	red, err := c.Reserve(ctx, "FLASH100", client.ReserveRequest{CustomerID: "cus_42", OrderID: "order-42", OrderAmount: 250000})
 //	switch {
 //	case client.IsCode(err, client.OutOfStock):
 //		// sold out: check out without the voucher
@@ -164,6 +164,12 @@ type Voucher struct {
 	StartsAt          time.Time `json:"startsAt"`
 	EndsAt            time.Time `json:"endsAt"`
 	FlashSale         bool      `json:"flashSale"`
+	// CustomerIDNormalization is "none" (the default when empty) or
+	// "email": the voucher then counts e-mail addresses that reach one
+	// mailbox as one customer (lower case, no +tag, no dots at gmail.com
+	// and googlemail.com) and stores and answers that form. Set at creation
+	// only.
+	CustomerIDNormalization string `json:"customerIdNormalization,omitempty"`
 	// Active is false once the voucher was stopped (Deactivate); read only:
 	// a new voucher is always active.
 	Active bool `json:"active,omitempty"`
@@ -188,6 +194,8 @@ type voucherCreate struct {
 	StartsAt          time.Time `json:"startsAt"`
 	EndsAt            time.Time `json:"endsAt"`
 	FlashSale         bool      `json:"flashSale"`
+
+	CustomerIDNormalization string `json:"customerIdNormalization,omitempty"`
 }
 
 // VoucherPatch changes some fields of a voucher; nil fields stay as they are.
@@ -226,9 +234,11 @@ const (
 // the cap (possibly 0 on a tiny order). Replays and reads answer the same
 // amount even after the voucher's discount was patched.
 type Redemption struct {
-	OrderID        string    `json:"orderId"`
-	VoucherCode    string    `json:"voucherCode,omitempty"`
-	CustomerID     int64     `json:"customerId,omitempty"`
+	OrderID     string `json:"orderId"`
+	VoucherCode string `json:"voucherCode,omitempty"`
+	// CustomerID is the customer as the voucher counts it (normalised when
+	// the voucher normalises customerIds).
+	CustomerID     string    `json:"customerId,omitempty"`
 	OrderAmount    int64     `json:"orderAmount,omitempty"`
 	DiscountAmount int64     `json:"discountAmount"`
 	Status         string    `json:"status"`
@@ -237,11 +247,42 @@ type Redemption struct {
 	UpdatedAt      time.Time `json:"updatedAt,omitzero"`
 }
 
+// UnmarshalJSON implements json.Unmarshaler: the server writes an integer
+// customerId ("42") as a JSON number, for the clients that sent integers,
+// and any other as a string; both are read as the string.
+func (r *Redemption) UnmarshalJSON(b []byte) error {
+	type plain Redemption
+	var w struct {
+		*plain
+		CustomerID json.RawMessage `json:"customerId"`
+	}
+	w.plain = (*plain)(r)
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	r.CustomerID = ""
+	if len(w.CustomerID) == 0 || string(w.CustomerID) == "null" {
+		return nil
+	}
+	if w.CustomerID[0] == '"' {
+		return json.Unmarshal(w.CustomerID, &r.CustomerID)
+	}
+	var n json.Number
+	if err := json.Unmarshal(w.CustomerID, &n); err != nil {
+		return fmt.Errorf("client: customerId %s: %w", w.CustomerID, err)
+	}
+	r.CustomerID = n.String()
+	return nil
+}
+
 // ReserveRequest asks for one use of a voucher for one order. OrderID is the
 // idempotency key: generate it once per checkout attempt and reuse it on
 // every retry.
 type ReserveRequest struct {
-	CustomerID  int64  `json:"customerId"`
+	// CustomerID is 1 to 64 characters of letters, digits and . _ : - @ +
+	// (a UUID, "cus_...", an e-mail address, a hash in hex, an integer's
+	// digits). The per-customer limit counts uses by this string.
+	CustomerID  string `json:"customerId"`
 	OrderID     string `json:"orderId"`
 	OrderAmount int64  `json:"orderAmount"`
 	// ReplacesOrderID, when set, names the same customer's RESERVED order
@@ -255,7 +296,8 @@ type ReserveRequest struct {
 // ValidateRequest asks whether a reservation would succeed now. OrderID is
 // optional.
 type ValidateRequest struct {
-	CustomerID  int64  `json:"customerId"`
+	// CustomerID is as in ReserveRequest.
+	CustomerID  string `json:"customerId"`
 	OrderID     string `json:"orderId,omitempty"`
 	OrderAmount int64  `json:"orderAmount"`
 }
@@ -286,6 +328,7 @@ func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error)
 		MaxDiscountAmount: v.MaxDiscountAmount, MinOrderAmount: v.MinOrderAmount,
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
+		CustomerIDNormalization: v.CustomerIDNormalization,
 	}
 	var out Voucher
 	if err := c.call(ctx, http.MethodPost, "/vouchers", body, &out, false); err != nil {

@@ -94,7 +94,7 @@ func TestReserveRetriesThroughBrokenConnection(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	red, err := fastClient(srv.URL).Reserve(context.Background(), "CODE1",
-		client.ReserveRequest{CustomerID: 7, OrderID: "order-7", OrderAmount: 1000})
+		client.ReserveRequest{CustomerID: "7", OrderID: "order-7", OrderAmount: 1000})
 	require.NoError(t, err)
 	require.Equal(t, "order-7", red.OrderID)
 	require.Equal(t, client.StatusReserved, red.Status)
@@ -131,7 +131,7 @@ func TestNoRetryOn4xx(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	_, err := fastClient(srv.URL).Reserve(context.Background(), "CODE1",
-		client.ReserveRequest{CustomerID: 1, OrderID: "o1", OrderAmount: 1})
+		client.ReserveRequest{CustomerID: "1", OrderID: "o1", OrderAmount: 1})
 	require.Error(t, err)
 	require.Equal(t, int32(1), calls.Load())
 	require.True(t, client.IsCode(err, client.OutOfStock))
@@ -172,7 +172,7 @@ func TestContextDeadlineRespected(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := fastClient(srv.URL, client.WithMaxAttempts(10)).Reserve(ctx, "CODE1",
-		client.ReserveRequest{CustomerID: 1, OrderID: "o1", OrderAmount: 1})
+		client.ReserveRequest{CustomerID: "1", OrderID: "o1", OrderAmount: 1})
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
 	require.Less(t, time.Since(start), 2*time.Second)
@@ -329,7 +329,7 @@ func TestRequestsAndDecoding(t *testing.T) {
 
 	red, err := c.GetReservation(ctx, "FLASH100", "order-42")
 	require.NoError(t, err)
-	require.Equal(t, int64(42), red.CustomerID)
+	require.Equal(t, "42", red.CustomerID, "a JSON number is read as its digits")
 	require.Equal(t, time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC), red.ExpiresAt)
 
 	red, err = c.Extend(ctx, "FLASH100", "order-42", 600)
@@ -352,7 +352,7 @@ func TestConnectionRefusedIsRetriedThenReturned(t *testing.T) {
 	srv.Close() // nothing listens there any more
 
 	_, err := fastClient(url, client.WithMaxAttempts(3)).Reserve(context.Background(), "C",
-		client.ReserveRequest{CustomerID: 1, OrderID: "o", OrderAmount: 1})
+		client.ReserveRequest{CustomerID: "1", OrderID: "o", OrderAmount: 1})
 	var tErr *client.TransportError
 	require.True(t, errors.As(err, &tErr), "got %T %v", err, err)
 	require.True(t, client.Retryable(err))
@@ -375,7 +375,7 @@ func TestOutcomeUnknownSticksThroughPlain503s(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := fastClient(srv.URL, client.WithMaxAttempts(3)).Reserve(context.Background(), "CODE1",
-		client.ReserveRequest{CustomerID: 1, OrderID: "order-1", OrderAmount: 100})
+		client.ReserveRequest{CustomerID: "1", OrderID: "order-1", OrderAmount: 100})
 	require.Equal(t, int32(3), calls.Load())
 	var apiErr *client.Error
 	require.ErrorAs(t, err, &apiErr)
@@ -385,7 +385,34 @@ func TestOutcomeUnknownSticksThroughPlain503s(t *testing.T) {
 	// Plain 503s alone stay plain.
 	calls.Store(1)
 	_, err = fastClient(srv.URL, client.WithMaxAttempts(2)).Reserve(context.Background(), "CODE1",
-		client.ReserveRequest{CustomerID: 1, OrderID: "order-2", OrderAmount: 100})
+		client.ReserveRequest{CustomerID: "1", OrderID: "order-2", OrderAmount: 100})
 	require.ErrorAs(t, err, &apiErr)
 	require.False(t, apiErr.OutcomeUnknown)
+}
+
+// Reserve sends customerId as a JSON string; a redemption's customerId is
+// read whether the server wrote it as a number (an integer id) or a string.
+func TestCustomerIDForms(t *testing.T) {
+	t.Parallel()
+	var sent atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		assert.NoError(t, json.NewDecoder(r.Body).Decode(&body))
+		sent.Store(body["customerId"])
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"orderId":"o-1","status":"RESERVED","discountAmount":1,"expiresAt":"2026-12-02T10:15:00Z"}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, err := fastClient(srv.URL).Reserve(context.Background(), "CODE1",
+		client.ReserveRequest{CustomerID: "jane@example.com", OrderID: "o-1", OrderAmount: 1000})
+	require.NoError(t, err)
+	require.Equal(t, "jane@example.com", sent.Load())
+
+	for wire, want := range map[string]string{`42`: "42", `"42"`: "42", `"cus_9X+a@b.c"`: "cus_9X+a@b.c", `null`: ""} {
+		var r client.Redemption
+		require.NoError(t, json.Unmarshal([]byte(`{"orderId":"o-1","customerId":`+wire+`,"status":"RESERVED","discountAmount":5}`), &r))
+		require.Equal(t, client.Redemption{OrderID: "o-1", CustomerID: want, Status: client.StatusReserved, DiscountAmount: 5}, r, wire)
+	}
+	var r client.Redemption
+	require.Error(t, json.Unmarshal([]byte(`{"customerId":true}`), &r))
 }

@@ -22,7 +22,7 @@ func Example() {
 		client.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
 
 	red, err := c.Reserve(ctx, "FLASH100", client.ReserveRequest{
-		CustomerID:  42,
+		CustomerID:  "42",
 		OrderID:     "order-42",
 		OrderAmount: 250000,
 	})

@@ -65,6 +65,8 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.StringVar(&starts, "starts", "", "start, RFC 3339 (default now)")
 		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default the start + 30 days); it must not be past")
 		fs.BoolVar(&v.FlashSale, "flash", false, "route reservations through the Redis gate")
+		fs.StringVar(&v.CustomerIDNormalization, "customer-id-normalization", "none",
+			"none, or email: count the spellings of one e-mail address (case, +tag, gmail dots) as one customer")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -172,6 +174,11 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 	fmt.Fprintf(tw, "uses\t%d total, %d per customer\n", v.TotalLimit, v.PerUserLimit)
 	fmt.Fprintf(tw, "window\t%s .. %s\n", v.StartsAt.UTC().Format(time.RFC3339), v.EndsAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "flash sale\t%v\n", v.FlashSale)
+	customers := "ids as given"
+	if v.CustomerIDNormalization == "email" {
+		customers = "ids as e-mail addresses (normalised)"
+	}
+	fmt.Fprintf(tw, "customers\t%s\n", customers)
 	fmt.Fprintf(tw, "active\t%v\n", v.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", v.Reserved, v.Confirmed, v.Remaining)
 	return tw.Flush()

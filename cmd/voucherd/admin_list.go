@@ -108,7 +108,7 @@ func printRedemptions(stdout io.Writer, list []client.Redemption) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ORDER\tVOUCHER\tCUSTOMER\tSTATUS\tAMOUNT\tDISCOUNT\tCREATED\tEXPIRES")
 	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\n", r.OrderID, r.VoucherCode, r.CustomerID, r.Status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.OrderID, r.VoucherCode, r.CustomerID, r.Status,
 			r.OrderAmount, r.DiscountAmount, r.CreatedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
@@ -126,7 +126,7 @@ func runVoucherReservations(ctx context.Context, fs *flag.FlagSet, f *adminFlags
 	registerPageFlags(fs, &p)
 	var q client.ReservationQuery
 	fs.StringVar(&q.Status, "status", "", "RESERVED, CONFIRMED or RELEASED")
-	fs.Int64Var(&q.CustomerID, "customer", 0, "one customer's reservations only")
+	fs.StringVar(&q.CustomerID, "customer", "", "one customer's reservations only (its customerId)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -217,10 +217,8 @@ func runCustomer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() != 1 {
 		return errors.New("usage: voucherd customer redemptions [flags] CUSTOMER_ID")
 	}
-	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-	if err != nil || id <= 0 {
-		return fmt.Errorf("customer id %q must be a positive integer", fs.Arg(0))
-	}
+	// The server checks the id (400 for a malformed one).
+	id := fs.Arg(0)
 	c := f.client()
 	return walk(p, stdout, func(after string) (string, error) {
 		page, err := c.CustomerRedemptions(ctx, id, client.Page{Limit: p.limit, After: after})

@@ -171,10 +171,12 @@ func TestAdminListingsAndAudit(t *testing.T) {
 		{"/vouchers?offset=10", testAdminToken, 400, "INVALID_REQUEST"},
 		{"/vouchers?codePrefix=a%20b", testAdminToken, 400, "INVALID_REQUEST"},
 		{"/vouchers/" + act + "/reservations?status=GONE", testAdminToken, 400, "INVALID_REQUEST"},
-		{"/vouchers/" + act + "/reservations?customerId=-1", testAdminToken, 400, "INVALID_REQUEST"},
+		{"/vouchers/" + act + "/reservations?customerId=a%2Fb", testAdminToken, 400, "INVALID_REQUEST"},
+		{"/vouchers/" + act + "/reservations?customerId=", testAdminToken, 400, "INVALID_REQUEST"},
 		{"/vouchers/NOPE" + prefix + "/reservations", testAdminToken, 404, "VOUCHER_NOT_FOUND"},
 		{"/vouchers/NOPE" + prefix + "/audit", testAdminToken, 404, "VOUCHER_NOT_FOUND"},
-		{"/customers/abc/redemptions", testAdminToken, 400, "INVALID_REQUEST"},
+		{"/customers/a%20b/redemptions", testAdminToken, 400, "INVALID_REQUEST"},
+		{"/customers/" + strings.Repeat("c", 65) + "/redemptions", testAdminToken, 400, "INVALID_REQUEST"},
 		{"/vouchers", testAPIToken, 401, "UNAUTHORIZED"},
 		{"/customers/1/redemptions", testAPIToken, 401, "UNAUTHORIZED"},
 		{"/vouchers/" + act + "/audit", "", 401, "UNAUTHORIZED"},
@@ -481,7 +483,7 @@ func TestReconciliationRepairIsAudited(t *testing.T) {
 	s := newStack(t, stackOptions{flash: true, tweak: withPromoKey})
 	code := s.createVoucher(voucherSpec{TotalLimit: 10})
 	now := time.Now()
-	d, err := s.app.gate.Reserve(t.Context(), code, 1, voucher.Hold{OrderID: "orphan-a", CustomerID: 9, OrderAmount: 100,
+	d, err := s.app.gate.Reserve(t.Context(), code, 1, voucher.Hold{OrderID: "orphan-a", CustomerID: "9", OrderAmount: 100,
 		DiscountAmount: 10, ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)

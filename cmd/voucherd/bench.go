@@ -74,6 +74,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.HotShare, "hot-share", 0, "with several vouchers: share of the traffic sent to the first one (a hot voucher)")
 	fs.IntVar(&cfg.CampaignCodes, "campaign-codes", 0, "a campaign sale: one campaign of this many unique codes sharing --total and --per-user, each new order presenting a random code (standard mode only)")
 	fs.Int64Var(&cfg.Customers, "customers", 50000, "distinct customers")
+	fs.BoolVar(&cfg.StringCustomerIDs, "string-customer-ids", false, `send customer n as the string "cus-n" instead of the integer n`)
 	fs.Float64Var(&cfg.RetryShare, "retry-share", 0.05, "share of requests that retry an earlier orderId")
 	fs.Float64Var(&cfg.RepeatShare, "repeat-share", 0, "share of requests from an already-seen customer with a new orderId")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open-loop requests per second (latency from the scheduled send time); 0 runs closed-loop")

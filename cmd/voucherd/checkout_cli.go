@@ -13,16 +13,16 @@ import (
 // orderFlags are the flags of the order-service commands (reserve,
 // validate): the API's URL and the reservation routes' token.
 type orderFlags struct {
-	url, token       string
-	customer, amount int64
-	order            string
+	url, token      string
+	customer, order string
+	amount          int64
 }
 
 func registerOrderFlags(fs *flag.FlagSet, f *orderFlags) {
 	addr := envOr("VOUCHERD_ADDR", "127.0.0.1:8080")
 	fs.StringVar(&f.url, "url", envOr("VOUCHERD_URL", "http://"+addr), "voucherd base URL (VOUCHERD_URL)")
 	fs.StringVar(&f.token, "token", "", "API token (default: VOUCHERD_API_TOKEN)")
-	fs.Int64Var(&f.customer, "customer", 0, "customer id (required)")
+	fs.StringVar(&f.customer, "customer", "", "customerId (required): 1-64 characters of A-Z a-z 0-9 . _ : - @ +")
 	fs.Int64Var(&f.amount, "amount", 0, "order amount in minor units")
 }
 
@@ -45,7 +45,7 @@ func runReserve(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || f.customer <= 0 || f.order == "" {
+	if fs.NArg() != 1 || f.customer == "" || f.order == "" {
 		return errors.New("usage: voucherd reserve --customer ID --order ORDER [--amount N] [--replaces ORDER] CODE")
 	}
 	r, err := f.client().Reserve(ctx, fs.Arg(0), client.ReserveRequest{CustomerID: f.customer, OrderID: f.order,
@@ -65,7 +65,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || f.customer <= 0 {
+	if fs.NArg() != 1 || f.customer == "" {
 		return errors.New("usage: voucherd validate --customer ID [--amount N] [--order ORDER] CODE")
 	}
 	v, err := f.client().Validate(ctx, fs.Arg(0), client.ValidateRequest{CustomerID: f.customer, OrderID: f.order,

@@ -108,7 +108,7 @@ func TestClientPercentDiscount(t *testing.T) {
 	require.Zero(t, v.MaxDiscountAmount)
 
 	api := client.New(s.base, testAPIToken)
-	red, err := api.Reserve(ctx, code, client.ReserveRequest{CustomerID: 1, OrderID: code + "-1", OrderAmount: 300})
+	red, err := api.Reserve(ctx, code, client.ReserveRequest{CustomerID: "1", OrderID: code + "-1", OrderAmount: 300})
 	require.NoError(t, err)
 	require.Equal(t, int64(99), red.DiscountAmount, "33.33% of 300 is 99.99, rounded down")
 
@@ -117,10 +117,10 @@ func TestClientPercentDiscount(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7.5, v.DiscountPercent)
 	require.Equal(t, int64(10), v.MaxDiscountAmount)
-	red, err = api.Reserve(ctx, code, client.ReserveRequest{CustomerID: 1, OrderID: code + "-2", OrderAmount: 1000})
+	red, err = api.Reserve(ctx, code, client.ReserveRequest{CustomerID: "1", OrderID: code + "-2", OrderAmount: 1000})
 	require.NoError(t, err)
 	require.Equal(t, int64(10), red.DiscountAmount, "7.5% of 1000 is 75, capped at 10")
-	red, err = api.Reserve(ctx, code, client.ReserveRequest{CustomerID: 1, OrderID: code + "-1", OrderAmount: 300})
+	red, err = api.Reserve(ctx, code, client.ReserveRequest{CustomerID: "1", OrderID: code + "-1", OrderAmount: 300})
 	require.NoError(t, err)
 	require.Equal(t, int64(99), red.DiscountAmount, "a replay answers the original discount")
 

@@ -421,7 +421,7 @@ func TestKafkaOrphanFencedBeforeItIsGivenBack(t *testing.T) {
 
 	// The hold of a reservation answered 503 outcomeUnknown an hour ago.
 	now := time.Now()
-	late := voucher.Hold{OrderID: "late-1", CustomerID: 2, OrderAmount: 100, DiscountAmount: 10,
+	late := voucher.Hold{OrderID: "late-1", CustomerID: "2", OrderAmount: 100, DiscountAmount: 10,
 		ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), Pending: true}
 	d, err := s.app.gate.Reserve(ctx, code, 1, late)
 	require.NoError(t, err)

@@ -189,7 +189,7 @@ func TestClientRetryThroughLostAnswerTakesOneUse(t *testing.T) {
 				client.WithBackoff(10*time.Millisecond, 50*time.Millisecond), client.WithMaxAttempts(4))
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			red, err := c.Reserve(ctx, code, client.ReserveRequest{CustomerID: 5, OrderID: "lost-1", OrderAmount: 100})
+			red, err := c.Reserve(ctx, code, client.ReserveRequest{CustomerID: "5", OrderID: "lost-1", OrderAmount: 100})
 			require.NoError(t, err)
 			require.True(t, proxy.dropped.Load(), "the first answer was not dropped")
 			require.Equal(t, "RESERVED", red.Status)

@@ -116,7 +116,7 @@ func TestDeadInstanceHoldsRecoveredAtOnce(t *testing.T) {
 	gate := s.app.gate
 	require.NoError(t, gate.Beat(ctx, "gone-1", 300*time.Millisecond))
 	now := time.Now().Truncate(time.Millisecond)
-	h := voucher.Hold{OrderID: "orphan-1", CustomerID: 2, OrderAmount: 100, DiscountAmount: 1000,
+	h := voucher.Hold{OrderID: "orphan-1", CustomerID: "2", OrderAmount: 100, DiscountAmount: 1000,
 		ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute), Owner: "gone-1"}
 	v, err := s.app.svc.Voucher(ctx, code)
 	require.NoError(t, err)

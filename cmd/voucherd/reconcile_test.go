@@ -50,7 +50,7 @@ func TestReconciliationRepairsOrphanAndNeverRaisesTheCounter(t *testing.T) {
 	// An orphan: a use taken in Redis whose database write never happened,
 	// older than the grace period.
 	now := time.Now()
-	d, err := s.app.gate.Reserve(ctx, code, 1, voucher.Hold{OrderID: "orphan-1", CustomerID: 99, OrderAmount: 100,
+	d, err := s.app.gate.Reserve(ctx, code, 1, voucher.Hold{OrderID: "orphan-1", CustomerID: "99", OrderAmount: 100,
 		DiscountAmount: 10, ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)

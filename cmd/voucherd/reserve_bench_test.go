@@ -30,7 +30,7 @@ func BenchmarkServiceReserveHot(b *testing.B) {
 				for pb.Next() {
 					n := seq.Add(1)
 					_, err := s.app.svc.Reserve(ctx, voucher.ReserveRequest{
-						Code: code, CustomerID: n, OrderID: "b-" + strconv.FormatInt(n, 10), OrderAmount: 100,
+						Code: code, CustomerID: strconv.FormatInt(n, 10), OrderID: "b-" + strconv.FormatInt(n, 10), OrderAmount: 100,
 					})
 					if err != nil {
 						failed.Add(1)

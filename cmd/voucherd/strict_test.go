@@ -71,7 +71,7 @@ func TestAPIStrictRequests(t *testing.T) {
 		{"name in another case", api, `{"customerId":4,"CUSTOMERID":5,"orderId":"s2","orderAmount":5000}`, 400, "INVALID_REQUEST", `unknown field "CUSTOMERID"`},
 		{"null", api, `{"customerId":null,"orderId":"s3","orderAmount":5000}`, 400, "INVALID_REQUEST", "customerId must not be null"},
 		{"array body", api, `[]`, 400, "INVALID_REQUEST", "request body must be a JSON object"},
-		{"fraction", api, `{"customerId":1.5,"orderId":"s4","orderAmount":5000}`, 400, "INVALID_REQUEST", "customerId must be an integer"},
+		{"fraction", api, `{"customerId":1.5,"orderId":"s4","orderAmount":5000}`, 400, "INVALID_REQUEST", "customerId must be a string of 1-64 characters of A-Z a-z 0-9 . _ : - @ +, or an integer from 1 to"},
 		{"amount too large", api, `{"customerId":1,"orderId":"s5","orderAmount":9223372036854775807}`, 400, "INVALID_REQUEST", "orderAmount must be an integer from 0 to 1000000000000000"},
 		{"no Content-Type", with("Content-Type", ""), `{"customerId":1,"orderId":"s6","orderAmount":5000}`, 415, "UNSUPPORTED_MEDIA_TYPE", "application/json"},
 		{"Content-Type jsonp", with("Content-Type", "application/jsonp"), `{"customerId":1,"orderId":"s7","orderAmount":5000}`, 415, "UNSUPPORTED_MEDIA_TYPE", "application/json"},

@@ -171,7 +171,7 @@ func TestTraceSync(t *testing.T) {
 	tid, caller := s.reserveTraced(code, 1, "trace-sync-1")
 
 	spans := s.waitSpans(tid, func(sp []tracetest.SpanStub) bool {
-		_, ok := sqlSpan(sp, "voucherd_reserve")
+		_, ok := sqlSpan(sp, "voucherd_reserve_one")
 		return ok
 	})
 	server, ok := spanNamed(spans, "POST /vouchers/{code}/reservations")
@@ -181,7 +181,7 @@ func TestTraceSync(t *testing.T) {
 	redis, ok := spanNamed(spans, "EVALSHA reserve")
 	require.True(t, ok, "no Redis script span in %v", spanNames(spans))
 	require.True(t, descends(spans, redis, server.SpanContext.SpanID()))
-	sql, ok := sqlSpan(spans, "voucherd_reserve")
+	sql, ok := sqlSpan(spans, "voucherd_reserve_one")
 	require.True(t, ok, "no SQL span in %v", spanNames(spans))
 	require.True(t, descends(spans, sql, server.SpanContext.SpanID()))
 	require.Equal(t, 1, s.state(code).reserved, "the row the trace wrote")
@@ -275,7 +275,7 @@ func TestTraceUnsampledCaller(t *testing.T) {
 	// The sampled request's spans are exported: the unsampled one's would
 	// have been by the same flush.
 	s.waitSpans(sampled, func(sp []tracetest.SpanStub) bool {
-		_, ok := sqlSpan(sp, "voucherd_reserve")
+		_, ok := sqlSpan(sp, "voucherd_reserve_one")
 		return ok
 	})
 	require.Empty(t, s.waitSpans(tid, func([]tracetest.SpanStub) bool { return true }))

@@ -112,6 +112,9 @@ type Config struct {
 
 	// Customers is the number of distinct customers the traffic comes from.
 	Customers int64
+	// StringCustomerIDs sends customer n as the JSON string "cus-n" instead
+	// of the JSON integer n (which the server takes for the string "n").
+	StringCustomerIDs bool
 	// RetryShare is the share of requests that resend an earlier orderId with
 	// its customer and voucher (a client retrying after a lost answer).
 	RetryShare float64

@@ -55,7 +55,7 @@ func TestClosedLoopRetriesAndRepeats(t *testing.T) {
 	for id, cust := range v.orders {
 		seq, ours := rep.seqOf(id)
 		require.True(t, ours)
-		require.Equal(t, cust, rep.granted[0][seq].customer)
+		require.Equal(t, cust, rep.cfg.customerID(rep.granted[0][seq].customer))
 	}
 	require.Equal(t, int64(2000), rep.Histogram.TotalCount())
 	require.Greater(t, rep.Latency.Max, 0.0)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 const (
@@ -38,8 +40,8 @@ type fakeVoucher struct {
 	perUserLimit int32
 	flashSale    bool
 	discount     int64
-	orders       map[string]int64 // orderId -> customer
-	perCustomer  map[int64]int32
+	orders       map[string]string // orderId -> customerId
+	perCustomer  map[string]int32
 }
 
 func newFakeServer(t *testing.T) (*fakeAPI, *httptest.Server) {
@@ -91,7 +93,7 @@ func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
 	}
 	f.vouchers[v.Code] = &fakeVoucher{
 		totalLimit: v.TotalLimit, perUserLimit: v.PerUserLimit, flashSale: v.FlashSale, discount: v.DiscountAmount,
-		orders: map[string]int64{}, perCustomer: map[int64]int32{},
+		orders: map[string]string{}, perCustomer: map[string]int32{},
 	}
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(v)
@@ -107,15 +109,20 @@ func (f *fakeAPI) reserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		CustomerID  int64  `json:"customerId"`
-		OrderID     string `json:"orderId"`
-		OrderAmount int64  `json:"orderAmount"`
+		CustomerID  json.RawMessage `json:"customerId"`
+		OrderID     string          `json:"orderId"`
+		OrderAmount int64           `json:"orderAmount"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.CustomerID <= 0 || req.OrderID == "" {
+	err := json.NewDecoder(r.Body).Decode(&req)
+	var customer string
+	if err == nil {
+		customer, err = voucher.ParseCustomerIDJSON(req.CustomerID)
+	}
+	if err != nil || req.OrderID == "" {
 		fakeErr(w, http.StatusBadRequest, "INVALID_REQUEST", "bad request")
 		return
 	}
-	status, code := f.take(r.PathValue("code"), req.CustomerID, req.OrderID)
+	status, code := f.take(r.PathValue("code"), customer, req.OrderID)
 	if f.dropEvery > 0 && n%f.dropEvery == 0 {
 		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 			_ = conn.Close()
@@ -137,7 +144,7 @@ func (f *fakeAPI) reserve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"orderId": req.OrderID, "discountAmount": 1000, "status": "RESERVED"})
 }
 
-func (f *fakeAPI) take(code string, customer int64, orderID string) (int, string) {
+func (f *fakeAPI) take(code string, customer string, orderID string) (int, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.vouchers[code]
@@ -170,11 +177,11 @@ func (f *fakeAPI) snapshot(code string) (fakeVoucher, bool) {
 		return fakeVoucher{}, false
 	}
 	cp := *v
-	cp.orders = map[string]int64{}
+	cp.orders = map[string]string{}
 	for k, c := range v.orders {
 		cp.orders[k] = c
 	}
-	cp.perCustomer = map[int64]int32{}
+	cp.perCustomer = map[string]int32{}
 	for k, c := range v.perCustomer {
 		cp.perCustomer[k] = c
 	}

@@ -78,6 +78,7 @@ type Report struct {
 	Histogram *hdrhistogram.Histogram `json:"-"`
 
 	prefix  string
+	cfg     Config            // the run's configuration (customer ids)
 	granted []map[int64]order // per voucher: orderId seq -> order answered 201
 	unknown []map[int64]order // per voucher: orders without a definite answer
 }
@@ -112,6 +113,7 @@ func (r *Report) Violations() []string {
 func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 	cfg := r.cfg
 	rep := &Report{
+		cfg:           cfg,
 		Name:          cfg.Name,
 		Target:        cfg.Target,
 		BaseURL:       cfg.BaseURL,

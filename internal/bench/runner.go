@@ -357,11 +357,21 @@ func (r *runner) work(ctx, sendCtx context.Context, ep *endpoint, ws *workerStat
 // appendReserve appends the reservation request of o to b.
 func (r *runner) appendReserve(b []byte, ep *endpoint, o order) []byte {
 	body := len(`{"customerId":,"orderId":"-"`) + digits(o.customer) + len(r.prefix) + digits(o.seq) + len(r.bodyTail)
+	if r.cfg.StringCustomerIDs {
+		body += len(`""`) + len(customerPrefix)
+	}
 	b = append(b, ep.reserve[o.voucher]...)
 	b = strconv.AppendInt(b, int64(body), 10)
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, `{"customerId":`...)
-	b = strconv.AppendInt(b, o.customer, 10)
+	if r.cfg.StringCustomerIDs {
+		b = append(b, '"')
+		b = append(b, customerPrefix...)
+		b = strconv.AppendInt(b, o.customer, 10)
+		b = append(b, '"')
+	} else {
+		b = strconv.AppendInt(b, o.customer, 10)
+	}
 	b = append(b, `,"orderId":"`...)
 	b = append(b, r.prefix...)
 	b = append(b, '-')

@@ -150,7 +150,7 @@ func (vs *violations) result() []string {
 }
 
 type row struct {
-	customer int64
+	customer string
 	status   string
 }
 
@@ -171,7 +171,7 @@ func verifyOnce(ctx context.Context, conn *pgx.Conn, rdb rueidis.Client, keyPref
 		}
 
 		rows := map[string]row{}
-		pgRows, err := conn.Query(ctx, `SELECT order_id, customer_id, status::text FROM voucher_redemption WHERE voucher_code = $1`, code)
+		pgRows, err := conn.Query(ctx, `SELECT order_id, customer, status::text FROM voucher_redemption WHERE voucher_code = $1`, code)
 		if err != nil {
 			return nil, fmt.Errorf("bench: verify %s: read redemptions: %w", code, err)
 		}
@@ -244,9 +244,9 @@ func checkVoucher(vs *violations, c *VoucherCheck, rep *Report, i int, rows map[
 			if isHeld {
 				vs.add("foreign row", "%s: held row for orderId %s that the bench never sent", code, id)
 			}
-		case wasGranted && o.customer != r.customer:
-			vs.add("customer mismatch", "%s: orderId %s answered 201 for customer %d but its row belongs to customer %d",
-				code, id, o.customer, r.customer)
+		case wasGranted && rep.cfg.customerID(o.customer) != r.customer:
+			vs.add("customer mismatch", "%s: orderId %s answered 201 for customer %s but its row belongs to customer %s",
+				code, id, rep.cfg.customerID(o.customer), r.customer)
 		case isHeld && !wasGranted && wasUnknown:
 			heldUnknown++
 		case isHeld && !wasGranted:

@@ -29,13 +29,15 @@ func mirror(t *testing.T, ctx context.Context, conn *pgx.Conn, f *fakeAPI, rep *
 			code, v.totalLimit, v.perUserLimit, now.Add(-time.Minute), now.Add(time.Hour), v.flashSale, len(v.orders))
 		require.NoError(t, err)
 		for id, cust := range v.orders {
-			_, err := conn.Exec(ctx, `INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount,
-				discount_amount, status, created_at, updated_at, expires_at) VALUES ($1, $2, $3, 5000, 1000, 'RESERVED', $4, $4, $5)`,
+			_, err := conn.Exec(ctx, `INSERT INTO voucher_redemption (order_id, voucher_code, customer, customer_id, order_amount,
+				discount_amount, status, created_at, updated_at, expires_at)
+				VALUES ($1, $2, $3, voucherd_customer_legacy($3), 5000, 1000, 'RESERVED', $4, $4, $5)`,
 				id, code, cust, now, now.Add(15*time.Minute))
 			require.NoError(t, err)
 		}
 		for cust, held := range v.perCustomer {
-			_, err := conn.Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer_id, held) VALUES ($1, $2, $3)`,
+			_, err := conn.Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held)
+				VALUES ($1, $2, voucherd_customer_legacy($2), $3)`,
 				code, cust, held)
 			require.NoError(t, err)
 		}
@@ -94,8 +96,8 @@ func TestVerifyFlagsViolations(t *testing.T) {
 		HeldRows: 60, RowsWritten: 60}}, v.Vouchers)
 
 	var someOrder string
-	var someCustomer int64
-	require.NoError(t, conn.QueryRow(ctx, `SELECT order_id, customer_id FROM voucher_redemption WHERE voucher_code = $1 LIMIT 1`, code).
+	var someCustomer string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT order_id, customer FROM voucher_redemption WHERE voucher_code = $1 LIMIT 1`, code).
 		Scan(&someOrder, &someCustomer))
 
 	// Each case breaks the state, checks the violation, and restores it.
@@ -114,8 +116,8 @@ func TestVerifyFlagsViolations(t *testing.T) {
 		},
 		{
 			name:          "orderId answered for another customer",
-			breakSQL:      `UPDATE voucher_redemption SET customer_id = customer_id + 1000 WHERE order_id = $1`,
-			fixSQL:        `UPDATE voucher_redemption SET customer_id = customer_id - 1000 WHERE order_id = $1`,
+			breakSQL:      `UPDATE voucher_redemption SET customer = 'other-' || customer WHERE order_id = $1`,
+			fixSQL:        `UPDATE voucher_redemption SET customer = substr(customer, 7) WHERE order_id = $1`,
 			args:          []any{someOrder},
 			wantViolation: "answered 201 for customer",
 		},
@@ -135,8 +137,8 @@ func TestVerifyFlagsViolations(t *testing.T) {
 		},
 		{
 			name:          "customer usage counter drifts",
-			breakSQL:      `UPDATE voucher_customer_usage SET held = held + 1 WHERE voucher_code = $1 AND customer_id = $2`,
-			fixSQL:        `UPDATE voucher_customer_usage SET held = held - 1 WHERE voucher_code = $1 AND customer_id = $2`,
+			breakSQL:      `UPDATE voucher_customer_usage SET held = held + 1 WHERE voucher_code = $1 AND customer = $2`,
+			fixSQL:        `UPDATE voucher_customer_usage SET held = held - 1 WHERE voucher_code = $1 AND customer = $2`,
 			args:          []any{code, someCustomer},
 			wantViolation: "voucher_customer_usage.held",
 		},
@@ -289,4 +291,23 @@ func TestReportOK(t *testing.T) {
 			require.Equal(t, tc.want, tc.rep.OK())
 		})
 	}
+}
+
+// A run with string customerIds is verified against the rows' customer.
+func TestVerifyStringCustomerIDs(t *testing.T) {
+	t.Parallel()
+	ctx, conn, rep, vc := verifyFixture(t, func(c *Config) { c.StringCustomerIDs = true })
+	require.Equal(t, int64(60), rep.Reserved)
+	var customer string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT customer FROM voucher_redemption LIMIT 1`).Scan(&customer))
+	require.True(t, strings.HasPrefix(customer, "cus-"), customer)
+	v, err := Verify(ctx, vc, rep)
+	require.NoError(t, err)
+	require.Empty(t, v.Violations)
+	_, err = conn.Exec(ctx, `UPDATE voucher_redemption SET customer = customer || 'x', customer_id = voucherd_customer_legacy(customer || 'x')
+		WHERE order_id = (SELECT min(order_id) FROM voucher_redemption)`)
+	require.NoError(t, err)
+	v, err = Verify(ctx, vc, rep)
+	require.NoError(t, err)
+	requireViolation(t, v, "answered 201 for customer cus-")
 }

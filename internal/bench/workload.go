@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -93,4 +94,15 @@ func (g *generator) next() job {
 	}
 	g.orders++
 	return job{order: o, kind: kind}
+}
+
+// customerPrefix starts customer n's id when Config.StringCustomerIDs is set.
+const customerPrefix = "cus-"
+
+// customerID is customer n's id as the server stores it.
+func (c Config) customerID(n int64) string {
+	if c.StringCustomerIDs {
+		return customerPrefix + strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -1,7 +1,7 @@
 // Package conformance holds the reservation rule as data: cases, each a
 // voucher, what happened to it before, the requests asked and the answers
 // the rule gives. Every implementation of the rule runs every case that it
-// decides, in its own package's tests: voucherd_reserve and
+// decides, in its own package's tests: voucherd_reserve_one and
 // voucherd_reserve_batch (pgstore), reserve.lua and the sold-out cache's
 // copy of it (redisgate), the fault suite's model (faults) and
 // voucher.Voucher.CheckEligible (this package); voucherd_validate and
@@ -25,7 +25,7 @@ type Impl string
 
 // The implementations that run the cases.
 const (
-	Reserve      Impl = "voucherd_reserve"
+	Reserve      Impl = "voucherd_reserve_one"
 	ReserveBatch Impl = "voucherd_reserve_batch"
 	Script       Impl = "reserve.lua"
 	SoldOutCache Impl = "sold-out cache"
@@ -106,7 +106,7 @@ const (
 // Step is one thing that happened before the requests, at Now.
 type Step struct {
 	Kind     StepKind
-	Customer int64
+	Customer string
 	Order    string
 	// OtherVoucher: the step was on another voucher (open, roomy), not
 	// the case's.
@@ -117,7 +117,7 @@ type Step struct {
 
 // Request is one reservation asked of the case's voucher at Now.
 type Request struct {
-	Customer int64
+	Customer string
 	Order    string
 	Amount   int64 // Amount when 0
 	// CodeIndex is the campaign code presented, for a campaign case.
@@ -273,10 +273,10 @@ var (
 	skipBudget = map[Impl]string{Script: campaignDB, SoldOutCache: campaignDB, Eligibility: campaignRule, Model: noVoucher}
 )
 
-func reserve(c int64, o string) Step { return Step{Kind: StepReserve, Customer: c, Order: o} }
-func release(o string) Step          { return Step{Kind: StepRelease, Order: o} }
-func confirm(o string) Step          { return Step{Kind: StepConfirm, Order: o} }
-func req(c int64, o string) Request  { return Request{Customer: c, Order: o} }
+func reserve(c string, o string) Step { return Step{Kind: StepReserve, Customer: c, Order: o} }
+func release(o string) Step           { return Step{Kind: StepRelease, Order: o} }
+func confirm(o string) Step           { return Step{Kind: StepConfirm, Order: o} }
+func req(c string, o string) Request  { return Request{Customer: c, Order: o} }
 
 // takenOff and replayOff are a use taken or replayed answering discount d.
 func takenOff(d int64) Answer  { return Answer{Discount: &d} }
@@ -289,10 +289,10 @@ func percent(bp int32, max int64) VoucherSpec {
 }
 
 // The steps and requests of campaign cases, with code k.
-func reserveK(c int64, o string, k int) Step {
+func reserveK(c string, o string, k int) Step {
 	return Step{Kind: StepReserve, Customer: c, Order: o, CodeIndex: k}
 }
-func reqK(c int64, o string, k int) Request { return Request{Customer: c, Order: o, CodeIndex: k} }
+func reqK(c string, o string, k int) Request { return Request{Customer: c, Order: o, CodeIndex: k} }
 func campaign(total, perUser int32) VoucherSpec {
 	return VoucherSpec{TotalLimit: total, PerUserLimit: perUser, Campaign: true}
 }
@@ -311,150 +311,158 @@ var (
 // Cases are the rule, one situation per row.
 var Cases = []Case{
 	{Name: "new order takes a use", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{taken}},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{taken}},
 	{Name: "replay of a held order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{replay}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{replay}},
 	{Name: "replay of a confirmed order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), confirm("o1")},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{replay}},
+		Before:   []Step{reserve("1", "o1"), confirm("o1")},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{replay}},
 	{Name: "another customer's orderId", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []Request{req(2, "o1")}, Want: []Answer{conflict}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{req("2", "o1")}, Want: []Answer{conflict}},
 	{Name: "orderId used with another voucher", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{{Kind: StepReserve, Customer: 1, Order: "o1", OtherVoucher: true}},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{conflict},
+		Before:   []Step{{Kind: StepReserve, Customer: "1", Order: "o1", OtherVoucher: true}},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{conflict},
 		Skip: map[Impl]string{Script: perVoucher, SoldOutCache: perVoucher, Model: oneVoucher}},
 	{Name: "released orderId", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), release("o1")},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{released}},
+		Before:   []Step{reserve("1", "o1"), release("o1")},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{released}},
 	{Name: "released orderId asked by another customer", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), release("o1")},
-		Requests: []Request{req(2, "o1")}, Want: []Answer{conflict}},
+		Before:   []Step{reserve("1", "o1"), release("o1")},
+		Requests: []Request{req("2", "o1")}, Want: []Answer{conflict}},
 	{Name: "quota full", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []Request{req(1, "o2")}, Want: []Answer{quota}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{req("1", "o2")}, Want: []Answer{quota}},
 	{Name: "quota of two full", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 2},
-		Before:   []Step{reserve(1, "o1"), reserve(1, "o2")},
-		Requests: []Request{req(1, "o3"), req(2, "o4")}, Want: []Answer{quota, taken}},
+		Before:   []Step{reserve("1", "o1"), reserve("1", "o2")},
+		Requests: []Request{req("1", "o3"), req("2", "o4")}, Want: []Answer{quota, taken}},
 	{Name: "a released use counts no more against the quota", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), release("o1")},
-		Requests: []Request{req(1, "o2")}, Want: []Answer{taken}},
+		Before:   []Step{reserve("1", "o1"), release("o1")},
+		Requests: []Request{req("1", "o2")}, Want: []Answer{taken}},
 	{Name: "sold out: every use confirmed", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), confirm("o1")},
-		Requests: []Request{req(2, "o2")}, Want: []Answer{soldOut}},
+		Before:   []Step{reserve("1", "o1"), confirm("o1")},
+		Requests: []Request{req("2", "o2")}, Want: []Answer{soldOut}},
 	{Name: "held out: a use still RESERVED", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []Request{req(2, "o2")}, Want: []Answer{heldOut}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{req("2", "o2")}, Want: []Answer{heldOut}},
 	{Name: "quota full and sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), confirm("o1")},
-		Requests: []Request{req(1, "o2")},
+		Before:   []Step{reserve("1", "o1"), confirm("o1")},
+		Requests: []Request{req("1", "o2")},
 		// PL/pgSQL and the cache check stock first, reserve.lua the quota.
 		Want: []Answer{{Code: voucher.CodeOutOfStock, Or: voucher.CodeAlreadyUsed}}},
 	{Name: "replay while sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), confirm("o1")},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{replay}},
+		Before:   []Step{reserve("1", "o1"), confirm("o1")},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{replay}},
 	{Name: "another customer's orderId while sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), confirm("o1")},
-		Requests: []Request{req(2, "o1")}, Want: []Answer{conflict}},
+		Before:   []Step{reserve("1", "o1"), confirm("o1")},
+		Requests: []Request{req("2", "o1")}, Want: []Answer{conflict}},
 	{Name: "released orderId while sold out", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), release("o1"), reserve(2, "o2"), confirm("o2")},
-		Requests: []Request{req(1, "o1"), req(3, "o3")}, Want: []Answer{released, soldOut}},
+		Before:   []Step{reserve("1", "o1"), release("o1"), reserve("2", "o2"), confirm("o2")},
+		Requests: []Request{req("1", "o1"), req("3", "o3")}, Want: []Answer{released, soldOut}},
 	{Name: "last use", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), confirm("o1")},
-		Requests: []Request{req(2, "o2"), req(3, "o3")}, Want: []Answer{taken, heldOut}},
+		Before:   []Step{reserve("1", "o1"), confirm("o1")},
+		Requests: []Request{req("2", "o2"), req("3", "o3")}, Want: []Answer{taken, heldOut}},
 	{Name: "not started", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Window: NotStarted},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonNotStarted}},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonNotStarted}},
 		Skip: skipGate},
 	{Name: "ended", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Window: Ended},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonExpired}},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonExpired}},
 		Skip: skipGate},
 	{Name: "order amount too low", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, MinOrderAmount: 1000},
-		Requests: []Request{{Customer: 1, Order: "o1", Amount: 999}, {Customer: 1, Order: "o2", Amount: 1000}},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 999}, {Customer: "1", Order: "o2", Amount: 1000}},
 		Want:     []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonOrderAmountTooLow}, taken},
 		Skip:     skipGate},
 	{Name: "ineligible, then the same orderId eligible", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, MinOrderAmount: 1000},
-		Requests: []Request{{Customer: 1, Order: "o1", Amount: 10}, {Customer: 1, Order: "o1", Amount: 5000}},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 10}, {Customer: "1", Order: "o1", Amount: 5000}},
 		Want:     []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonOrderAmountTooLow}, taken},
 		Skip:     skipGate},
 	{Name: "disabled", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Disabled: true},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonDisabled}},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonDisabled}},
 		Skip: skipGate},
 	{Name: "disabled before its window", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1, Disabled: true, Window: NotStarted},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonDisabled}},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonDisabled}},
 		Skip: skipGate},
 	{Name: "unknown voucher", Voucher: VoucherSpec{Missing: true},
-		Requests: []Request{req(1, "o1")}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
 		Skip: skipAll},
 	{Name: "same customer twice", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
-		Requests: []Request{req(1, "o1"), req(1, "o2")}, Want: []Answer{taken, quota}},
+		Requests: []Request{req("1", "o1"), req("1", "o2")}, Want: []Answer{taken, quota}},
 	{Name: "same orderId twice", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
-		Requests: []Request{req(1, "o1"), req(1, "o1")}, Want: []Answer{taken, replay}},
+		Requests: []Request{req("1", "o1"), req("1", "o1")}, Want: []Answer{taken, replay}},
 	{Name: "same orderId, two customers", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
-		Requests: []Request{req(1, "o1"), req(2, "o1")}, Want: []Answer{taken, conflict}},
+		Requests: []Request{req("1", "o1"), req("2", "o1")}, Want: []Answer{taken, conflict}},
 	{Name: "more requests than uses", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 2},
-		Requests: []Request{req(1, "o1"), req(2, "o2"), req(1, "o3"), req(2, "o2")},
+		Requests: []Request{req("1", "o1"), req("2", "o2"), req("1", "o3"), req("2", "o2")},
 		Want:     []Answer{taken, taken, heldOut, replay}},
 	{Name: "quota full, released, taken again in one go", Voucher: VoucherSpec{TotalLimit: 3, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), release("o1"), reserve(2, "o2")},
-		Requests: []Request{req(1, "o3"), req(1, "o4"), req(2, "o2")}, Want: []Answer{taken, quota, replay}},
+		Before:   []Step{reserve("1", "o1"), release("o1"), reserve("2", "o2")},
+		Requests: []Request{req("1", "o3"), req("1", "o4"), req("2", "o2")}, Want: []Answer{taken, quota, replay}},
 	{Name: "a fixed discount is answered whole, whatever the order amount", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5},
-		Requests: []Request{{Customer: 1, Order: "o1", Amount: 50}, {Customer: 1, Order: "o2"}},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 50}, {Customer: "1", Order: "o2"}},
 		Want:     []Answer{takenOff(100_000), takenOff(100_000)}},
 	{Name: "a percentage of the order amount", Voucher: percent(1250, 0),
-		Requests: []Request{{Customer: 1, Order: "o1"}, {Customer: 2, Order: "o2", Amount: 1_000_000_000_000_000}},
+		Requests: []Request{{Customer: "1", Order: "o1"}, {Customer: "2", Order: "o2", Amount: 1_000_000_000_000_000}},
 		Want:     []Answer{takenOff(31_250), takenOff(125_000_000_000_000)}},
 	{Name: "a percentage rounds down to the minor unit", Voucher: percent(3333, 0),
-		Requests: []Request{{Customer: 1, Order: "o1", Amount: 1}, {Customer: 1, Order: "o2", Amount: 299},
-			{Customer: 1, Order: "o3", Amount: 300}, {Customer: 1, Order: "o4", Amount: 999_999_999_999_999}},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 1}, {Customer: "1", Order: "o2", Amount: 299},
+			{Customer: "1", Order: "o3", Amount: 300}, {Customer: "1", Order: "o4", Amount: 999_999_999_999_999}},
 		Want: []Answer{takenOff(0), takenOff(99), takenOff(99), takenOff(333_299_999_999_999)}},
 	{Name: "100% is the order amount", Voucher: percent(10_000, 0),
-		Requests: []Request{{Customer: 1, Order: "o1", Amount: 1}, {Customer: 1, Order: "o2", Amount: 1_000_000_000_000_000}},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 1}, {Customer: "1", Order: "o2", Amount: 1_000_000_000_000_000}},
 		Want:     []Answer{takenOff(1), takenOff(1_000_000_000_000_000)}},
 	{Name: "a percentage is capped", Voucher: percent(2000, 40_000),
-		Requests: []Request{{Customer: 1, Order: "o1", Amount: 199_995}, {Customer: 1, Order: "o2", Amount: 200_000},
-			{Customer: 1, Order: "o3", Amount: 200_005}, {Customer: 1, Order: "o4"}},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 199_995}, {Customer: "1", Order: "o2", Amount: 200_000},
+			{Customer: "1", Order: "o3", Amount: 200_005}, {Customer: "1", Order: "o4"}},
 		Want: []Answer{takenOff(39_999), takenOff(40_000), takenOff(40_000), takenOff(40_000)}},
 	{Name: "a replay answers the discount of the order that took the use", Voucher: percent(1000, 0),
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []Request{{Customer: 1, Order: "o1", Amount: 10}, {Customer: 1, Order: "o2", Amount: 10}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 10}, {Customer: "1", Order: "o2", Amount: 10}},
 		Want:     []Answer{replayOff(25_000), takenOff(1)}},
 
 	// Campaigns: each code at most once, one budget and one per-customer
 	// limit across the codes.
 	{Name: "campaign: a code takes a use of the budget", Voucher: campaign(2, 1),
-		Requests: []Request{reqK(1, "o1", 0)}, Want: []Answer{taken}, Skip: skipCampaign},
+		Requests: []Request{reqK("1", "o1", 0)}, Want: []Answer{taken}, Skip: skipCampaign},
 	{Name: "campaign: replay with the same code", Voucher: campaign(2, 1),
-		Before:   []Step{reserveK(1, "o1", 0)},
-		Requests: []Request{reqK(1, "o1", 0)}, Want: []Answer{replay}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []Request{reqK("1", "o1", 0)}, Want: []Answer{replay}, Skip: skipCampaign},
 	{Name: "campaign: orderId asked with another code", Voucher: campaign(2, 2),
-		Before:   []Step{reserveK(1, "o1", 0)},
-		Requests: []Request{reqK(1, "o1", 1)}, Want: []Answer{conflict}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []Request{reqK("1", "o1", 1)}, Want: []Answer{conflict}, Skip: skipCampaign},
 	{Name: "campaign: code held by another order", Voucher: campaign(5, 5),
-		Before:   []Step{reserveK(1, "o1", 0)},
-		Requests: []Request{reqK(2, "o2", 0), reqK(1, "o3", 0)}, Want: []Answer{codeUsed, codeUsed}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []Request{reqK("2", "o2", 0), reqK("1", "o3", 0)}, Want: []Answer{codeUsed, codeUsed}, Skip: skipCampaign},
 	{Name: "campaign: code of a confirmed order", Voucher: campaign(5, 5),
-		Before:   []Step{reserveK(1, "o1", 0), confirm("o1")},
-		Requests: []Request{reqK(2, "o2", 0)}, Want: []Answer{codeUsed}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0), confirm("o1")},
+		Requests: []Request{reqK("2", "o2", 0)}, Want: []Answer{codeUsed}, Skip: skipCampaign},
 	{Name: "campaign: a released code is free again", Voucher: campaign(5, 1),
-		Before:   []Step{reserveK(1, "o1", 0), release("o1")},
-		Requests: []Request{reqK(2, "o2", 0)}, Want: []Answer{taken}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0), release("o1")},
+		Requests: []Request{reqK("2", "o2", 0)}, Want: []Answer{taken}, Skip: skipCampaign},
 	{Name: "campaign: per-customer limit across codes", Voucher: campaign(5, 1),
-		Before:   []Step{reserveK(1, "o1", 0)},
-		Requests: []Request{reqK(1, "o2", 1), reqK(2, "o3", 1)}, Want: []Answer{quota, taken}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []Request{reqK("1", "o2", 1), reqK("2", "o3", 1)}, Want: []Answer{quota, taken}, Skip: skipCampaign},
 	{Name: "campaign: budget across codes, confirmed", Voucher: campaign(1, 5),
-		Before:   []Step{reserveK(1, "o1", 0), confirm("o1")},
-		Requests: []Request{reqK(2, "o2", 1)}, Want: []Answer{soldOut}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0), confirm("o1")},
+		Requests: []Request{reqK("2", "o2", 1)}, Want: []Answer{soldOut}, Skip: skipCampaign},
 	{Name: "campaign: budget across codes, held", Voucher: campaign(2, 5),
-		Before:   []Step{reserveK(1, "o1", 0)},
-		Requests: []Request{reqK(2, "o2", 1), reqK(3, "o3", 2)}, Want: []Answer{taken, heldOut}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []Request{reqK("2", "o2", 1), reqK("3", "o3", 2)}, Want: []Answer{taken, heldOut}, Skip: skipCampaign},
 	{Name: "campaign: code used and budget spent", Voucher: campaign(1, 5),
-		Before:   []Step{reserveK(1, "o1", 0), confirm("o1")},
-		Requests: []Request{reqK(2, "o2", 0)}, Want: []Answer{codeUsed}, Skip: skipCampaign},
+		Before:   []Step{reserveK("1", "o1", 0), confirm("o1")},
+		Requests: []Request{reqK("2", "o2", 0)}, Want: []Answer{codeUsed}, Skip: skipCampaign},
 	{Name: "campaign: one code, two orders in one go", Voucher: campaign(5, 5),
-		Requests: []Request{reqK(1, "o1", 0), reqK(2, "o2", 0), reqK(1, "o1", 0)},
+		Requests: []Request{reqK("1", "o1", 0), reqK("2", "o2", 0), reqK("1", "o1", 0)},
 		Want:     []Answer{taken, codeUsed, replay}, Skip: skipCampaign},
 	{Name: "campaign: the budget's own code", Voucher: campaign(5, 5),
-		Requests: []Request{{Customer: 1, Order: "o1", Budget: true}}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
+		Requests: []Request{{Customer: "1", Order: "o1", Budget: true}}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
 		Skip: skipBudget},
+	{Name: "string customer ids: quota per string", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
+		Before:   []Step{reserve("cus_A1:x@shop.example+1", "o1")},
+		Requests: []Request{req("cus_A1:x@shop.example+1", "o2"), req("cus_a1:x@shop.example+1", "o3"), req("cus_A1:x@shop.example+1", "o1")},
+		Want:     []Answer{quota, taken, replay}},
+	{Name: "digit strings are compared as strings", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 1},
+		Before:   []Step{reserve("7", "o1")},
+		Requests: []Request{req("007", "o2"), req("7", "o3"), req("007", "o1")},
+		Want:     []Answer{taken, quota, conflict}},
 }

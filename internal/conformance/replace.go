@@ -22,7 +22,7 @@ func (a Answer) AcceptsValidation(v voucher.Validation) bool {
 
 // ReplaceRequest is one reservation that names the order it replaces.
 type ReplaceRequest struct {
-	Customer int64
+	Customer string
 	Order    string
 	Replaces string
 	Amount   int64 // Amount when 0
@@ -59,7 +59,7 @@ func (c ReplaceCase) Skips(impl Impl) string { return c.Skip[impl] }
 
 var notHeld = Answer{Code: voucher.CodeReplacedOrderNotHeld}
 
-func replace(c int64, o, replaces string) ReplaceRequest {
+func replace(c string, o, replaces string) ReplaceRequest {
 	return ReplaceRequest{Customer: c, Order: o, Replaces: replaces}
 }
 
@@ -67,52 +67,52 @@ func replace(c int64, o, replaces string) ReplaceRequest {
 // Code(len(Cases)+i), so both tables can share one database.
 var ReplaceCases = []ReplaceCase{
 	{Name: "replacement takes over the last use", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1")}, Want: []Answer{taken},
-		After: []Request{req(1, "o1"), req(2, "o3"), req(1, "o2"), req(1, "o4")},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1")}, Want: []Answer{taken},
+		After: []Request{req("1", "o1"), req("2", "o3"), req("1", "o2"), req("1", "o4")},
 		// The replaced order is released, the use still held by o2 (the
 		// customer's quota too: PL/pgSQL checks stock first, reserve.lua
 		// the quota), o2 replays.
 		WantAfter: []Answer{released, heldOut, replay, {Code: voucher.CodeHeldOut, Or: voucher.CodeAlreadyUsed}}},
 	{Name: "replay of a replacement", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1"), replace(1, "o2", "o1")}, Want: []Answer{taken, replay},
-		After: []Request{req(2, "o3"), req(3, "o4")}, WantAfter: []Answer{taken, heldOut}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1"), replace("1", "o2", "o1")}, Want: []Answer{taken, replay},
+		After: []Request{req("2", "o3"), req("3", "o4")}, WantAfter: []Answer{taken, heldOut}},
 	{Name: "replacing an unknown order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1")}, Want: []Answer{notHeld},
-		After: []Request{req(1, "o2")}, WantAfter: []Answer{taken}},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1")}, Want: []Answer{notHeld},
+		After: []Request{req("1", "o2")}, WantAfter: []Answer{taken}},
 	{Name: "replacing another customer's order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []ReplaceRequest{replace(2, "o2", "o1")}, Want: []Answer{notHeld},
-		After: []Request{req(1, "o1"), req(2, "o2")}, WantAfter: []Answer{replay, taken}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []ReplaceRequest{replace("2", "o2", "o1")}, Want: []Answer{notHeld},
+		After: []Request{req("1", "o1"), req("2", "o2")}, WantAfter: []Answer{replay, taken}},
 	{Name: "replacing a released order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), release("o1")},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1")}, Want: []Answer{notHeld}},
+		Before:   []Step{reserve("1", "o1"), release("o1")},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1")}, Want: []Answer{notHeld}},
 	{Name: "replacing a confirmed order", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), confirm("o1")},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1")}, Want: []Answer{notHeld},
-		After: []Request{req(1, "o1")}, WantAfter: []Answer{replay},
+		Before:   []Step{reserve("1", "o1"), confirm("o1")},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1")}, Want: []Answer{notHeld},
+		After: []Request{req("1", "o1")}, WantAfter: []Answer{replay},
 		Skip: map[Impl]string{ReplaceScript: "the gate does not record confirmations; the store refuses the write and the service undoes the swap (Gate.Unreplace)"}},
 	{Name: "replacing an order of another voucher", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{{Kind: StepReserve, Customer: 1, Order: "o1", OtherVoucher: true}},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1")}, Want: []Answer{notHeld},
+		Before:   []Step{{Kind: StepReserve, Customer: "1", Order: "o1", OtherVoucher: true}},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1")}, Want: []Answer{notHeld},
 		Skip: map[Impl]string{ReplaceScript: perVoucher}},
 	{Name: "a replaced order cannot be replaced again", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1"), replace(1, "o3", "o1")}, Want: []Answer{taken, notHeld},
-		After: []Request{req(1, "o3")}, WantAfter: []Answer{quota}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1"), replace("1", "o3", "o1")}, Want: []Answer{taken, notHeld},
+		After: []Request{req("1", "o3")}, WantAfter: []Answer{quota}},
 	{Name: "replacement with a known orderId of another customer", Voucher: VoucherSpec{TotalLimit: 3, PerUserLimit: 1},
-		Before:   []Step{reserve(1, "o1"), reserve(2, "o2")},
-		Requests: []ReplaceRequest{replace(1, "o2", "o1")}, Want: []Answer{conflict},
-		After: []Request{req(1, "o1")}, WantAfter: []Answer{replay}},
+		Before:   []Step{reserve("1", "o1"), reserve("2", "o2")},
+		Requests: []ReplaceRequest{replace("1", "o2", "o1")}, Want: []Answer{conflict},
+		After: []Request{req("1", "o1")}, WantAfter: []Answer{replay}},
 	{Name: "ineligible replacement keeps the hold", Voucher: VoucherSpec{TotalLimit: 1, PerUserLimit: 1, MinOrderAmount: 1000},
-		Before:   []Step{reserve(1, "o1")},
-		Requests: []ReplaceRequest{{Customer: 1, Order: "o2", Replaces: "o1", Amount: 10}},
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []ReplaceRequest{{Customer: "1", Order: "o2", Replaces: "o1", Amount: 10}},
 		Want:     []Answer{{Code: voucher.CodeNotEligible, Reason: voucher.ReasonOrderAmountTooLow}},
-		After:    []Request{req(1, "o1"), req(2, "o3")}, WantAfter: []Answer{replay, heldOut},
+		After:    []Request{req("1", "o1"), req("2", "o3")}, WantAfter: []Answer{replay, heldOut},
 		Skip: map[Impl]string{ReplaceScript: eligibleFirst}},
 	{Name: "replacement on a voucher with uses of others", Voucher: VoucherSpec{TotalLimit: 3, PerUserLimit: 2},
-		Before:   []Step{reserve(1, "o1"), reserve(2, "o2"), reserve(1, "o3")},
-		Requests: []ReplaceRequest{replace(1, "o4", "o3")}, Want: []Answer{taken},
-		After: []Request{req(3, "o5"), req(1, "o6"), req(1, "o3")}, WantAfter: []Answer{heldOut, {Code: voucher.CodeHeldOut, Or: voucher.CodeAlreadyUsed}, released}},
+		Before:   []Step{reserve("1", "o1"), reserve("2", "o2"), reserve("1", "o3")},
+		Requests: []ReplaceRequest{replace("1", "o4", "o3")}, Want: []Answer{taken},
+		After: []Request{req("3", "o5"), req("1", "o6"), req("1", "o3")}, WantAfter: []Answer{heldOut, {Code: voucher.CodeHeldOut, Or: voucher.CodeAlreadyUsed}, released}},
 }

@@ -9,7 +9,7 @@ import (
 // Row is one redemption row of the voucher under test, as PostgreSQL has it.
 type Row struct {
 	OrderID  string
-	Customer int64
+	Customer string
 	Status   string // RESERVED, CONFIRMED or RELEASED
 }
 
@@ -32,10 +32,10 @@ type DBState struct {
 type GateState struct {
 	Loaded    bool
 	Remaining int64
-	Users     map[int64]int
+	Users     map[string]int
 	// Holds maps orderIds the gate counts as holding a use (held or
 	// pending) to their customer; released markers are left out.
-	Holds map[string]int64
+	Holds map[string]string
 }
 
 // CheckDatabase checks the final PostgreSQL state against itself (the
@@ -65,14 +65,14 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 	}
 	for _, r := range db.Rows {
 		if _, ok := byOrder[r.OrderID]; !ok {
-			failf("row %s (customer %d, %s) was never asked for", r.OrderID, r.Customer, r.Status)
+			failf("row %s (customer %s, %s) was never asked for", r.OrderID, r.Customer, r.Status)
 		}
 	}
 	for _, id := range sortedKeys(byOrder) {
 		attempts := byOrder[id]
 		sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].Call < attempts[j].Call })
 		row, hasRow := db.Rows[id]
-		var okCust []int64
+		var okCust []string
 		mayHaveTaken, only503, released, confirmed, releaseTried, confirmTried := false, false, false, false, false, false
 		for _, op := range attempts {
 			switch op.Kind {
@@ -99,9 +99,9 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 		for _, c := range okCust {
 			switch {
 			case !hasRow:
-				failf("order %s: 201 for customer %d but no row\n%s", id, c, opsText(attempts))
+				failf("order %s: 201 for customer %s but no row\n%s", id, c, opsText(attempts))
 			case row.Customer != c:
-				failf("order %s: 201 for customer %d but the row is customer %d's\n%s", id, c, row.Customer, opsText(attempts))
+				failf("order %s: 201 for customer %s but the row is customer %s's\n%s", id, c, row.Customer, opsText(attempts))
 			}
 		}
 		if hasRow && !mayHaveTaken {
@@ -109,7 +109,7 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 			if only503 {
 				what = "its customer's attempts were answered 503 (\"nothing was taken\") or refused"
 			}
-			failf("order %s: row %s for customer %d, but %s\n%s", id, row.Status, row.Customer, what, opsText(attempts))
+			failf("order %s: row %s for customer %s, but %s\n%s", id, row.Status, row.Customer, what, opsText(attempts))
 		}
 		if !hasRow {
 			if released || confirmed {
@@ -213,8 +213,8 @@ func CheckGate(db DBState, g GateState) []string {
 	if !g.Loaded {
 		return []string{"the voucher is not loaded in Redis"}
 	}
-	held := map[string]int64{}
-	heldBy := map[int64]int{}
+	held := map[string]string{}
+	heldBy := map[string]int{}
 	for _, r := range db.Rows {
 		if r.Held() {
 			held[r.OrderID] = r.Customer
@@ -228,17 +228,17 @@ func CheckGate(db DBState, g GateState) []string {
 		c, ok := g.Holds[id]
 		switch {
 		case !ok:
-			failf("order %s is held in PostgreSQL (customer %d) but not in Redis", id, held[id])
+			failf("order %s is held in PostgreSQL (customer %s) but not in Redis", id, held[id])
 		case c != held[id]:
-			failf("order %s is customer %d's in PostgreSQL but %d's in Redis", id, held[id], c)
+			failf("order %s is customer %s's in PostgreSQL but %s's in Redis", id, held[id], c)
 		}
 	}
 	for _, id := range sortedKeys(g.Holds) {
 		if _, ok := held[id]; !ok {
-			failf("order %s holds a use in Redis (customer %d) but not in PostgreSQL", id, g.Holds[id])
+			failf("order %s holds a use in Redis (customer %s) but not in PostgreSQL", id, g.Holds[id])
 		}
 	}
-	custs := map[int64]bool{}
+	custs := map[string]bool{}
 	for c := range heldBy {
 		custs[c] = true
 	}
@@ -249,7 +249,7 @@ func CheckGate(db DBState, g GateState) []string {
 	}
 	for _, c := range sortedKeys(custs) {
 		if g.Users[c] != heldBy[c] {
-			failf("customer %d holds %d in Redis, %d in PostgreSQL", c, g.Users[c], heldBy[c])
+			failf("customer %s holds %d in Redis, %d in PostgreSQL", c, g.Users[c], heldBy[c])
 		}
 	}
 	return bad

@@ -340,7 +340,7 @@ func (c *cluster) dbState(code string) DBState {
 	err = conn.QueryRow(ctx, `SELECT total_limit, per_user_limit, used_count FROM voucher WHERE code = $1`, code).
 		Scan(&st.TotalLimit, &st.PerUserLimit, &st.UsedCount)
 	require.NoError(c.t, err)
-	rows, err := conn.Query(ctx, `SELECT order_id, customer_id, status FROM voucher_redemption WHERE voucher_code = $1`, code)
+	rows, err := conn.Query(ctx, `SELECT order_id, customer, status FROM voucher_redemption WHERE voucher_code = $1`, code)
 	require.NoError(c.t, err)
 	for rows.Next() {
 		var r Row
@@ -369,7 +369,7 @@ func (c *cluster) gateState(code string) GateState {
 	for {
 		s, err := g.Inspect(ctx, code)
 		if err == nil {
-			gs = GateState{Loaded: s.Loaded, Remaining: s.Remaining, Users: map[int64]int{}, Holds: map[string]int64{}}
+			gs = GateState{Loaded: s.Loaded, Remaining: s.Remaining, Users: map[string]int{}, Holds: map[string]string{}}
 			for cust, n := range s.Users {
 				gs.Users[cust] = int(n)
 			}
@@ -411,11 +411,11 @@ type sampler struct {
 
 const sampleSQL = `
 WITH held AS (
-    SELECT customer_id FROM voucher_redemption
+    SELECT customer FROM voucher_redemption
     WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
 )
 SELECT (SELECT count(*) FROM held),
-       (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM held GROUP BY customer_id) x),
+       (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM held GROUP BY customer) x),
        v.used_count, v.total_limit, v.per_user_limit
 FROM voucher v WHERE v.code = $1`
 

@@ -34,8 +34,8 @@ func TestConformanceModel(t *testing.T) {
 		if c.Voucher.Campaign {
 			m.nCode = conformance.CampaignCodes
 		}
-		cust, order := map[int64]int{}, map[string]int{}
-		input := func(kind Kind, customer int64, o string, codeIndex int) modelInput {
+		cust, order := map[string]int{}, map[string]int{}
+		input := func(kind Kind, customer string, o string, codeIndex int) modelInput {
 			in := modelInput{kind: kind, cust: -1}
 			if kind == Reserve && c.Voucher.Campaign {
 				in.code = codeIndex + 1

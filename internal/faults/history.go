@@ -74,7 +74,7 @@ type Op struct {
 	Instance int // the voucherd instance it was sent to
 	Kind     Kind
 	Voucher  string
-	Customer int64
+	Customer string
 	OrderID  string
 	// Call and Return are nanoseconds since the history began; Return is
 	// -1 while the attempt runs. An Unknown attempt's Return is when the
@@ -91,7 +91,7 @@ func (op Op) String() string {
 	if op.Return >= 0 {
 		ret = fmt.Sprintf("%.3fs", float64(op.Return)/1e9)
 	}
-	s := fmt.Sprintf("#%d c%d i%d %.3fs→%s %s(%s, cust %d, %s) = %s", op.ID, op.Client, op.Instance,
+	s := fmt.Sprintf("#%d c%d i%d %.3fs→%s %s(%s, cust %s, %s) = %s", op.ID, op.Client, op.Instance,
 		float64(op.Call)/1e9, ret, op.Kind, op.Voucher, op.Customer, op.OrderID, op.Outcome)
 	if op.Replayed {
 		s += " (replayed)"

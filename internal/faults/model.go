@@ -105,7 +105,7 @@ type Model struct {
 	nCust  int
 	nOrder int
 	nCode  int      // codes of a campaign; 0 for a voucher
-	custID []int64  // index -> customerId
+	custID []string // index -> customerId
 	order  []string // index -> orderId
 }
 
@@ -121,7 +121,7 @@ type Final func(orderID string) (Row, bool)
 // dropUnknown); 503s are left out (they take nothing and tell nothing).
 func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []porcupine.Operation, error) {
 	m := &Model{spec: spec, strict: strict}
-	custIdx := map[int64]int{}
+	custIdx := map[string]int{}
 	orderIdx := map[string]int{}
 	var hist []porcupine.Operation
 	for _, chain := range chains(spec.Code, ops) {
@@ -451,9 +451,9 @@ func (m *Model) describe(s modelState) string {
 		st, owner := s.orderState(i)
 		switch st {
 		case orderReserved:
-			held = append(held, fmt.Sprintf("%s/c%d", m.order[i], m.custID[owner]))
+			held = append(held, fmt.Sprintf("%s/c%s", m.order[i], m.custID[owner]))
 		case orderConfirmed:
-			held = append(held, fmt.Sprintf("%s/c%d(C)", m.order[i], m.custID[owner]))
+			held = append(held, fmt.Sprintf("%s/c%s(C)", m.order[i], m.custID[owner]))
 		}
 	}
 	sort.Strings(held)
@@ -469,7 +469,7 @@ func (m *Model) Porcupine() porcupine.Model {
 		Equal: func(a, b any) bool { return a.(modelState) == b.(modelState) },
 		DescribeOperation: func(input, output any) string {
 			in := input.(modelInput)
-			return fmt.Sprintf("%s(c%d, %s) -> %s", in.kind, in.op.Customer, in.op.OrderID, output.(modelOutput).outcome)
+			return fmt.Sprintf("%s(c%s, %s) -> %s", in.kind, in.op.Customer, in.op.OrderID, output.(modelOutput).outcome)
 		},
 		DescribeState: func(state any) string { return m.describe(state.(modelState)) },
 	}
@@ -559,7 +559,7 @@ func (m *Model) explain(hist []porcupine.Operation, info porcupine.Linearization
 		switch in.kind {
 		case Reserve:
 			want, _, _ = m.expectReserve(s, in)
-			fmt.Fprintf(&b, "    %v\n      model: order %s, customer %d holds %d of %d, remaining %d -> expected %s\n",
+			fmt.Fprintf(&b, "    %v\n      model: order %s, customer %s holds %d of %d, remaining %d -> expected %s\n",
 				*in.op, m.orderDesc(s, in.order), in.op.Customer, s.cust[in.cust], m.spec.PerUserLimit, s.remaining, want)
 		case Release:
 			want, _ = m.expectRelease(s, in)
@@ -578,5 +578,5 @@ func (m *Model) orderDesc(s modelState, i int) string {
 	if st == orderAbsent {
 		return name
 	}
-	return fmt.Sprintf("%s by customer %d", name, m.custID[owner])
+	return fmt.Sprintf("%s by customer %s", name, m.custID[owner])
 }

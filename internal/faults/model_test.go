@@ -22,7 +22,7 @@ func seq(ops ...Op) []Op {
 }
 
 func res(cust int64, order string, out Outcome) Op {
-	return Op{Kind: Reserve, Customer: cust, OrderID: order, Outcome: out}
+	return Op{Kind: Reserve, Customer: strconv.FormatInt(cust, 10), OrderID: order, Outcome: out}
 }
 
 func rel(order string, out Outcome) Op { return Op{Kind: Release, OrderID: order, Outcome: out} }
@@ -127,8 +127,8 @@ func TestCheckThenActIsCaught(t *testing.T) {
 	t.Parallel()
 	spec := VoucherSpec{Code: "V", TotalLimit: 1, PerUserLimit: 1}
 	ops := []Op{
-		{Kind: Reserve, Voucher: "V", Customer: 1, OrderID: "a", Call: 0, Return: 10, Outcome: OK},
-		{Kind: Reserve, Voucher: "V", Customer: 2, OrderID: "b", Call: 1, Return: 11, Outcome: OK},
+		{Kind: Reserve, Voucher: "V", Customer: "1", OrderID: "a", Call: 0, Return: 10, Outcome: OK},
+		{Kind: Reserve, Voucher: "V", Customer: "2", OrderID: "b", Call: 1, Return: 11, Outcome: OK},
 	}
 	r, err := CheckLinearizable(spec, false, ops, nil, 10*time.Second)
 	require.NoError(t, err)
@@ -224,7 +224,7 @@ func simulate(spec VoucherSpec, rnd *rand.Rand, n, clients int) []Op {
 				cust[o.cust]--
 			}
 		}
-		op := Op{ID: len(ops), Seq: p.seq, Client: c, Voucher: "V", Kind: p.kind, Customer: p.cust,
+		op := Op{ID: len(ops), Seq: p.seq, Client: c, Voucher: "V", Kind: p.kind, Customer: strconv.FormatInt(p.cust, 10),
 			OrderID: o.id, Call: now, Return: now + 5 + int64(rnd.IntN(40)), Outcome: out}
 		if rnd.IntN(20) == 0 {
 			// The client gives up on this attempt (whatever it did) and
@@ -262,7 +262,7 @@ func TestServiceFence(t *testing.T) {
 	spec := VoucherSpec{Code: "V", TotalLimit: 1, PerUserLimit: 1}
 	ops := seq(res(1, "a", Unknown), res(1, "a", OrderReleased), res(2, "b", OK))
 	ops[0].Seq, ops[1].Seq = 1, 1
-	rows := map[string]Row{"a": {OrderID: "a", Customer: 1, Status: "RELEASED"}, "b": {OrderID: "b", Customer: 2, Status: "RESERVED"}}
+	rows := map[string]Row{"a": {OrderID: "a", Customer: "1", Status: "RELEASED"}, "b": {OrderID: "b", Customer: "2", Status: "RESERVED"}}
 	final := func(id string) (Row, bool) { r, ok := rows[id]; return r, ok }
 
 	r, err := CheckLinearizable(spec, true, ops, final, 10*time.Second)
@@ -289,8 +289,8 @@ func TestCheckFinal503(t *testing.T) {
 	flagged := res(1, "a", Unknown)
 	flagged.Status = 503
 	timedOut := res(1, "a", Unknown)
-	held := DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: 1, Status: "RESERVED"}}}
-	released := DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: 1, Status: "RELEASED"}}}
+	held := DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: "1", Status: "RESERVED"}}}
+	released := DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: "1", Status: "RELEASED"}}}
 	tests := []struct {
 		name string
 		ops  []Op

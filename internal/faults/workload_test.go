@@ -85,7 +85,7 @@ func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Ran
 		case r < 55 || len(held) == 0:
 			n++
 			o := ownedOrder{id: fmt.Sprintf("%s-c%d-%d", w.spec.Code, id, n), cust: 1 + rnd.Int64N(int64(w.customers))}
-			if w.do(c, rnd, Op{Kind: Reserve, Customer: o.cust, OrderID: o.id}) == OK {
+			if w.do(c, rnd, Op{Kind: Reserve, Customer: customerName(o.cust), OrderID: o.id}) == OK {
 				held = append(held, o)
 				mine = append(mine, o)
 				w.mu.Lock()
@@ -107,11 +107,11 @@ func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Ran
 			o := w.known[rnd.IntN(len(w.known))]
 			w.mu.Unlock()
 			other := 1 + (o.cust+rnd.Int64N(int64(w.customers-1)))%int64(w.customers)
-			w.do(c, rnd, Op{Kind: Reserve, Customer: other, OrderID: o.id})
+			w.do(c, rnd, Op{Kind: Reserve, Customer: customerName(other), OrderID: o.id})
 		default:
 			// A late retry of one of ours: 201 replay or ORDER_RELEASED.
 			o := mine[rnd.IntN(len(mine))]
-			w.do(c, rnd, Op{Kind: Reserve, Customer: o.cust, OrderID: o.id})
+			w.do(c, rnd, Op{Kind: Reserve, Customer: customerName(o.cust), OrderID: o.id})
 		}
 	}
 }
@@ -146,3 +146,8 @@ func (w *workload) do(c *client, rnd *rand.Rand, op Op) Outcome {
 		backoff = min(2*backoff, 300*time.Millisecond)
 	}
 }
+
+// customerName is the customerId of the workload's customer n: a string id
+// of the shape shops use (a prefix and an e-mail-like tail), so that the
+// fault suite exercises string customerIds end to end.
+func customerName(n int64) string { return fmt.Sprintf("cus_%d@faults.example", n) }

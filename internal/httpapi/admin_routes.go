@@ -61,12 +61,13 @@ func pageOf(q url.Values) (voucher.PageRequest, error) {
 	return p, nil
 }
 
-func positiveID(s, name string) (int64, error) {
-	n, ok := queryInteger(s)
-	if !ok || n <= 0 {
-		return 0, voucher.Errorf(voucher.CodeInvalidRequest, "%s must be a positive integer", name)
+// customerParam reads a customerId of a path or query: the string as
+// written ("42" is the customer a JSON 42 names).
+func customerParam(s string) (string, error) {
+	if !voucher.ValidCustomerID(s) {
+		return "", voucher.Errorf(voucher.CodeInvalidRequest, "customerId must be 1-64 characters of A-Z a-z 0-9 . _ : - @ +")
 	}
-	return n, nil
+	return s, nil
 }
 
 // voucherPageJSON is a page of GET /vouchers.
@@ -133,7 +134,7 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error 
 		return voucher.Errorf(voucher.CodeInvalidRequest, "status must be RESERVED, CONFIRMED or RELEASED")
 	}
 	if q.Has("customerId") {
-		if f.CustomerID, err = positiveID(q.Get("customerId"), "customerId"); err != nil {
+		if f.CustomerID, err = customerParam(q.Get("customerId")); err != nil {
 			return err
 		}
 	}
@@ -160,7 +161,7 @@ func (s *Server) customerRedemptions(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	customer, err := positiveID(r.PathValue("customerId"), "customerId")
+	customer, err := customerParam(r.PathValue("customerId"))
 	if err != nil {
 		return err
 	}

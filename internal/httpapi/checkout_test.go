@@ -26,7 +26,7 @@ func TestReserveAndValidationBodies(t *testing.T) {
 
 	v, err := decode(`{"customerId":1,"orderAmount":5}`).toValidation("C")
 	require.NoError(t, err)
-	require.Equal(t, voucher.ValidateRequest{Code: "C", CustomerID: 1, OrderAmount: 5}, v)
+	require.Equal(t, voucher.ValidateRequest{Code: "C", CustomerID: "1", OrderAmount: 5}, v)
 	v, err = decode(`{"customerId":1,"orderAmount":5,"orderId":"o"}`).toValidation("C")
 	require.NoError(t, err)
 	require.Equal(t, "o", v.OrderID)

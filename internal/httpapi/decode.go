@@ -603,6 +603,34 @@ func stringField(name string, v jsonValue) (string, error) {
 	return s, nil
 }
 
+// customerField reads a customerId member: a string of 1-64 letters, digits
+// and `. _ : - @ +`, or an integer from 1 to 2^63-1 (integers were the
+// only form once), which stands for its decimal string: 42, 42.0 and 4.2e1
+// are the customer "42". Zero, negative and non-integral numbers are refused
+// as every integer member's out-of-range values are.
+func customerField(name string, v jsonValue) (string, error) {
+	bad := func() error {
+		return voucher.Errorf(voucher.CodeInvalidRequest,
+			"field %s must be a string of 1-64 characters of A-Z a-z 0-9 . _ : - @ +, or an integer from 1 to %d",
+			name, int64(math.MaxInt64))
+	}
+	switch v.kind {
+	case kindString:
+		s, err := stringField(name, v)
+		if err != nil || !voucher.ValidCustomerID(s) {
+			return "", bad()
+		}
+		return s, nil
+	case kindNumber:
+		n, ok := parseInteger(v.raw)
+		if !ok || n < 1 {
+			return "", bad()
+		}
+		return strconv.FormatInt(n, 10), nil
+	}
+	return "", voucher.Errorf(voucher.CodeInvalidRequest, "field %s must be a string or an integer, not %s", name, kindName(v.kind))
+}
+
 // boolField reads a boolean member.
 func boolField(name string, v jsonValue) (bool, error) {
 	if v.kind != kindBool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +23,16 @@ func TestDecodeReserveBody(t *testing.T) {
 		want reserveRequest // compared when msg is empty
 		msg  string         // a part of the INVALID_REQUEST message
 	}{
-		{"plain", `{"customerId":7,"orderId":"o-1","orderAmount":5000}`, reserveRequest{CustomerID: 7, OrderID: "o-1", OrderAmount: 5000}, ""},
-		{"white space and order", " \n{ \"orderAmount\" : 0 ,\t\"orderId\":\"a\", \"customerId\":1}\r\n", reserveRequest{CustomerID: 1, OrderID: "a", OrderAmount: 0}, ""},
-		{"integral 1.0", `{"customerId":1.0,"orderId":"a","orderAmount":2.50e3}`, reserveRequest{CustomerID: 1, OrderID: "a", OrderAmount: 2500}, ""},
-		{"exponent", `{"customerId":1e2,"orderId":"a","orderAmount":0e99999999}`, reserveRequest{CustomerID: 100, OrderID: "a"}, ""},
-		{"escaped name and value", `{"customer\u0049d":3,"orderId":"\u0041b","orderAmount":1}`, reserveRequest{CustomerID: 3, OrderID: "Ab", OrderAmount: 1}, ""},
-		{"largest customer", `{"customerId":9223372036854775807,"orderId":"a","orderAmount":1000000000000000}`, reserveRequest{CustomerID: math.MaxInt64, OrderID: "a", OrderAmount: voucher.MaxAmount}, ""},
+		{"plain", `{"customerId":7,"orderId":"o-1","orderAmount":5000}`, reserveRequest{CustomerID: "7", OrderID: "o-1", OrderAmount: 5000}, ""},
+		{"white space and order", " \n{ \"orderAmount\" : 0 ,\t\"orderId\":\"a\", \"customerId\":1}\r\n", reserveRequest{CustomerID: "1", OrderID: "a", OrderAmount: 0}, ""},
+		{"integral 1.0", `{"customerId":1.0,"orderId":"a","orderAmount":2.50e3}`, reserveRequest{CustomerID: "1", OrderID: "a", OrderAmount: 2500}, ""},
+		{"exponent", `{"customerId":1e2,"orderId":"a","orderAmount":0e99999999}`, reserveRequest{CustomerID: "100", OrderID: "a"}, ""},
+		{"escaped name and value", `{"customer\u0049d":3,"orderId":"\u0041b","orderAmount":1}`, reserveRequest{CustomerID: "3", OrderID: "Ab", OrderAmount: 1}, ""},
+		{"largest customer", `{"customerId":9223372036854775807,"orderId":"a","orderAmount":1000000000000000}`, reserveRequest{CustomerID: "9223372036854775807", OrderID: "a", OrderAmount: voucher.MaxAmount}, ""},
+		{"string customer", `{"customerId":"cus_9Xk:a.b-c@shop.example+x","orderId":"a","orderAmount":1}`, reserveRequest{CustomerID: "cus_9Xk:a.b-c@shop.example+x", OrderID: "a", OrderAmount: 1}, ""},
+		{"digit string", `{"customerId":"007","orderId":"a","orderAmount":1}`, reserveRequest{CustomerID: "007", OrderID: "a", OrderAmount: 1}, ""},
+		{"escaped customer", `{"customerId":"\u0041\u002b1","orderId":"a","orderAmount":1}`, reserveRequest{CustomerID: "A+1", OrderID: "a", OrderAmount: 1}, ""},
+		{"longest customer", `{"customerId":"` + strings.Repeat("c", 64) + `","orderId":"a","orderAmount":1}`, reserveRequest{CustomerID: strings.Repeat("c", 64), OrderID: "a", OrderAmount: 1}, ""},
 
 		{"duplicate key", `{"customerId":1,"customerId":2,"orderId":"a","orderAmount":1}`, reserveRequest{}, "field customerId appears more than once"},
 		{"duplicate key escaped", `{"customerId":1,"customer\u0049d":2}`, reserveRequest{}, "appears more than once"},
@@ -39,12 +44,19 @@ func TestDecodeReserveBody(t *testing.T) {
 		{"null body", `null`, reserveRequest{}, "request body must be a JSON object"},
 		{"empty body", ``, reserveRequest{}, "request body is empty"},
 		{"white space body", "  \n", reserveRequest{}, "request body is empty"},
-		{"fraction", `{"customerId":1.5}`, reserveRequest{}, "field customerId must be an integer from 1 to"},
-		{"string for integer", `{"customerId":"7"}`, reserveRequest{}, "field customerId must be an integer, not a string"},
-		{"object for integer", `{"customerId":{}}`, reserveRequest{}, "must be an integer, not an object"},
+		{"fraction", `{"customerId":1.5}`, reserveRequest{}, "field customerId must be a string of 1-64 characters of A-Z a-z 0-9 . _ : - @ +, or an integer from 1 to"},
+		{"zero customer", `{"customerId":0}`, reserveRequest{}, "or an integer from 1 to 9223372036854775807"},
+		{"negative customer", `{"customerId":-7}`, reserveRequest{}, "or an integer from 1 to"},
+		{"empty customer", `{"customerId":""}`, reserveRequest{}, "field customerId must be a string of 1-64 characters"},
+		{"customer too long", `{"customerId":"` + strings.Repeat("c", 65) + `"}`, reserveRequest{}, "field customerId must be a string of 1-64"},
+		{"customer with a space", `{"customerId":"a b"}`, reserveRequest{}, "field customerId must be a string of 1-64"},
+		{"customer with a slash", `{"customerId":"a/b"}`, reserveRequest{}, "field customerId must be a string of 1-64"},
+		{"non-ASCII customer", `{"customerId":"é"}`, reserveRequest{}, "field customerId must be a string of 1-64"},
+		{"boolean customer", `{"customerId":true}`, reserveRequest{}, "field customerId must be a string or an integer, not a boolean"},
+		{"object for integer", `{"customerId":{}}`, reserveRequest{}, "must be a string or an integer, not an object"},
 		{"integer for string", `{"orderId":7}`, reserveRequest{}, "field orderId must be a string, not a number"},
-		{"int64 overflow", `{"customerId":9223372036854775808}`, reserveRequest{}, "must be an integer from 1 to"},
-		{"huge exponent", `{"customerId":1e400}`, reserveRequest{}, "must be an integer from 1 to"},
+		{"int64 overflow", `{"customerId":9223372036854775808}`, reserveRequest{}, "or an integer from 1 to"},
+		{"huge exponent", `{"customerId":1e400}`, reserveRequest{}, "or an integer from 1 to"},
 		{"amount over the bound", `{"orderAmount":1000000000000001}`, reserveRequest{}, "field orderAmount must be an integer from 0 to 1000000000000000"},
 		{"negative amount", `{"orderAmount":-1}`, reserveRequest{}, "field orderAmount must be an integer from 0 to"},
 		{"malformed", `{"customerId":1,`, reserveRequest{}, "malformed JSON"},
@@ -201,7 +213,7 @@ func FuzzDecodeReserve(f *testing.F) {
 		`{"customerId":1,"customerId":2}`,
 		`{"customerId":4,"CUSTOMERID":5}`,
 		`{"orderId":null}`, `[]`, `{}`, ``, `{"orderId":"a\"b"}`, `{"orderId":"é"}`,
-		`{"orderAmount":-0.0e+1}`, `{"x":[1,{"y":[]}]}`,
+		`{"orderAmount":-0.0e+1}`, `{"x":[1,{"y":[]}]}`, `{"customerId":"cus_1@x.io"}`, `{"customerId":"0"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -210,9 +222,9 @@ func FuzzDecodeReserve(f *testing.F) {
 		err := got.decode(body)
 
 		type stdReserve struct {
-			CustomerID  *json.Number `json:"customerId"`
-			OrderID     *string      `json:"orderId"`
-			OrderAmount *json.Number `json:"orderAmount"`
+			CustomerID  *json.RawMessage `json:"customerId"`
+			OrderID     *string          `json:"orderId"`
+			OrderAmount *json.Number     `json:"orderAmount"`
 		}
 		var std stdReserve
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -232,7 +244,16 @@ func FuzzDecodeReserve(f *testing.F) {
 			require.True(t, json.Valid(body), "accepted invalid JSON %q", body)
 			require.NoError(t, stdErr, "accepted %q, which encoding/json refuses", body)
 			if got.seen&1 != 0 {
-				require.Equal(t, numberValue(t, *std.CustomerID), float64(got.CustomerID), "%q", body)
+				raw := []byte(*std.CustomerID)
+				if raw[0] == '"' {
+					var s string
+					require.NoError(t, json.Unmarshal(raw, &s))
+					require.Equal(t, s, got.CustomerID, "%q", body)
+				} else {
+					n, err := strconv.ParseInt(got.CustomerID, 10, 64)
+					require.NoError(t, err, "%q", body)
+					require.Equal(t, numberValue(t, json.Number(raw)), float64(n), "%q", body)
+				}
 			}
 			if got.seen&2 != 0 {
 				require.Equal(t, *std.OrderID, got.OrderID, "%q", body)

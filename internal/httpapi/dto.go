@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"strconv"
 	"time"
 
@@ -24,11 +23,13 @@ type voucherJSON struct {
 	EndsAt            time.Time   `json:"endsAt"`
 	FlashSale         bool        `json:"flashSale"`
 	Active            bool        `json:"active"`
-	Reserved          int32       `json:"reserved"`
-	Confirmed         int32       `json:"confirmed"`
-	Remaining         int32       `json:"remaining"`
-	CreatedAt         time.Time   `json:"createdAt"`
-	UpdatedAt         time.Time   `json:"updatedAt"`
+	// CustomerIDNormalization is "none" or "email".
+	CustomerIDNormalization string    `json:"customerIdNormalization"`
+	Reserved                int32     `json:"reserved"`
+	Confirmed               int32     `json:"confirmed"`
+	Remaining               int32     `json:"remaining"`
+	CreatedAt               time.Time `json:"createdAt"`
+	UpdatedAt               time.Time `json:"updatedAt"`
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
@@ -36,13 +37,22 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 		Code: v.Code, DiscountAmount: v.DiscountAmount, MaxDiscountAmount: v.MaxDiscountAmount,
 		MinOrderAmount: v.MinOrderAmount, TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt.UTC(), EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
-		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining(),
+		CustomerIDNormalization: normalizationName(v.CustomerIDNormalization),
+		Reserved:                v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining(),
 		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(),
 	}
 	if v.DiscountPercentBP != 0 {
 		out.DiscountPercent = json.Number(voucher.FormatPercentBP(v.DiscountPercentBP))
 	}
 	return out
+}
+
+// normalizationName is n on the wire: the zero value is "none".
+func normalizationName(n voucher.CustomerIDNormalization) string {
+	if n == "" {
+		return string(voucher.NormalizeNone)
+	}
+	return string(n)
 }
 
 // Bounds of the integer members, as api/openapi.yaml states them.
@@ -66,13 +76,16 @@ type createVoucherRequest struct {
 	StartsAt          *time.Time
 	EndsAt            *time.Time
 	FlashSale         *bool
+	// CustomerIDNormalization is a member of POST only: changing it would
+	// split the counts of customers already counted.
+	CustomerIDNormalization *string
 	// Active is a member of PATCH only.
 	Active *bool
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
 		"discountPercent", "maxDiscountAmount"}
 )
@@ -88,10 +101,14 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 		name := names[i]
 		var err error
 		switch name {
-		case "code":
+		case "code", "customerIdNormalization":
 			var s string
 			s, err = stringField(name, v)
-			r.Code = &s
+			if name == "code" {
+				r.Code = &s
+			} else {
+				r.CustomerIDNormalization = &s
+			}
 		case "discountAmount":
 			r.DiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
 		case "discountPercent":
@@ -182,6 +199,12 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	if r.FlashSale != nil {
 		v.FlashSale = *r.FlashSale
 	}
+	if r.CustomerIDNormalization != nil {
+		v.CustomerIDNormalization = voucher.CustomerIDNormalization(*r.CustomerIDNormalization)
+		if v.CustomerIDNormalization == "" {
+			return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "customerIdNormalization must be none or email")
+		}
+	}
 	return v, v.Validate()
 }
 
@@ -198,7 +221,7 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 // POST /vouchers/{code}/validation (where orderId is optional and
 // replacesOrderId unknown).
 type reserveRequest struct {
-	CustomerID      int64
+	CustomerID      string
 	OrderID         string
 	OrderAmount     int64
 	ReplacesOrderID string
@@ -212,12 +235,25 @@ var reserveFields = []string{"customerId", "orderId", "orderAmount", "replacesOr
 const requiredReserveFields = 3
 
 func (r *reserveRequest) decode(body []byte) error {
+	// The orderId and the customerId, when both are plain (no escapes, an
+	// integer in its canonical form), are copied out of the body in one
+	// allocation: the reservation body is read on every request of a
+	// flash sale, refusals included.
+	var plainOrder, plainCustomer []byte
 	seen, err := decodeObject(body, reserveFields, func(i int, v jsonValue) error {
 		var err error
 		switch i {
 		case 0:
-			r.CustomerID, err = intField("customerId", v, 1, math.MaxInt64)
+			if raw, ok := plainCustomerID(v); ok {
+				plainCustomer = raw
+				return nil
+			}
+			r.CustomerID, err = customerField("customerId", v)
 		case 1:
+			if v.kind == kindString && !v.escaped {
+				plainOrder = v.raw[1 : len(v.raw)-1]
+				return nil
+			}
 			r.OrderID, err = stringField("orderId", v)
 		case 2:
 			r.OrderAmount, err = intField("orderAmount", v, 0, maxAmount)
@@ -230,7 +266,33 @@ func (r *reserveRequest) decode(body []byte) error {
 		return err
 	})
 	r.seen = seen
-	return err
+	if err != nil {
+		return err
+	}
+	var buf [2 * voucher.MaxOrderIDLen]byte
+	both := string(append(append(buf[:0], plainOrder...), plainCustomer...))
+	if plainOrder != nil {
+		r.OrderID = both[:len(plainOrder)]
+	}
+	if plainCustomer != nil {
+		r.CustomerID = both[len(plainOrder):]
+	}
+	return nil
+}
+
+// plainCustomerID returns the bytes of a customerId member that are its
+// value as they are: a valid string without escapes, or an integer in its
+// canonical decimal form (customerField reads any other form).
+func plainCustomerID(v jsonValue) ([]byte, bool) {
+	switch {
+	case v.kind == kindString && !v.escaped:
+		raw := v.raw[1 : len(v.raw)-1]
+		return raw, voucher.ValidCustomerID(string(raw))
+	case v.kind == kindNumber:
+		_, ok := voucher.CustomerIDInteger(string(v.raw))
+		return v.raw, ok
+	}
+	return nil, false
 }
 
 func (r reserveRequest) toDomain(code string) (voucher.ReserveRequest, error) {
@@ -320,23 +382,33 @@ type reservationJSON struct {
 
 // redemptionJSON is a redemption on the wire.
 type redemptionJSON struct {
-	OrderID        string    `json:"orderId"`
-	VoucherCode    string    `json:"voucherCode"`
-	CustomerID     int64     `json:"customerId"`
-	OrderAmount    int64     `json:"orderAmount"`
-	DiscountAmount int64     `json:"discountAmount"`
-	Status         string    `json:"status"`
-	CreatedAt      time.Time `json:"createdAt"`
-	UpdatedAt      time.Time `json:"updatedAt"`
-	ExpiresAt      time.Time `json:"expiresAt"`
+	OrderID        string       `json:"orderId"`
+	VoucherCode    string       `json:"voucherCode"`
+	CustomerID     customerJSON `json:"customerId"`
+	OrderAmount    int64        `json:"orderAmount"`
+	DiscountAmount int64        `json:"discountAmount"`
+	Status         string       `json:"status"`
+	CreatedAt      time.Time    `json:"createdAt"`
+	UpdatedAt      time.Time    `json:"updatedAt"`
+	ExpiresAt      time.Time    `json:"expiresAt"`
 }
 
 func toRedemptionJSON(r voucher.Redemption) redemptionJSON {
 	return redemptionJSON{
-		OrderID: r.OrderID, VoucherCode: r.VoucherCode, CustomerID: r.CustomerID,
+		OrderID: r.OrderID, VoucherCode: r.VoucherCode, CustomerID: customerJSON(r.CustomerID),
 		OrderAmount: r.OrderAmount, DiscountAmount: r.DiscountAmount, Status: string(r.Status),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
 	}
+}
+
+// customerJSON is a customerId in an answer: a JSON number for an integer id
+// (voucher.CustomerIDInteger), as callers that sent integers read it, a
+// string otherwise.
+type customerJSON string
+
+// MarshalJSON implements json.Marshaler.
+func (c customerJSON) MarshalJSON() ([]byte, error) {
+	return voucher.AppendCustomerIDJSON(nil, string(c)), nil
 }
 
 // errorJSON is every error body: {"error": CODE, "message": text} plus

@@ -17,12 +17,12 @@ const EventTypeReserved = "VoucherReserved"
 // version and type travel in the value so that a record read on its own (a
 // dead letter, a tool) says what it is.
 type wireEvent struct {
-	Version     int    `json:"version"`
-	Type        string `json:"type"`
-	Code        string `json:"code"`
-	CustomerID  int64  `json:"customerId"`
-	OrderID     string `json:"orderId"`
-	OrderAmount int64  `json:"orderAmount"`
+	Version     int          `json:"version"`
+	Type        string       `json:"type"`
+	Code        string       `json:"code"`
+	CustomerID  wireCustomer `json:"customerId"`
+	OrderID     string       `json:"orderId"`
+	OrderAmount int64        `json:"orderAmount"`
 	// DiscountAmount is the discount computed for this order when it was
 	// reserved (a pointer: missing is an error, 0 is a percentage that
 	// rounded down to nothing).
@@ -31,6 +31,33 @@ type wireEvent struct {
 	ExpiresAt      time.Time `json:"expiresAt"`
 	// ReplacesOrderID is present in version 2 only.
 	ReplacesOrderID string `json:"replacesOrderId,omitempty"`
+}
+
+// wireCustomer is a customerId on the topic: a JSON number for an integer id
+// (what consumers of releases with integer ids read, so that they keep
+// reading the events of this one during a rolling upgrade), a JSON string
+// otherwise; both are read, so events of those releases decode too.
+type wireCustomer string
+
+// MarshalJSON implements json.Marshaler.
+func (c wireCustomer) MarshalJSON() ([]byte, error) {
+	if !voucher.ValidCustomerID(string(c)) {
+		return nil, fmt.Errorf("invalid customerId %q", string(c))
+	}
+	return voucher.AppendCustomerIDJSON(nil, string(c)), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *wireCustomer) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	s, err := voucher.ParseCustomerIDJSON(b)
+	if err != nil {
+		return fmt.Errorf("customerId %s: %w", b, err)
+	}
+	*c = wireCustomer(s)
+	return nil
 }
 
 // encodeEvent writes e as version EventVersion of the wire format.
@@ -44,7 +71,7 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		ReplacesOrderID: e.ReplacesOrderID,
 		Type:            EventTypeReserved,
 		Code:            e.Code,
-		CustomerID:      e.CustomerID,
+		CustomerID:      wireCustomer(e.CustomerID),
 		OrderID:         e.OrderID,
 		OrderAmount:     e.OrderAmount,
 		DiscountAmount:  &e.DiscountAmount,
@@ -76,7 +103,7 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 	return voucher.ReservedEvent{
 		Version:         w.Version,
 		Code:            w.Code,
-		CustomerID:      w.CustomerID,
+		CustomerID:      string(w.CustomerID),
 		OrderID:         w.OrderID,
 		OrderAmount:     w.OrderAmount,
 		DiscountAmount:  *w.DiscountAmount,
@@ -101,8 +128,8 @@ func (w wireEvent) check() error {
 		return fmt.Errorf("invalid code %q", w.Code)
 	case !voucher.ValidOrderID(w.OrderID):
 		return fmt.Errorf("invalid orderId %q", w.OrderID)
-	case w.CustomerID <= 0:
-		return fmt.Errorf("customerId must be positive, got %d", w.CustomerID)
+	case w.CustomerID == "":
+		return errors.New("customerId is missing")
 	case w.OrderAmount < 0:
 		return fmt.Errorf("orderAmount must be >= 0, got %d", w.OrderAmount)
 	case w.DiscountAmount == nil:

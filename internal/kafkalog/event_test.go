@@ -3,6 +3,8 @@ package kafkalog
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ func sampleEvent(i int) voucher.ReservedEvent {
 	return voucher.ReservedEvent{
 		Version:        voucher.EventVersion,
 		Code:           "FLASH100",
-		CustomerID:     int64(1000 + i),
+		CustomerID:     strconv.Itoa(1000 + i),
 		OrderID:        "order-" + strings.Repeat("x", i%3) + itoa(i),
 		OrderAmount:    250_000,
 		DiscountAmount: 100_000,
@@ -80,6 +82,65 @@ func TestReplacementEventWireFormat(t *testing.T) {
 	require.Contains(t, string(plain), `"version":1`)
 }
 
+// An event written by the release whose customerIds were integers (these
+// bytes are what its encodeEvent wrote for sampleEvent(7)) decodes to the
+// customer's decimal string.
+func TestDecodeEventOfIntegerRelease(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("testdata/event-81f8d46.json")
+	require.NoError(t, err)
+	got, err := decodeEvent(raw)
+	require.NoError(t, err)
+	want := sampleEvent(7)
+	require.Equal(t, "1007", got.CustomerID)
+	require.True(t, got.ReservedAt.Equal(want.ReservedAt))
+	got.ReservedAt, want.ReservedAt = time.Time{}, time.Time{}
+	require.Equal(t, want, got)
+
+	// This release writes that customer the same way, so a consumer of the
+	// integer release reads its events during a rolling upgrade.
+	again, err := encodeEvent(sampleEvent(7))
+	require.NoError(t, err)
+	require.JSONEq(t, string(raw), string(again))
+}
+
+// A string customerId travels as a JSON string, an integer one as a number.
+func TestEventCustomerIDForms(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ id, wire string }{
+		{"42", `42`},
+		{"9223372036854775807", `9223372036854775807`},
+		{"9223372036854775808", `"9223372036854775808"`},
+		{"007", `"007"`},
+		{"cus_9Xk:a.b-c@shop.example+x", `"cus_9Xk:a.b-c@shop.example+x"`},
+	} {
+		e := sampleEvent(1)
+		e.CustomerID = tc.id
+		raw, err := encodeEvent(e)
+		require.NoError(t, err)
+		var fields map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(raw, &fields))
+		require.Equal(t, tc.wire, string(fields["customerId"]), tc.id)
+		got, err := decodeEvent(raw)
+		require.NoError(t, err)
+		require.Equal(t, tc.id, got.CustomerID)
+	}
+	// JSON integers written another way are the same customer.
+	for _, wire := range []string{`42.0`, `4.2e1`, `"42"`} {
+		raw := strings.Replace(string(mustEncode(t, sampleEvent(1))), `"customerId":1001`, `"customerId":`+wire, 1)
+		got, err := decodeEvent([]byte(raw))
+		require.NoError(t, err, wire)
+		require.Equal(t, "42", got.CustomerID, wire)
+	}
+}
+
+func mustEncode(t *testing.T, e voucher.ReservedEvent) []byte {
+	t.Helper()
+	raw, err := encodeEvent(e)
+	require.NoError(t, err)
+	return raw
+}
+
 func TestDecodeEventRejects(t *testing.T) {
 	t.Parallel()
 	valid := func(edit func(m map[string]any)) []byte {
@@ -109,6 +170,12 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"bad code", valid(func(m map[string]any) { m["code"] = "no spaces" }), "invalid code"},
 		{"bad orderId", valid(func(m map[string]any) { m["orderId"] = "" }), "invalid orderId"},
 		{"customer zero", valid(func(m map[string]any) { m["customerId"] = 0 }), "customerId"},
+		{"negative customer", valid(func(m map[string]any) { m["customerId"] = -7 }), "customerId"},
+		{"fractional customer", valid(func(m map[string]any) { m["customerId"] = 1.5 }), "customerId"},
+		{"empty customer", valid(func(m map[string]any) { m["customerId"] = "" }), "customerId"},
+		{"customer with a space", valid(func(m map[string]any) { m["customerId"] = "a b" }), "customerId"},
+		{"customer too long", valid(func(m map[string]any) { m["customerId"] = strings.Repeat("c", 65) }), "customerId"},
+		{"no customer", valid(func(m map[string]any) { delete(m, "customerId") }), "customerId"},
 		{"negative amount", valid(func(m map[string]any) { m["orderAmount"] = -1 }), "orderAmount"},
 		{"no discount", valid(func(m map[string]any) { delete(m, "discountAmount") }), "discountAmount is missing"},
 		{"negative discount", valid(func(m map[string]any) { m["discountAmount"] = -1 }), "discountAmount"},

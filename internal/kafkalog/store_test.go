@@ -3,6 +3,7 @@ package kafkalog
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestConsumerWithPostgresStore(t *testing.T) {
 	var evs []voucher.ReservedEvent
 	for i := range limit + 2 {
 		evs = append(evs, voucher.EventFromHold(code, voucher.Hold{
-			OrderID: fmt.Sprintf("pg-order-%d", i), CustomerID: int64(i + 1),
+			OrderID: fmt.Sprintf("pg-order-%d", i), CustomerID: strconv.Itoa(i + 1),
 			OrderAmount: 250_000, DiscountAmount: 100_000,
 			ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute),
 		}))

@@ -86,7 +86,7 @@ var voucherListings = map[voucher.VoucherState]voucherListing{
 // RESERVED count is used_count less the CONFIRMED one.
 const voucherColumns = `v.code, coalesce(v.discount_amount, 0), v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
-       coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0),
+       coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0), v.customer_id_normalization,
        v.used_count - c.confirmed, c.confirmed`
 
 // voucherFrom joins each listed voucher with its CONFIRMED count.
@@ -184,7 +184,7 @@ func voucherPageQuery(f voucher.VoucherFilter, now time.Time) (string, []any, er
 	return q, args, nil
 }
 
-const redemptionColumns = `r.order_id, coalesce(r.code, r.voucher_code), r.customer_id, r.order_amount, r.discount_amount, r.status,
+const redemptionColumns = `r.order_id, coalesce(r.code, r.voucher_code), r.customer, r.order_amount, r.discount_amount, r.status,
        r.created_at, r.updated_at, r.expires_at`
 
 // ListRedemptions implements voucher.AdminStore. A voucher's page is read
@@ -228,7 +228,7 @@ func redemptionPageQuery(f voucher.RedemptionFilter) (string, []any, error) {
 	if after != nil && after.Time == nil {
 		return "", nil, voucher.Errorf(voucher.CodeInvalidRequest, "after is not a cursor of this listing")
 	}
-	if f.Code == "" && f.CustomerID <= 0 {
+	if f.Code == "" && f.CustomerID == "" {
 		return "", nil, voucher.Errorf(voucher.CodeInvalidRequest, "a voucher or a customer is required")
 	}
 	var args []any
@@ -237,8 +237,8 @@ func redemptionPageQuery(f voucher.RedemptionFilter) (string, []any, error) {
 		return "$" + strconv.Itoa(len(args))
 	}
 	var where []string
-	if f.CustomerID > 0 {
-		where = append(where, "r.customer_id = "+arg(f.CustomerID))
+	if f.CustomerID != "" {
+		where = append(where, "r.customer = "+arg(f.CustomerID))
 	}
 	if f.Code != "" {
 		where = append(where, "r.voucher_code = "+arg(f.Code))

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,8 +43,8 @@ func listingCases() []listingCase {
 		v("vouchers-prefix", voucher.VoucherFilter{CodePrefix: "V01"}),
 		r("reservations", voucher.RedemptionFilter{Code: hotVoucher}),
 		r("reservations-confirmed", voucher.RedemptionFilter{Code: hotVoucher, Status: voucher.StatusConfirmed}),
-		r("reservations-customer", voucher.RedemptionFilter{Code: hotVoucher, CustomerID: hotCustomer}),
-		r("customer-redemptions", voucher.RedemptionFilter{CustomerID: hotCustomer}),
+		r("reservations-customer", voucher.RedemptionFilter{Code: hotVoucher, CustomerID: strconv.Itoa(hotCustomer)}),
+		r("customer-redemptions", voucher.RedemptionFilter{CustomerID: strconv.Itoa(hotCustomer)}),
 	}
 }
 

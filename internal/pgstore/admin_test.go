@@ -210,9 +210,9 @@ func TestListReservationsFilters(t *testing.T) {
 		{"reserved", voucher.RedemptionFilter{Status: voucher.StatusReserved}, []string{"r2", "r3", "r6", "r7", "r8"}},
 		{"confirmed", voucher.RedemptionFilter{Status: voucher.StatusConfirmed}, []string{"r0", "r4"}},
 		{"released", voucher.RedemptionFilter{Status: voucher.StatusReleased}, []string{"r1", "r5"}},
-		{"customer", voucher.RedemptionFilter{CustomerID: 2}, []string{"r1", "r4", "r7"}},
-		{"customer and status", voucher.RedemptionFilter{CustomerID: 2, Status: voucher.StatusReserved}, []string{"r7"}},
-		{"unknown customer", voucher.RedemptionFilter{CustomerID: 99}, []string{}},
+		{"customer", voucher.RedemptionFilter{CustomerID: "2"}, []string{"r1", "r4", "r7"}},
+		{"customer and status", voucher.RedemptionFilter{CustomerID: "2", Status: voucher.StatusReserved}, []string{"r7"}},
+		{"unknown customer", voucher.RedemptionFilter{CustomerID: "99"}, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, limit := range []int{1, 2, 4, 100} {
@@ -224,7 +224,7 @@ func TestListReservationsFilters(t *testing.T) {
 	}
 
 	// A customer's redemptions across vouchers, in time order.
-	got := allRedemptions(t, s, voucher.RedemptionFilter{CustomerID: 3, Limit: 2}, nil)
+	got := allRedemptions(t, s, voucher.RedemptionFilter{CustomerID: "3", Limit: 2}, nil)
 	require.Equal(t, []string{"r2", "x2", "r5", "x5", "r8", "x8"}, orderIDs(got))
 }
 

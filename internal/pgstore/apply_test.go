@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 func event(code string, customer int64, orderID string) voucher.ReservedEvent {
 	return voucher.EventFromHold(code, voucher.Hold{
-		OrderID: orderID, CustomerID: customer, OrderAmount: 250_000, DiscountAmount: 100_000,
+		OrderID: orderID, CustomerID: strconv.FormatInt(customer, 10), OrderAmount: 250_000, DiscountAmount: 100_000,
 		ReservedAt: now, ExpiresAt: now.Add(ttl),
 	})
 }
@@ -182,7 +183,7 @@ func TestAbandonOrderFencesALateEvent(t *testing.T) {
 	before := readCounts(t, s, "FENCE")
 
 	hold := func(customer int64, orderID string) voucher.Hold {
-		return voucher.Hold{OrderID: orderID, CustomerID: customer, OrderAmount: 250_000, DiscountAmount: 100_000,
+		return voucher.Hold{OrderID: orderID, CustomerID: strconv.FormatInt(customer, 10), OrderAmount: 250_000, DiscountAmount: 100_000,
 			ReservedAt: now, ExpiresAt: now.Add(ttl), Pending: true}
 	}
 	late := event("FENCE", 2, "f-2")
@@ -190,7 +191,7 @@ func TestAbandonOrderFencesALateEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, inserted)
 	require.Equal(t, voucher.StatusReleased, row.Status)
-	require.Equal(t, int64(2), row.CustomerID)
+	require.Equal(t, "2", row.CustomerID)
 	after := readCounts(t, s, "FENCE")
 	require.Equal(t, before.UsedCount, after.UsedCount, "a fence takes no use")
 	require.Equal(t, before.CustomerSum, after.CustomerSum)

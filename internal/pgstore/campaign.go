@@ -133,7 +133,7 @@ func (s *Store) Campaign(ctx context.Context, id string) (voucher.Campaign, erro
 	err := s.pool.QueryRow(ctx, qCampaignGet, id).Scan(&c.ID, &c.Name, &c.CodePrefix, &c.CodeLength, &c.CodeCount, &c.CreatedAt,
 		&b.Code, &b.DiscountAmount, &b.MinOrderAmount, &b.TotalLimit, &b.PerUserLimit, &b.StartsAt, &b.EndsAt,
 		&b.FlashSale, &b.UsedCount, &b.CreatedAt, &b.UpdatedAt, &b.Disabled, &b.DiscountPercentBP, &b.MaxDiscountAmount,
-		&b.Reserved, &b.Confirmed)
+		&b.CustomerIDNormalization, &b.Reserved, &b.Confirmed)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return voucher.Campaign{}, campaignNotFound(id)

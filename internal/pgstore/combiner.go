@@ -31,7 +31,7 @@ const DefaultMaxBatch = 64
 // CombinerConfig configures write combining. Zero values mean the defaults.
 type CombinerConfig struct {
 	// Disabled turns combining off: every reservation is its own transaction
-	// (voucherd_reserve), which is the baseline to compare against.
+	// (voucherd_reserve_one), which is the baseline to compare against.
 	Disabled bool
 	// MaxBatch bounds the reservations written in one transaction (default
 	// DefaultMaxBatch).
@@ -283,7 +283,7 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 // in one statement (voucherd_reserve_batch) and sets each one's answer. When
 // the voucher's rules changed under the batch (VD003) each reservation is
 // written on its own instead. A failure of the batch as a whole is every
-// reservation's answer. A batch of one is written by voucherd_reserve, which
+// reservation's answer. A batch of one is written by voucherd_reserve_one, which
 // gives the same answer for less work. A failure after the batch may have
 // reached the server is every reservation's OutcomeUnknown answer.
 func (s *Store) writeBatch(code string, batch []*pending) {
@@ -323,7 +323,7 @@ func (s *Store) writeBatch(code string, batch []*pending) {
 func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending) error {
 	n := len(batch)
 	var (
-		customers = make([]int64, n)
+		customers = make([]string, n)
 		orders    = make([]string, n)
 		amounts   = make([]int64, n)
 		nows      = make([]time.Time, n)
@@ -387,7 +387,7 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 	return nil
 }
 
-// reserveOne takes one use in its own transaction (voucherd_reserve). A
+// reserveOne takes one use in its own transaction (voucherd_reserve_one). A
 // failure after the statement may have reached the server is answered
 // OutcomeUnknown (interpretWriteError).
 func (s *Store) reserveOne(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {

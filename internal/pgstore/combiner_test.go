@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,12 +22,14 @@ import (
 
 // elem is one reservation of a batch.
 type elem struct {
-	customer int64
+	customer string
 	order    string
 	amount   int64
 }
 
-func el(customer int64, order string) elem { return elem{customer, order, 250_000} }
+func el(customer int64, order string) elem {
+	return elem{strconv.FormatInt(customer, 10), order, 250_000}
+}
 
 func (e elem) request(code string) voucher.ReserveRequest {
 	return voucher.ReserveRequest{Code: code, CustomerID: e.customer, OrderID: e.order, OrderAmount: e.amount}
@@ -81,15 +84,15 @@ func shorts(answers []answer) []string {
 // the clock at.
 func reserveBatchSQL(ctx context.Context, s *pgstore.Store, code string, at time.Time, elems []elem) ([]answer, error) {
 	n := len(elems)
-	customers, orders, amounts, nows := make([]int64, n), make([]string, n), make([]int64, n), make([]time.Time, n)
+	customers, orders, amounts, nows := make([]string, n), make([]string, n), make([]int64, n), make([]time.Time, n)
 	for i, e := range elems {
 		customers[i], orders[i], amounts[i], nows[i] = e.customer, e.order, e.amount, at
 	}
 	rows, err := s.Pool().Query(ctx, `
-		SELECT o_order_id, o_voucher_code, o_customer_id, o_order_amount, o_discount_amount, o_status,
+		SELECT o_order_id, o_voucher_code, o_customer, o_order_amount, o_discount_amount, o_status,
 		       o_created_at, o_updated_at, o_expires_at, o_replay, o_error, o_reason, o_message, o_n,
 		       o_retry_ms, o_used, o_total
-		FROM voucherd_reserve_batch($1, $2, $3, $4, $5, $6) ORDER BY o_n`,
+		FROM voucherd_reserve_batch($1, $2::text[], $3, $4, $5, $6) ORDER BY o_n`,
 		code, customers, orders, amounts, nows, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true})
 	if err != nil {
 		return nil, err
@@ -231,15 +234,15 @@ func reserveTogether(t testing.TB, s *pgstore.Store, h *holder, code string, at 
 type voucherState struct {
 	Counts      counts
 	Redemptions []voucher.Redemption
-	Counters    map[int64]int32
+	Counters    map[string]int32
 }
 
 func readState(t testing.TB, s *pgstore.Store, code string) voucherState {
 	t.Helper()
 	ctx := context.Background()
-	st := voucherState{Counts: readCounts(t, s, code), Counters: map[int64]int32{}}
+	st := voucherState{Counts: readCounts(t, s, code), Counters: map[string]int32{}}
 	rows, err := s.Pool().Query(ctx, `
-		SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at
+		SELECT order_id, voucher_code, customer, order_amount, discount_amount, status, created_at, updated_at, expires_at
 		FROM voucher_redemption WHERE voucher_code = $1 ORDER BY order_id`, code)
 	require.NoError(t, err)
 	st.Redemptions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
@@ -252,9 +255,9 @@ func readState(t testing.TB, s *pgstore.Store, code string) voucherState {
 		return r, err
 	})
 	require.NoError(t, err)
-	rows, err = s.Pool().Query(ctx, `SELECT customer_id, held FROM voucher_customer_usage WHERE voucher_code = $1`, code)
+	rows, err = s.Pool().Query(ctx, `SELECT customer, held FROM voucher_customer_usage WHERE voucher_code = $1`, code)
 	require.NoError(t, err)
-	var customer int64
+	var customer string
 	var held int32
 	_, err = pgx.ForEachRow(rows, []any{&customer, &held}, func() error {
 		st.Counters[customer] = held
@@ -345,18 +348,18 @@ var batchCases = []batchCase{
 	},
 	{
 		name: "ineligible inside the batch", total: 10, perUser: 1, minAmount: 100_000,
-		elems: []elem{el(1, "a"), {2, "b", 99_999}, el(3, "c")},
+		elems: []elem{el(1, "a"), {"2", "b", 99_999}, el(3, "c")},
 		want:  []string{"ok", "NOT_ELIGIBLE/ORDER_AMOUNT_TOO_LOW", "ok"},
 	},
 	{
 		name: "orderId first ineligible, then eligible", total: 10, perUser: 1, minAmount: 100_000,
-		elems: []elem{{1, "a", 50_000}, el(1, "a"), {1, "a", 50_000}},
+		elems: []elem{{"1", "a", 50_000}, el(1, "a"), {"1", "a", 50_000}},
 		want:  []string{"NOT_ELIGIBLE/ORDER_AMOUNT_TOO_LOW", "ok", "replay"},
 	},
 	{
 		name: "orderId refused by the quota, then taken by another customer", total: 10, perUser: 1,
 		setup: reserved(el(1, "held")),
-		elems: []elem{el(1, "a"), {2, "a", 300_000}, el(2, "a"), el(1, "a")},
+		elems: []elem{el(1, "a"), {"2", "a", 300_000}, el(2, "a"), el(1, "a")},
 		want:  []string{"ALREADY_USED", "ok", "replay", "ORDER_CONFLICT"},
 	},
 	{
@@ -406,7 +409,7 @@ var batchCases = []batchCase{
 	{
 		name: "every element refused", total: 10, perUser: 1, minAmount: 100_000,
 		setup: reserved(el(1, "held")),
-		elems: []elem{el(1, "a"), {2, "b", 1}, el(1, "c")},
+		elems: []elem{el(1, "a"), {"2", "b", 1}, el(1, "c")},
 		want:  []string{"ALREADY_USED", "NOT_ELIGIBLE/ORDER_AMOUNT_TOO_LOW", "ALREADY_USED"},
 	},
 	{
@@ -499,7 +502,7 @@ func TestReserveBatchMatchesOneByOne(t *testing.T) {
 		at = at.Add(time.Second)
 		elems := make([]elem, 1+rng.IntN(16))
 		for i := range elems {
-			e := elem{customer: 1 + rng.Int64N(6), amount: 250_000}
+			e := elem{customer: strconv.FormatInt(1+rng.Int64N(6), 10), amount: 250_000}
 			if len(known) > 0 && rng.IntN(3) == 0 {
 				e.order = known[rng.IntN(len(known))]
 			} else {
@@ -535,12 +538,12 @@ func TestReserveBatchMatchesOneByOne(t *testing.T) {
 func lockCounter(t testing.TB, s *pgstore.Store, code string, customer int64) pgx.Tx {
 	t.Helper()
 	ctx := context.Background()
-	_, err := s.Pool().Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer_id, held) VALUES ($1, $2, 0)`, code, customer)
+	_, err := s.Pool().Exec(ctx, `INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held) VALUES ($1, $2::bigint::text, $2, 0)`, code, customer)
 	require.NoError(t, err)
 	tx, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	_, err = tx.Exec(ctx, `SELECT 1 FROM voucher_customer_usage WHERE voucher_code = $1 AND customer_id = $2 FOR UPDATE`, code, customer)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM voucher_customer_usage WHERE voucher_code = $1 AND customer = $2::bigint::text FOR UPDATE`, code, customer)
 	require.NoError(t, err)
 	return tx
 }
@@ -577,7 +580,7 @@ func TestReserveBatchStockGrowsUnderIt(t *testing.T) {
 	other, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = other.Rollback(ctx) })
-	_, err = other.Exec(ctx, `SELECT 1 FROM voucher_customer_usage WHERE voucher_code = 'GROW' AND customer_id = 10 FOR UPDATE`)
+	_, err = other.Exec(ctx, `SELECT 1 FROM voucher_customer_usage WHERE voucher_code = 'GROW' AND customer = '10' FOR UPDATE`)
 	require.NoError(t, err)
 
 	type result struct {
@@ -600,7 +603,7 @@ func TestReserveBatchStockGrowsUnderIt(t *testing.T) {
 	require.Equal(t, []string{"ok", "ok"}, shorts(res.answers))
 	st := readState(t, s, "GROW")
 	require.Equal(t, counts{UsedCount: 2, Held: 2, Rows: 3, UsageRows: 2, CustomerSum: 2}, st.Counts)
-	require.Equal(t, map[int64]int32{10: 1, 11: 1}, st.Counters)
+	require.Equal(t, map[string]int32{"10": 1, "11": 1}, st.Counters)
 }
 
 // Other writers take uses after the batch read the voucher: the batch grants
@@ -627,7 +630,7 @@ func TestReserveBatchStockShrinksUnderIt(t *testing.T) {
 	waitBatchBlocked(t, s)
 	// Two uses taken by another transaction while the batch waits.
 	for _, c := range []int64{20, 21} {
-		_, err := other.Exec(ctx, `SELECT voucherd_reserve('SHRINK', $1, $2, 250000, $3, interval '15 minutes')`,
+		_, err := other.Exec(ctx, `SELECT voucherd_reserve_one('SHRINK', $1::bigint::text, $2, 250000, $3, interval '15 minutes')`,
 			c, fmt.Sprintf("b-%d", c), now)
 		require.NoError(t, err)
 	}
@@ -638,7 +641,7 @@ func TestReserveBatchStockShrinksUnderIt(t *testing.T) {
 	require.Equal(t, []string{"ok", "ok", "ok", "HELD_OUT", "HELD_OUT", "HELD_OUT"}, shorts(res.answers))
 	st := readState(t, s, "SHRINK")
 	require.Equal(t, counts{UsedCount: 5, Held: 5, Rows: 5, UsageRows: 5, CustomerSum: 5}, st.Counts)
-	require.Equal(t, map[int64]int32{10: 1, 11: 1, 12: 1, 20: 1, 21: 1}, st.Counters, "no counter left for customer 13")
+	require.Equal(t, map[string]int32{"10": 1, "11": 1, "12": 1, "20": 1, "21": 1}, st.Counters, "no counter left for customer 13")
 }
 
 // A PATCH of the voucher's rules under a batch: the batch rolls back whole

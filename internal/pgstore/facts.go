@@ -49,7 +49,10 @@ func parseFacts(s string) (voucher.Facts, bool) {
 		case "uses":
 			f.UsesVoucher = v
 		case "customer":
-			f.CustomerID, err = strconv.ParseInt(v, 10, 64)
+			if !voucher.ValidCustomerID(v) {
+				return f, false
+			}
+			f.CustomerID = v
 		case "limit":
 			var n int64
 			n, err = strconv.ParseInt(v, 10, 32)

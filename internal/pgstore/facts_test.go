@@ -48,8 +48,10 @@ func TestRejectionWording(t *testing.T) {
 			&voucher.Error{Code: voucher.CodeOutOfStock, Message: "voucher A has no uses left"}},
 		{"HELD_OUT", "", "every use is held", 2500,
 			&voucher.Error{Code: voucher.CodeHeldOut, Message: "every use is held", RetryAfter: 2500 * time.Millisecond}},
-		{"ALREADY_USED", "", "voucher=A customer=x limit=2", 0,
-			&voucher.Error{Code: voucher.CodeAlreadyUsed, Message: "voucher=A customer=x limit=2"}},
+		{"ALREADY_USED", "", "voucher=A customer=x|y limit=2", 0,
+			&voucher.Error{Code: voucher.CodeAlreadyUsed, Message: "voucher=A customer=x|y limit=2"}},
+		{"ALREADY_USED", "", "voucher=A customer=jane+1@x.com limit=2", 0,
+			&voucher.Error{Code: voucher.CodeAlreadyUsed, Message: "customer jane+1@x.com already holds 2 use(s) of voucher A"}},
 		{"ALREADY_USED", "", "voucher=A colour=red", 0,
 			&voucher.Error{Code: voucher.CodeAlreadyUsed, Message: "voucher=A colour=red"}},
 	}

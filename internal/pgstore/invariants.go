@@ -15,7 +15,7 @@ type Querier interface {
 // Violation is one breach of the invariants of the stored counters.
 type Violation struct {
 	// Kind is oversell, used_count, customer usage, per-user limit, code
-	// reuse or code campaign (queries/invariants.sql).
+	// reuse, code campaign or customer_id (queries/invariants.sql).
 	Kind    string
 	Voucher string
 	Message string

@@ -45,13 +45,13 @@ func TestViolations(t *testing.T) {
 	require.Empty(t, kinds("CLEAN"), "only the vouchers asked about")
 	exec(`UPDATE voucher SET used_count = 3 WHERE code = 'INV'`)
 
-	exec(`UPDATE voucher_customer_usage SET held = 0 WHERE voucher_code = 'INV' AND customer_id = 2`)
-	exec(`UPDATE voucher_customer_usage SET held = 1 WHERE voucher_code = 'INV' AND customer_id = 1`)
+	exec(`UPDATE voucher_customer_usage SET held = 0 WHERE voucher_code = 'INV' AND customer = '2'`)
+	exec(`UPDATE voucher_customer_usage SET held = 1 WHERE voucher_code = 'INV' AND customer = '1'`)
 	require.Equal(t, []string{"customer usage INV", "customer usage INV"}, kinds("INV"))
-	exec(`DELETE FROM voucher_customer_usage WHERE voucher_code = 'INV' AND customer_id = 2`)
+	exec(`DELETE FROM voucher_customer_usage WHERE voucher_code = 'INV' AND customer = '2'`)
 	require.Equal(t, []string{"customer usage INV", "customer usage INV"}, kinds("INV"), "a missing counter too")
-	exec(`INSERT INTO voucher_customer_usage (voucher_code, customer_id, held) VALUES ('INV', 2, 1)`)
-	exec(`UPDATE voucher_customer_usage SET held = 2 WHERE voucher_code = 'INV' AND customer_id = 1`)
+	exec(`INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held) VALUES ('INV', '2', 2, 1)`)
+	exec(`UPDATE voucher_customer_usage SET held = 2 WHERE voucher_code = 'INV' AND customer = '1'`)
 
 	// The CHECK constraints keep the counters within the limits, so the
 	// limits are lowered under the rows.

@@ -101,29 +101,31 @@ func difference(a, b []string) []string {
 }
 
 // signatures returns the arguments and result of each function the
-// released queries call, by name.
-func signatures(t *testing.T, s *pgstore.Store) map[string]string {
+// previous release's statements call, by name: one entry per overload.
+func signatures(t *testing.T, s *pgstore.Store) map[string][]string {
 	t.Helper()
 	rows, err := s.Pool().Query(context.Background(), `
 		SELECT p.proname, pg_get_function_arguments(p.oid) || ' -> ' || pg_get_function_result(p.oid)
-		FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY ($1)`,
-		calledByQueries(t))
+		FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY ($1)
+		ORDER BY 1, 2`,
+		calledByReleasedQueries(t))
 	require.NoError(t, err)
-	out := map[string]string{}
+	out := map[string][]string{}
 	for rows.Next() {
 		var name, sig string
 		require.NoError(t, rows.Scan(&name, &sig))
-		out[name] = sig
+		out[name] = append(out[name], sig)
 	}
 	require.NoError(t, rows.Err())
 	return out
 }
 
-// calledByQueries lists the stored functions the query files call: the
-// interface a running binary depends on.
-func calledByQueries(t *testing.T) []string {
+// calledByReleasedQueries lists the stored functions the previous
+// release's statements call (integerRelease): the interface an instance of
+// it depends on while this release runs beside it.
+func calledByReleasedQueries(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("queries/*.sql")
+	files, err := filepath.Glob(filepath.Join(integerRelease, "queries", "*.sql"))
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	var names []string
@@ -164,12 +166,23 @@ func TestMigrateFromReleasedEqualsFresh(t *testing.T) {
 		require.Empty(t, onlyUpgraded, "%s of the upgraded database missing or different in the fresh one", kind)
 	}
 
-	// A binary of the released version keeps working while both run: every
-	// function its queries call keeps its arguments and result columns.
+	// A binary of the previous release keeps working while both run: every
+	// function its statements call keeps its arguments and result columns
+	// (this release adds overloads beside them: voucherd_reserve_batch and
+	// voucherd_apply_reserved with text customerIds, whose calls name their
+	// array types, so the previous release's calls still resolve to the
+	// bigint ones; voucherd_reserve keeps its one signature, as a wrapper of
+	// voucherd_reserve_one).
 	require.NotEmpty(t, before)
 	after := signatures(t, upgraded)
-	for name, sig := range before {
-		require.Equal(t, sig, after[name], "signature of %s, which the queries call", name)
+	for name, sigs := range before {
+		for _, sig := range sigs {
+			require.Contains(t, after[name], sig, "signature of %s, which the previous release's statements call", name)
+		}
+	}
+	fresh81 := signatures(t, fresh)
+	for _, name := range calledByReleasedQueries(t) {
+		require.NotEmpty(t, fresh81[name], "%s, which the previous release's statements call, exists in a fresh database", name)
 	}
 }
 
@@ -230,11 +243,11 @@ func TestMigrateFunctionsByChecksum(t *testing.T) {
 	exec(`CREATE OR REPLACE FUNCTION voucherd_retry_ms(p_at timestamptz, p_now timestamptz)
 	      RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT 7::bigint $$`)
 	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_retry_ms', 'newer')`)
-	// The database has an older text of voucherd_reserve only.
-	exec(`DELETE FROM voucherd_function WHERE name = 'voucherd_reserve'`)
-	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_reserve', 'older')`)
+	// The database has an older text of voucherd_reserve_one only.
+	exec(`DELETE FROM voucherd_function WHERE name = 'voucherd_reserve_one'`)
+	exec(`INSERT INTO voucherd_function (name, checksum) VALUES ('voucherd_reserve_one', 'older')`)
 	// A migration dropped voucherd_quota_facts, whose text is current.
-	exec(`DROP FUNCTION voucherd_quota_facts(text, bigint, integer)`)
+	exec(`DROP FUNCTION voucherd_quota_facts(text, text, integer)`)
 	require.NoError(t, s.Migrate(ctx))
 
 	again := current()
@@ -243,7 +256,7 @@ func TestMigrateFunctionsByChecksum(t *testing.T) {
 	for name, was := range first {
 		switch name {
 		case "voucherd_retry_ms":
-		case "voucherd_reserve", "voucherd_quota_facts":
+		case "voucherd_reserve_one", "voucherd_quota_facts":
 			require.NotEqual(t, was, again[name], name)
 			require.Equal(t, strings.Fields(was)[0], strings.Fields(again[name])[0], "%s is this release's text again", name)
 		default:
@@ -288,7 +301,7 @@ func TestRejectionProtocolOfReleasedBinaries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ttl.Milliseconds(), ms)
 
-	answers, err := reserveBatchSQL(ctx, s, "PROTO", now, []elem{el(2, "p-4"), {customer: 3, order: "p-5", amount: 10}})
+	answers, err := reserveBatchSQL(ctx, s, "PROTO", now, []elem{el(2, "p-4"), {customer: "3", order: "p-5", amount: 10}})
 	require.NoError(t, err)
 	require.Equal(t, voucher.CodeHeldOut, answers[0].Code)
 	require.Equal(t, ttl, answers[0].RetryAfter)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -102,7 +103,7 @@ func newVoucher(t testing.TB, s *pgstore.Store, code string, totalLimit, perUser
 }
 
 func request(code string, customer int64, orderID string) voucher.ReserveRequest {
-	return voucher.ReserveRequest{Code: code, CustomerID: customer, OrderID: orderID, OrderAmount: 250_000}
+	return voucher.ReserveRequest{Code: code, CustomerID: strconv.FormatInt(customer, 10), OrderID: orderID, OrderAmount: 250_000}
 }
 
 // requireCode asserts that err is a *voucher.Error with the code.

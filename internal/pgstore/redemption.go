@@ -250,7 +250,7 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 	var (
 		orderIDs   = make([]string, n)
 		codes      = make([]string, n)
-		customers  = make([]int64, n)
+		customers  = make([]string, n)
 		amounts    = make([]int64, n)
 		discounts  = make([]int64, n)
 		reservedAt = make([]time.Time, n)
@@ -268,7 +268,7 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 	type stored struct {
 		inserted bool
 		code     string
-		customer int64
+		customer string
 	}
 	known := make(map[string]stored, n)
 	var (
@@ -292,7 +292,7 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 			return nil, fmt.Errorf("pgstore: order %s of the batch is not stored after the batch", e.OrderID)
 		case st.code != e.Code || st.customer != e.CustomerID:
 			results[i] = voucher.ApplyResult{Outcome: voucher.Rejected, Reason: fmt.Sprintf(
-				"order_conflict: order %s belongs to voucher %s and customer %d", e.OrderID, st.code, st.customer)}
+				"order_conflict: order %s belongs to voucher %s and customer %s", e.OrderID, st.code, st.customer)}
 		case st.inserted && !counted[e.OrderID]:
 			// The first occurrence of an orderId in the batch is the one
 			// inserted; a repeat in the same batch is a redelivery.
@@ -311,7 +311,7 @@ func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (vouc
 	var (
 		inserted bool
 		code     string
-		customer int64
+		customer string
 	)
 	err := s.rerunRolledBack(ctx, func() error {
 		return s.pool.QueryRow(ctx, qApplyReplace, e.OrderID, e.Code, e.CustomerID, e.OrderAmount, e.DiscountAmount,
@@ -326,7 +326,7 @@ func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (vouc
 	switch {
 	case code != e.Code || customer != e.CustomerID:
 		return voucher.ApplyResult{Outcome: voucher.Rejected, Reason: fmt.Sprintf(
-			"order_conflict: order %s belongs to voucher %s and customer %d", e.OrderID, code, customer)}, nil
+			"order_conflict: order %s belongs to voucher %s and customer %s", e.OrderID, code, customer)}, nil
 	case inserted:
 		return voucher.ApplyResult{Outcome: voucher.Applied}, nil
 	}

@@ -39,7 +39,7 @@ func TestReserveRunsAgainAfterDeadlock(t *testing.T) {
 		tx, err := other.Begin(ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-		_, err = tx.Exec(ctx, `UPDATE voucher_customer_usage SET held = held WHERE voucher_code = 'DEADLOCK' AND customer_id = 7`)
+		_, err = tx.Exec(ctx, `UPDATE voucher_customer_usage SET held = held WHERE voucher_code = 'DEADLOCK' AND customer = '7'`)
 		require.NoError(t, err)
 
 		// ...so the reservation, having inserted order "second", waits for it.
@@ -83,7 +83,7 @@ func TestReserveRunsAgainAfterDeadlock(t *testing.T) {
 		}
 		red, err := s.Redemption(ctx, "DEADLOCK", "second")
 		require.NoError(t, err)
-		require.EqualValues(t, 7, red.CustomerID)
+		require.Equal(t, "7", red.CustomerID)
 		assertConsistent(t, s, "DEADLOCK")
 		require.EqualValues(t, 2, readCounts(t, s, "DEADLOCK").UsedCount)
 	})

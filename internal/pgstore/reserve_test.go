@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestReserve(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Replay)
 	require.Equal(t, voucher.Redemption{
-		OrderID: "order-42", VoucherCode: "FIRST", CustomerID: 42, OrderAmount: 250_000,
+		OrderID: "order-42", VoucherCode: "FIRST", CustomerID: "42", OrderAmount: 250_000,
 		DiscountAmount: v.DiscountAmount, Status: voucher.StatusReserved,
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(ttl),
 	}, res.Redemption)
@@ -39,8 +40,10 @@ func TestReserve(t *testing.T) {
 	require.Equal(t, int32(9), live.Remaining())
 	assertConsistent(t, s, "FIRST")
 
-	_, err = s.Reserve(ctx, request("FIRST", 0, "bad"), now, ttl)
-	requireCode(t, err, voucher.CodeInvalidRequest)
+	for _, bad := range []string{"", "a b", strings.Repeat("c", 65), "a|b"} {
+		_, err = s.Reserve(ctx, voucher.ReserveRequest{Code: "FIRST", CustomerID: bad, OrderID: "bad", OrderAmount: 250_000}, now, ttl)
+		requireCode(t, err, voucher.CodeInvalidRequest)
+	}
 	_, err = s.Reserve(ctx, request("FIRST", 1, "o"), now, 0)
 	requireCode(t, err, voucher.CodeInvalidRequest)
 }
@@ -203,7 +206,7 @@ func TestReserveEligibility(t *testing.T) {
 	s := newStore(t)
 	v := newVoucher(t, s, "RULES", 10, 1, func(v *voucher.Voucher) { v.MinOrderAmount = 100_000 })
 	// One use held, so that "nothing changed" is checked on non-zero counts.
-	_, err := s.Reserve(ctx, voucher.ReserveRequest{Code: "RULES", CustomerID: 1, OrderID: "held", OrderAmount: 100_000}, now, ttl)
+	_, err := s.Reserve(ctx, voucher.ReserveRequest{Code: "RULES", CustomerID: "1", OrderID: "held", OrderAmount: 100_000}, now, ttl)
 	require.NoError(t, err)
 	before := readCounts(t, s, "RULES")
 
@@ -222,7 +225,7 @@ func TestReserveEligibility(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req := voucher.ReserveRequest{Code: tc.code, CustomerID: 2, OrderID: fmt.Sprintf("o-%d", i), OrderAmount: tc.amount}
+			req := voucher.ReserveRequest{Code: tc.code, CustomerID: "2", OrderID: fmt.Sprintf("o-%d", i), OrderAmount: tc.amount}
 			_, err := s.Reserve(ctx, req, tc.at, ttl)
 			ve := requireCode(t, err, tc.want)
 			require.Equal(t, tc.reason, ve.Reason)
@@ -240,7 +243,7 @@ func TestReserveEligibility(t *testing.T) {
 	assertConsistent(t, s, "RULES")
 
 	// The window is [startsAt, endsAt): its first instant is in.
-	_, err = s.Reserve(ctx, voucher.ReserveRequest{Code: "RULES", CustomerID: 3, OrderID: "edge", OrderAmount: 100_000}, base, ttl)
+	_, err = s.Reserve(ctx, voucher.ReserveRequest{Code: "RULES", CustomerID: "3", OrderID: "edge", OrderAmount: 100_000}, base, ttl)
 	require.NoError(t, err)
 }
 

@@ -10,12 +10,13 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// scanVoucher scans the fourteen voucher columns of the queries, then extra.
+// scanVoucher scans the fifteen voucher columns of the queries, then extra.
 func scanVoucher(row pgx.Row, v *voucher.Voucher, extra ...any) error {
 	dest := append([]any{
 		&v.Code, &v.DiscountAmount, &v.MinOrderAmount, &v.TotalLimit, &v.PerUserLimit,
 		&v.StartsAt, &v.EndsAt, &v.FlashSale, &v.UsedCount, &v.CreatedAt, &v.UpdatedAt, &v.Disabled,
 		&v.DiscountPercentBP, &v.MaxDiscountAmount,
+		&v.CustomerIDNormalization,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
@@ -47,7 +48,8 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherInsert,
 			v.Code, v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit,
-			v.StartsAt, v.EndsAt, v.FlashSale, v.Disabled, v.DiscountPercentBP, v.MaxDiscountAmount), &out); err != nil {
+			v.StartsAt, v.EndsAt, v.FlashSale, v.Disabled, v.DiscountPercentBP, v.MaxDiscountAmount,
+			normalization(v.CustomerIDNormalization)), &out); err != nil {
 			return err
 		}
 		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))
@@ -100,7 +102,7 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 				"totalLimit %d is below the %d uses held of voucher %s", next.TotalLimit, before.UsedCount, code)
 		}
 		if next.PerUserLimit < before.PerUserLimit {
-			var customer int64
+			var customer string
 			var held int32
 			err := tx.QueryRow(ctx, qVoucherMaxHeld, code).Scan(&customer, &held)
 			switch {
@@ -109,7 +111,7 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 				return err
 			case next.PerUserLimit < held:
 				return voucher.Errorf(voucher.CodeLimitBelowHeld,
-					"perUserLimit %d is below the %d uses customer %d holds of voucher %s",
+					"perUserLimit %d is below the %d uses customer %s holds of voucher %s",
 					next.PerUserLimit, held, customer, code)
 			}
 		}
@@ -178,7 +180,7 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot
 	if err != nil {
 		return voucher.Snapshot{}, interpretError(err)
 	}
-	snap.Customers = make(map[int64]int32)
+	snap.Customers = make(map[string]int32)
 	for _, r := range snap.Orders {
 		if r.Status.Held() {
 			snap.Held++
@@ -186,4 +188,12 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot
 		}
 	}
 	return snap, nil
+}
+
+// normalization is n as stored: the zero value is "none".
+func normalization(n voucher.CustomerIDNormalization) string {
+	if n == "" {
+		return string(voucher.NormalizeNone)
+	}
+	return string(n)
 }

@@ -27,6 +27,7 @@ func TestCreateAndGetVoucher(t *testing.T) {
 	require.False(t, created.CreatedAt.IsZero())
 	want := v
 	want.UsedCount, want.CreatedAt, want.UpdatedAt = 0, created.CreatedAt, created.UpdatedAt
+	want.CustomerIDNormalization = voucher.NormalizeNone // the zero value, as stored
 	require.Equal(t, want, created)
 
 	got, err := s.Voucher(ctx, "FLASH100")
@@ -184,7 +185,7 @@ func TestGateSnapshot(t *testing.T) {
 	require.Equal(t, "SNAP", snap.Voucher.Code)
 	require.Equal(t, int32(3), snap.Held)
 	require.Equal(t, int64(7), snap.Remaining())
-	require.Equal(t, map[int64]int32{1: 2, 2: 1}, snap.Customers, "only held uses count")
+	require.Equal(t, map[string]int32{"1": 2, "2": 1}, snap.Customers, "only held uses count")
 	require.Len(t, snap.Orders, 4, "held and released orderIds")
 	status := map[string]voucher.Status{}
 	for _, r := range snap.Orders {
@@ -229,4 +230,19 @@ func TestFlashVouchers(t *testing.T) {
 	codes, err = s.FlashVouchers(ctx, base)
 	require.NoError(t, err)
 	require.Equal(t, []string{"F-LIVE", "F-OLD", "PLAIN"}, codes)
+}
+
+// A voucher's customerIdNormalization is stored and read back.
+func TestVoucherCustomerIDNormalization(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	v := newVoucher(t, s, "MAILS", 10, 1, func(v *voucher.Voucher) { v.CustomerIDNormalization = voucher.NormalizeEmail })
+	require.Equal(t, voucher.NormalizeEmail, v.CustomerIDNormalization)
+	got, err := s.Voucher(ctx, "MAILS")
+	require.NoError(t, err)
+	require.Equal(t, voucher.NormalizeEmail, got.CustomerIDNormalization)
+	_, err = s.CreateVoucher(ctx, voucher.Voucher{Code: "BAD", DiscountAmount: 1, TotalLimit: 1, PerUserLimit: 1,
+		StartsAt: base, EndsAt: base.AddDate(0, 0, 1), CustomerIDNormalization: "phone"})
+	requireCode(t, err, voucher.CodeInvalidRequest)
 }

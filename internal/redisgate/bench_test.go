@@ -54,7 +54,7 @@ func BenchmarkGateReserveHot(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := seq.Add(1) + 1
-					h := voucher.Hold{OrderID: "o-" + strconv.FormatInt(i, 10), CustomerID: i}
+					h := voucher.Hold{OrderID: "o-" + strconv.FormatInt(i, 10), CustomerID: strconv.FormatInt(i, 10)}
 					if _, err := g.Reserve(ctx, v.Code, 1, h); err != nil {
 						b.Error(err)
 						return
@@ -101,7 +101,7 @@ func BenchmarkSoldOutCopy(b *testing.B) {
 			ctx := context.Background()
 			g := newGate(b, Config{SoldOutTTL: time.Hour, SoldOutMaxOrders: n})
 			v := testVoucher("COPY", int32(n), 1)
-			snap := voucher.Snapshot{Voucher: v, Customers: map[int64]int32{}}
+			snap := voucher.Snapshot{Voucher: v, Customers: map[string]int32{}}
 			for i := range n {
 				h := testHold(orderID(i), int64(i+1))
 				snap.Orders = append(snap.Orders, voucher.Redemption{

@@ -11,7 +11,7 @@ import (
 )
 
 // caseHold is the hold a case's reservation asks the gate to store.
-func caseHold(i int, customer int64, order string, amount int64) voucher.Hold {
+func caseHold(i int, customer string, order string, amount int64) voucher.Hold {
 	return voucher.Hold{OrderID: conformance.OrderID(i, order), CustomerID: customer, OrderAmount: amount,
 		DiscountAmount: 100_000, ReservedAt: conformance.Now, ExpiresAt: conformance.Now.Add(conformance.TTL)}
 }

@@ -243,7 +243,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		g.keys.reserve(g.cfg.KeyPrefix, code),
 		[]string{
 			hold.OrderID,
-			strconv.FormatInt(hold.CustomerID, 10),
+			hold.CustomerID,
 			strconv.FormatInt(int64(perUserLimit), 10),
 			encodeHold(state, hold),
 		}).ToArray()
@@ -418,7 +418,7 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 		if held <= 0 {
 			continue
 		}
-		args = append(args, strconv.FormatInt(cust, 10), strconv.FormatInt(int64(held), 10))
+		args = append(args, cust, strconv.FormatInt(int64(held), 10))
 		n++
 	}
 	args[2] = strconv.Itoa(n)

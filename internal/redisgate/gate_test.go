@@ -2,6 +2,7 @@ package redisgate
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,7 +77,7 @@ func TestReserveOutcomes(t *testing.T) {
 	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-1", 2))
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateConflict, d.Outcome)
-	require.Equal(t, int64(1), d.Hold.CustomerID)
+	require.Equal(t, "1", d.Hold.CustomerID)
 
 	// Quota held: customer 1 holds its one use.
 	d, err = g.Reserve(ctx, v.Code, 1, testHold("o-2", 1))
@@ -109,7 +110,7 @@ func TestReserveOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st.Loaded)
 	require.EqualValues(t, 1, st.Remaining)
-	require.Equal(t, map[int64]int32{3: 1}, st.Users)
+	require.Equal(t, map[string]int32{"3": 1}, st.Users)
 	require.Len(t, st.Orders, 2)
 	require.EqualValues(t, 1, st.Held())
 }
@@ -147,7 +148,7 @@ func TestReserveLargeCustomerID(t *testing.T) {
 	require.Equal(t, voucher.GateTaken, d.Outcome)
 	st, err := g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
-	require.Equal(t, map[int64]int32{a: 1, b: 1}, st.Users)
+	require.Equal(t, map[string]int32{strconv.FormatInt(a, 10): 1, strconv.FormatInt(b, 10): 1}, st.Users)
 }
 
 func TestReservePerUserLimit(t *testing.T) {
@@ -177,7 +178,7 @@ func TestReservePerUserLimit(t *testing.T) {
 
 	st, err := g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
-	require.Equal(t, map[int64]int32{7: 3}, st.Users)
+	require.Equal(t, map[string]int32{"7": 3}, st.Users)
 	require.EqualValues(t, 7, st.Remaining)
 }
 
@@ -398,7 +399,7 @@ func TestLoadOnlyWhenAbsent(t *testing.T) {
 	v := testVoucher("LOADONCE", 10, 2)
 	v.UsedCount = 3
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	red := func(id string, cust int64, status voucher.Status) voucher.Redemption {
+	red := func(id string, cust string, status voucher.Status) voucher.Redemption {
 		return voucher.Redemption{
 			OrderID: id, VoucherCode: v.Code, CustomerID: cust, OrderAmount: 500, DiscountAmount: v.DiscountAmount,
 			Status: status, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(15 * time.Minute),
@@ -407,10 +408,10 @@ func TestLoadOnlyWhenAbsent(t *testing.T) {
 	snap := voucher.Snapshot{
 		Voucher:   v,
 		Held:      3,
-		Customers: map[int64]int32{1: 2, 2: 1, 3: 0},
+		Customers: map[string]int32{"1": 2, "2": 1, "3": 0},
 		Orders: []voucher.Redemption{
-			red("a", 1, voucher.StatusReserved), red("b", 1, voucher.StatusConfirmed),
-			red("c", 2, voucher.StatusReserved), red("d", 3, voucher.StatusReleased),
+			red("a", "1", voucher.StatusReserved), red("b", "1", voucher.StatusConfirmed),
+			red("c", "2", voucher.StatusReserved), red("d", "3", voucher.StatusReleased),
 		},
 	}
 
@@ -431,7 +432,7 @@ func TestLoadOnlyWhenAbsent(t *testing.T) {
 	st, err = g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
 	require.EqualValues(t, 7, st.Remaining, "remaining is totalLimit - held")
-	require.Equal(t, map[int64]int32{1: 2, 2: 1}, st.Users)
+	require.Equal(t, map[string]int32{"1": 2, "2": 1}, st.Users)
 	require.Len(t, st.Orders, 4)
 	require.True(t, st.Orders["d"].Released)
 	require.False(t, st.Orders["a"].Released)
@@ -448,10 +449,10 @@ func TestLoadOnlyWhenAbsent(t *testing.T) {
 	require.Equal(t, st, st2)
 
 	// Loaded orders answer as Redis-made ones do.
-	d, err := g.Reserve(ctx, v.Code, 2, voucher.Hold{OrderID: "b", CustomerID: 1})
+	d, err := g.Reserve(ctx, v.Code, 2, voucher.Hold{OrderID: "b", CustomerID: "1"})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateReplay, d.Outcome)
-	d, err = g.Reserve(ctx, v.Code, 2, voucher.Hold{OrderID: "d", CustomerID: 3})
+	d, err = g.Reserve(ctx, v.Code, 2, voucher.Hold{OrderID: "d", CustomerID: "3"})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateReleased, d.Outcome)
 	d, err = g.Reserve(ctx, v.Code, 2, testHold("e", 1))
@@ -472,9 +473,9 @@ func TestLoadBigSnapshot(t *testing.T) {
 	ctx := context.Background()
 	g := newGate(t, Config{})
 	v := testVoucher("BIGLOAD", 20000, 1)
-	snap := voucher.Snapshot{Voucher: v, Customers: map[int64]int32{}}
+	snap := voucher.Snapshot{Voucher: v, Customers: map[string]int32{}}
 	for i := range 5001 { // more than one HSET chunk, odd on purpose
-		cust := int64(i + 1)
+		cust := strconv.Itoa(i + 1)
 		snap.Orders = append(snap.Orders, voucher.Redemption{OrderID: orderID(i), CustomerID: cust, Status: voucher.StatusReserved})
 		snap.Customers[cust] = 1
 		snap.Held++
@@ -597,7 +598,7 @@ func TestAdoptAndClamp(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, -1, st.Remaining)
 	require.Equal(t, h, st.Orders["db-1"])
-	require.EqualValues(t, 1, st.Users[1])
+	require.EqualValues(t, 1, st.Users["1"])
 	d, err := g.Reserve(ctx, v.Code, 1, h)
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateReplay, d.Outcome)
@@ -1194,7 +1195,7 @@ func TestConcurrentReserveWithSoldOutCache(t *testing.T) {
 	require.NoError(t, err)
 	hits := g.SoldOutHits()
 	for id, h := range st.Orders {
-		d, err := g.Reserve(ctx, "RUSH", 1, testHold(id, h.CustomerID))
+		d, err := g.Reserve(ctx, "RUSH", 1, testHoldFor(id, h.CustomerID))
 		require.NoError(t, err)
 		require.Equal(t, voucher.GateReplay, d.Outcome, id)
 		require.Equal(t, h, d.Hold, id)

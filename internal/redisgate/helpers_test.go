@@ -80,6 +80,11 @@ func loadEmpty(tb testing.TB, g *Gate, v voucher.Voucher) {
 
 // testHold is the hold a customer asks for with an orderId.
 func testHold(orderID string, customer int64) voucher.Hold {
+	return testHoldFor(orderID, strconv.FormatInt(customer, 10))
+}
+
+// testHoldFor is testHold for any customerId.
+func testHoldFor(orderID, customer string) voucher.Hold {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	return voucher.Hold{
 		OrderID: orderID, CustomerID: customer, OrderAmount: 250000, DiscountAmount: 100000,

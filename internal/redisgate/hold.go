@@ -27,11 +27,13 @@ var errBadHold = errors.New("redisgate: malformed hold")
 // of a million uses stays small) and lets the scripts read the state and the
 // customer with one pattern match. A zero time is written as 0. The owner,
 // the instance that took the use and writes it to the store, is left out
-// when unknown (holds loaded or adopted from the store).
+// when unknown (holds loaded or adopted from the store). A customerId never
+// holds '|' (voucher.ValidCustomerID); an integer id is written as its
+// decimal digits, as releases with integer ids wrote it.
 func encodeHold(state byte, h voucher.Hold) string {
 	b := make([]byte, 0, 64)
 	b = append(b, state, '|')
-	b = strconv.AppendInt(b, h.CustomerID, 10)
+	b = append(b, h.CustomerID...)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, h.OrderAmount, 10)
 	b = append(b, '|')
@@ -54,8 +56,11 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 	if (len(parts) != 6 && len(parts) != 7) || len(parts[0]) != 1 {
 		return voucher.Hold{}, errBadHold
 	}
-	var nums [5]int64
-	for i, p := range parts[1:6] {
+	if !voucher.ValidCustomerID(parts[1]) {
+		return voucher.Hold{}, errBadHold
+	}
+	var nums [4]int64
+	for i, p := range parts[2:6] {
 		n, err := strconv.ParseInt(p, 10, 64)
 		if err != nil {
 			return voucher.Hold{}, errBadHold
@@ -64,11 +69,11 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 	}
 	h := voucher.Hold{
 		OrderID:        orderID,
-		CustomerID:     nums[0],
-		OrderAmount:    nums[1],
-		DiscountAmount: nums[2],
-		ReservedAt:     fromUnixMilli(nums[3]),
-		ExpiresAt:      fromUnixMilli(nums[4]),
+		CustomerID:     parts[1],
+		OrderAmount:    nums[0],
+		DiscountAmount: nums[1],
+		ReservedAt:     fromUnixMilli(nums[2]),
+		ExpiresAt:      fromUnixMilli(nums[3]),
 	}
 	if len(parts) == 7 {
 		if !validOwner(parts[6]) {

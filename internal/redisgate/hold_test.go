@@ -18,11 +18,12 @@ func TestHoldRoundTrip(t *testing.T) {
 		hold  voucher.Hold
 		want  string
 	}{
-		{"held", stateHeld, voucher.Hold{OrderID: "o", CustomerID: 42, OrderAmount: 250000, DiscountAmount: 100000, ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute)},
+		{"held", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "42", OrderAmount: 250000, DiscountAmount: 100000, ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute)},
 			"H|42|250000|100000|1796205600123|1796206500123"},
-		{"pending", statePending, voucher.Hold{OrderID: "o", CustomerID: 1, Pending: true}, "P|1|0|0|0|0"},
-		{"released", stateReleased, voucher.Hold{OrderID: "o", CustomerID: 9223372036854775807, Released: true}, "R|9223372036854775807|0|0|0|0"},
-		{"with its owner", stateHeld, voucher.Hold{OrderID: "o", CustomerID: 3, Owner: "a1b2-c3_d4"}, "H|3|0|0|0|0|a1b2-c3_d4"},
+		{"pending", statePending, voucher.Hold{OrderID: "o", CustomerID: "1", Pending: true}, "P|1|0|0|0|0"},
+		{"released", stateReleased, voucher.Hold{OrderID: "o", CustomerID: "9223372036854775807", Released: true}, "R|9223372036854775807|0|0|0|0"},
+		{"with its owner", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "a1b2-c3_d4"}, "H|3|0|0|0|0|a1b2-c3_d4"},
+		{"string customer", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "cus_9X:a.b-c@d.e+f"}, "H|cus_9X:a.b-c@d.e+f|0|0|0|0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,7 +39,7 @@ func TestHoldRoundTrip(t *testing.T) {
 
 func TestDecodeHoldRejectsGarbage(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"", "H", "H|1|2|3|4", "X|1|2|3|4|5", "HH|1|2|3|4|5", "H|a|2|3|4|5",
+	for _, s := range []string{"", "H", "H|1|2|3|4", "X|1|2|3|4|5", "HH|1|2|3|4|5", "H|a b|2|3|4|5", "H||2|3|4|5", "H|1|x|3|4|5",
 		"H|1|2|3|4|5|", "H|1|2|3|4|5|a|b", "H|1|2|3|4|5|a{b}", "H|1|2|3|4|5|a b"} {
 		_, err := decodeHold("o", s)
 		require.ErrorIs(t, err, errBadHold, s)

@@ -63,12 +63,9 @@ func decodeState(res []rueidis.RedisMessage) (voucher.GateState, error) {
 	if err != nil {
 		return voucher.GateState{}, err
 	}
-	st.Users = make(map[int64]int32, len(users)/2)
+	st.Users = make(map[string]int32, len(users)/2)
 	for i := 0; i+1 < len(users); i += 2 {
-		cust, err := strconv.ParseInt(users[i], 10, 64)
-		if err != nil {
-			return voucher.GateState{}, err
-		}
+		cust := users[i]
 		n, err := strconv.ParseInt(users[i+1], 10, 32)
 		if err != nil {
 			return voucher.GateState{}, err
@@ -111,7 +108,7 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
 	n, err := adoptScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version}, []string{
-		hold.OrderID, strconv.FormatInt(hold.CustomerID, 10), encodeHold(stateHeld, hold),
+		hold.OrderID, hold.CustomerID, encodeHold(stateHeld, hold),
 	}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "adopt", code)

@@ -15,7 +15,7 @@ const replaceNotHeld = 8
 // orderId checks out) and customerID with validate.lua, which writes
 // nothing. While the voucher is in the sold-out cache the copy answers, as
 // it does for Reserve.
-func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID int64) (voucher.GateDecision, error) {
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID string) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
 	}
@@ -42,7 +42,7 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
 	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders},
-		[]string{orderID, strconv.FormatInt(customerID, 10), strconv.FormatInt(int64(perUserLimit), 10)}).ToArray()
+		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "validate", code)
 	}
@@ -97,7 +97,7 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
 	res, err := replaceScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version},
-		[]string{hold.OrderID, strconv.FormatInt(hold.CustomerID, 10), encodeHold(state, hold), replaces}).ToArray()
+		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "replace", code)
 	}

@@ -129,7 +129,7 @@ func (c *soldOutCache) get(code string) *soldOutEntry {
 // service waits for it by asking again), a replay asked for a pending request
 // (Kafka mode, where the replay is answered from the gate alone and a release
 // elsewhere must be seen), or a value this package cannot read.
-func (e *soldOutEntry) decide(orderID string, customerID int64, pendingRequest bool) (d voucher.GateDecision, ok bool) {
+func (e *soldOutEntry) decide(orderID string, customerID string, pendingRequest bool) (d voucher.GateDecision, ok bool) {
 	stored, known := e.orders[orderID]
 	if !known {
 		return voucher.GateDecision{Outcome: voucher.GateSoldOut}, true

@@ -1,6 +1,7 @@
 package redisgate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestSoldOutEntryDecide(t *testing.T) {
 	released.Released = true
 	pending := testHold("o-pending", 3)
 	pending.Pending = true
-	big := testHold("o-big", -9223372036854775808)
+	big := testHoldFor("o-big", strings.Repeat("A.b_c:d-e@f+", 5)+"long")
 	e := &soldOutEntry{orders: map[string]string{
 		held.OrderID:     encodeHold(stateHeld, held),
 		released.OrderID: encodeHold(stateReleased, released),
@@ -120,23 +121,23 @@ func TestSoldOutEntryDecide(t *testing.T) {
 	tests := []struct {
 		name     string
 		orderID  string
-		customer int64
+		customer string
 		pending  bool // the request is a Kafka-mode (pending) one
 		want     voucher.GateDecision
 		redis    bool // Redis must answer
 	}{
-		{"unknown", "o-new", 1, false, voucher.GateDecision{Outcome: voucher.GateSoldOut}, false},
-		{"replay", held.OrderID, 1, false, voucher.GateDecision{Outcome: voucher.GateReplay, Hold: held}, false},
-		{"conflict", held.OrderID, 9, false, voucher.GateDecision{Outcome: voucher.GateConflict, Hold: held}, false},
-		{"released", released.OrderID, 2, false, voucher.GateDecision{Outcome: voucher.GateReleased, Hold: released}, false},
-		{"released, other customer", released.OrderID, 9, false, voucher.GateDecision{Outcome: voucher.GateConflict, Hold: released}, false},
-		{"int64 customer", big.OrderID, big.CustomerID, false, voucher.GateDecision{Outcome: voucher.GateReplay, Hold: big}, false},
-		{"pending", pending.OrderID, 3, false, voucher.GateDecision{}, true},
-		{"unknown, pending request", "o-new", 1, true, voucher.GateDecision{Outcome: voucher.GateSoldOut}, false},
-		{"replay, pending request", held.OrderID, 1, true, voucher.GateDecision{}, true},
-		{"released, pending request", released.OrderID, 2, true, voucher.GateDecision{Outcome: voucher.GateReleased, Hold: released}, false},
-		{"conflict, pending request", held.OrderID, 9, true, voucher.GateDecision{Outcome: voucher.GateConflict, Hold: held}, false},
-		{"unreadable", "o-garbage", 1, false, voucher.GateDecision{}, true},
+		{"unknown", "o-new", "1", false, voucher.GateDecision{Outcome: voucher.GateSoldOut}, false},
+		{"replay", held.OrderID, "1", false, voucher.GateDecision{Outcome: voucher.GateReplay, Hold: held}, false},
+		{"conflict", held.OrderID, "9", false, voucher.GateDecision{Outcome: voucher.GateConflict, Hold: held}, false},
+		{"released", released.OrderID, "2", false, voucher.GateDecision{Outcome: voucher.GateReleased, Hold: released}, false},
+		{"released, other customer", released.OrderID, "9", false, voucher.GateDecision{Outcome: voucher.GateConflict, Hold: released}, false},
+		{"longest customerId", big.OrderID, big.CustomerID, false, voucher.GateDecision{Outcome: voucher.GateReplay, Hold: big}, false},
+		{"pending", pending.OrderID, "3", false, voucher.GateDecision{}, true},
+		{"unknown, pending request", "o-new", "1", true, voucher.GateDecision{Outcome: voucher.GateSoldOut}, false},
+		{"replay, pending request", held.OrderID, "1", true, voucher.GateDecision{}, true},
+		{"released, pending request", released.OrderID, "2", true, voucher.GateDecision{Outcome: voucher.GateReleased, Hold: released}, false},
+		{"conflict, pending request", held.OrderID, "9", true, voucher.GateDecision{Outcome: voucher.GateConflict, Hold: held}, false},
+		{"unreadable", "o-garbage", "1", false, voucher.GateDecision{}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -73,7 +73,7 @@ func TestListingArgumentsAreChecked(t *testing.T) {
 	}
 	_, err := svc.ListReservations(ctx, RedemptionFilter{Code: "C", Status: "GONE"})
 	require.Equal(t, CodeInvalidRequest, CodeOf(err))
-	_, err = svc.CustomerRedemptions(ctx, 0, PageRequest{})
+	_, err = svc.CustomerRedemptions(ctx, "a b", PageRequest{})
 	require.Equal(t, CodeInvalidRequest, CodeOf(err))
 	_, err = svc.Audit(ctx, "C", PageRequest{Limit: 5000})
 	require.Equal(t, CodeInvalidRequest, CodeOf(err))

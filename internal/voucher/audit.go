@@ -73,17 +73,24 @@ type auditFields struct {
 	EndsAt            time.Time   `json:"endsAt"`
 	FlashSale         bool        `json:"flashSale"`
 	Active            bool        `json:"active"`
+	// CustomerIDNormalization is recorded when the voucher normalises
+	// customerIds (left out for none).
+	CustomerIDNormalization CustomerIDNormalization `json:"customerIdNormalization,omitempty"`
 }
 
 // AuditFields returns the settings of v as the audit trail records them.
 func AuditFields(v Voucher) json.RawMessage {
-	b, _ := json.Marshal(auditFields{
+	f := auditFields{
 		Code: v.Code, DiscountAmount: v.DiscountAmount, MaxDiscountAmount: v.MaxDiscountAmount,
 		MinOrderAmount: v.MinOrderAmount,
 		TotalLimit:     v.TotalLimit, PerUserLimit: v.PerUserLimit, StartsAt: v.StartsAt.UTC(),
 		EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
 		DiscountPercent: percentNumber(v.DiscountPercentBP),
-	})
+	}
+	if v.CustomerIDNormalization != "" && v.CustomerIDNormalization != NormalizeNone {
+		f.CustomerIDNormalization = v.CustomerIDNormalization
+	}
+	b, _ := json.Marshal(f)
 	return b
 }
 

@@ -18,10 +18,10 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 	now := time.Now()
 	hold := func(pending bool, age time.Duration) Hold {
 		at := now.Add(-age).Truncate(time.Millisecond)
-		return Hold{OrderID: "o-1", CustomerID: 7, OrderAmount: 100, DiscountAmount: 1,
+		return Hold{OrderID: "o-1", CustomerID: "7", OrderAmount: 100, DiscountAmount: 1,
 			ReservedAt: at, ExpiresAt: at.Add(time.Hour), Pending: pending}
 	}
-	row := Redemption{OrderID: "o-1", VoucherCode: "SALE", CustomerID: 7, OrderAmount: 100,
+	row := Redemption{OrderID: "o-1", VoucherCode: "SALE", CustomerID: "7", OrderAmount: 100,
 		Status: StatusReserved, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	gateDown := Unavailable(errors.New("connection refused"), "redis reserve")
 	standard := flashVoucher()
@@ -138,7 +138,7 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 			if tc.want.code == "" {
 				require.NoError(t, err)
 				require.Equal(t, "o-1", res.OrderID)
-				require.Equal(t, int64(7), res.CustomerID)
+				require.Equal(t, "7", res.CustomerID)
 			} else {
 				require.True(t, IsCode(err, tc.want.code), "want %s, got %v", tc.want.code, err)
 			}

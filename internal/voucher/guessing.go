@@ -42,7 +42,7 @@ type guessLimiter struct {
 	block time.Duration
 
 	mu sync.Mutex
-	m  map[int64]*guesser
+	m  map[string]*guesser
 }
 
 type guesser struct {
@@ -52,7 +52,7 @@ type guesser struct {
 }
 
 // blocked returns how long customer stays blocked at now, 0 when not.
-func (l *guessLimiter) blocked(customer int64, now time.Time) time.Duration {
+func (l *guessLimiter) blocked(customer string, now time.Time) time.Duration {
 	if l.limit <= 0 {
 		return 0
 	}
@@ -66,7 +66,7 @@ func (l *guessLimiter) blocked(customer int64, now time.Time) time.Duration {
 }
 
 // miss counts a look-up of an unknown code by customer at now.
-func (l *guessLimiter) miss(customer int64, now time.Time) {
+func (l *guessLimiter) miss(customer string, now time.Time) {
 	if l.limit <= 0 {
 		return
 	}
@@ -103,7 +103,7 @@ func (l *guessLimiter) sweep(now time.Time) {
 
 // guessCheck refuses a request of a customer blocked for guessing codes:
 // CodeTooManyRequests with the time left, decided in memory.
-func (s *Service) guessCheck(ctx context.Context, customer int64) error {
+func (s *Service) guessCheck(ctx context.Context, customer string) error {
 	d := s.guess.blocked(customer, s.cfg.Clock())
 	if d <= 0 {
 		return nil
@@ -117,7 +117,7 @@ func (s *Service) guessCheck(ctx context.Context, customer int64) error {
 
 // guessNoted counts err against customer when it says the code does not
 // exist.
-func (s *Service) guessNoted(ctx context.Context, customer int64, err error) {
+func (s *Service) guessNoted(ctx context.Context, customer string, err error) {
 	if !IsCode(err, CodeVoucherNotFound) {
 		return
 	}

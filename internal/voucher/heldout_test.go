@@ -65,7 +65,7 @@ func TestHeldOutFromCachedHolds(t *testing.T) {
 		Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
 	require.NoError(t, err)
 	ctx := context.Background()
-	req := ReserveRequest{Code: "SALE", CustomerID: 1, OrderID: "o-1", OrderAmount: 1}
+	req := ReserveRequest{Code: "SALE", CustomerID: "1", OrderID: "o-1", OrderAmount: 1}
 
 	var wg sync.WaitGroup
 	for range 50 {
@@ -103,7 +103,7 @@ func BenchmarkReserveSoldOutFlash(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	req := ReserveRequest{Code: "SALE", CustomerID: 1, OrderID: "o-1", OrderAmount: 1}
+	req := ReserveRequest{Code: "SALE", CustomerID: "1", OrderID: "o-1", OrderAmount: 1}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

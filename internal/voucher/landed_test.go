@@ -20,7 +20,7 @@ type landingStore struct {
 func (s *landingStore) Voucher(context.Context, string) (Voucher, error) { return s.v, nil }
 
 func (s *landingStore) row(st Status) Redemption {
-	return Redemption{OrderID: "o-1", VoucherCode: s.v.Code, CustomerID: 7, Status: st}
+	return Redemption{OrderID: "o-1", VoucherCode: s.v.Code, CustomerID: "7", Status: st}
 }
 
 func (s *landingStore) Redemption(_ context.Context, code, orderID string) (Redemption, error) {

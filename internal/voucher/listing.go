@@ -39,7 +39,7 @@ type VoucherFilter struct {
 type RedemptionFilter struct {
 	Code       string
 	Status     Status
-	CustomerID int64
+	CustomerID string
 	Limit      int
 	After      string
 }
@@ -132,11 +132,16 @@ func (s *Service) ListReservations(ctx context.Context, f RedemptionFilter) (Red
 	default:
 		return RedemptionPage{}, Errorf(CodeInvalidRequest, "status must be RESERVED, CONFIRMED or RELEASED")
 	}
-	if f.CustomerID < 0 {
-		return RedemptionPage{}, Errorf(CodeInvalidRequest, "customerId must be a positive integer")
+	if f.CustomerID != "" && !ValidCustomerID(f.CustomerID) {
+		return RedemptionPage{}, errCustomerID()
 	}
-	if _, err := s.Voucher(ctx, f.Code); err != nil {
+	v, err := s.Voucher(ctx, f.Code)
+	if err != nil {
 		return RedemptionPage{}, err
+	}
+	// The voucher's rows hold its normalised ids.
+	if f.CustomerID != "" {
+		f.CustomerID = v.CustomerIDNormalization.Apply(f.CustomerID)
 	}
 	a, err := s.adminStore()
 	if err != nil {
@@ -147,13 +152,13 @@ func (s *Service) ListReservations(ctx context.Context, f RedemptionFilter) (Red
 
 // CustomerRedemptions returns one page of a customer's redemptions of every
 // voucher.
-func (s *Service) CustomerRedemptions(ctx context.Context, customerID int64, p PageRequest) (RedemptionPage, error) {
+func (s *Service) CustomerRedemptions(ctx context.Context, customerID string, p PageRequest) (RedemptionPage, error) {
 	limit, err := checkLimit(p.Limit)
 	if err != nil {
 		return RedemptionPage{}, err
 	}
-	if customerID <= 0 {
-		return RedemptionPage{}, Errorf(CodeInvalidRequest, "customerId must be a positive integer")
+	if !ValidCustomerID(customerID) {
+		return RedemptionPage{}, errCustomerID()
 	}
 	a, err := s.adminStore()
 	if err != nil {

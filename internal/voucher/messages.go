@@ -18,7 +18,7 @@ type Facts struct {
 	// uses when it is known; "" or Voucher means another customer has it.
 	UsesVoucher string
 	// CustomerID and PerUserLimit word ALREADY_USED.
-	CustomerID   int64
+	CustomerID   string
 	PerUserLimit int32
 	// StartsAt, EndsAt, OrderAmount and MinOrderAmount word NOT_ELIGIBLE.
 	StartsAt, EndsAt            time.Time
@@ -58,7 +58,7 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 		return fmt.Sprintf("voucher %s cannot be used for this order", f.Voucher)
 	},
 	CodeReplacedOrderNotHeld: func(_ Reason, f Facts) string {
-		return fmt.Sprintf("order %s is not a RESERVED hold of customer %d on voucher %s; nothing was replaced",
+		return fmt.Sprintf("order %s is not a RESERVED hold of customer %s on voucher %s; nothing was replaced",
 			f.OrderID, f.CustomerID, f.Voucher)
 	},
 	CodeOutOfStock: func(_ Reason, f Facts) string {
@@ -71,7 +71,7 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 		if r == ReasonCodeUsed {
 			return fmt.Sprintf("code %s is already used by another order", f.Voucher)
 		}
-		return fmt.Sprintf("customer %d already holds %d use(s) of voucher %s", f.CustomerID, f.PerUserLimit, f.Voucher)
+		return fmt.Sprintf("customer %s already holds %d use(s) of voucher %s", f.CustomerID, f.PerUserLimit, f.Voucher)
 	},
 }
 

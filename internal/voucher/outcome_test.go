@@ -16,7 +16,7 @@ func redisDown() error { return Unavailable(errors.New("connection refused"), "r
 var lostReply = &Error{Code: CodeUnavailable, OutcomeUnknown: true, Message: "reply lost"}
 
 func reserveReq(orderID string) ReserveRequest {
-	return ReserveRequest{Code: "SALE", CustomerID: 7, OrderID: orderID, OrderAmount: 100}
+	return ReserveRequest{Code: "SALE", CustomerID: "7", OrderID: orderID, OrderAmount: 100}
 }
 
 // A flash-sync write whose outcome is unknown keeps the gate's use (no
@@ -75,7 +75,7 @@ func TestRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Now()
-	hold := Hold{OrderID: "o-1", CustomerID: 7, OrderAmount: 100, ReservedAt: now, ExpiresAt: now.Add(time.Hour)}
+	hold := Hold{OrderID: "o-1", CustomerID: "7", OrderAmount: 100, ReservedAt: now, ExpiresAt: now.Add(time.Hour)}
 
 	t.Run("flash-sync", func(t *testing.T) {
 		t.Parallel()
@@ -109,7 +109,7 @@ func TestGateDownAnswersFromTheRow(t *testing.T) {
 	// The store has the row of order "taken" (customer 7) and no other.
 	rowStore := func() *fakeStore {
 		return &fakeStore{voucher: flashVoucher(), rows: map[string]Redemption{
-			"taken": {OrderID: "taken", VoucherCode: "SALE", CustomerID: 7, Status: StatusReserved}}}
+			"taken": {OrderID: "taken", VoucherCode: "SALE", CustomerID: "7", Status: StatusReserved}}}
 	}
 	downGate := func() *fakeGate { return &fakeGate{err: redisDown()} }
 	syncSvc, err := NewService(ServiceConfig{Store: rowStore(), Gate: downGate()})

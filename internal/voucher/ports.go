@@ -94,7 +94,7 @@ type Snapshot struct {
 	// Held is the number of held redemptions (RESERVED + CONFIRMED).
 	Held int32
 	// Customers maps each customer with held uses to their count.
-	Customers map[int64]int32
+	Customers map[string]int32
 	// Orders lists every known orderId of the voucher, held or released.
 	Orders []Redemption
 }
@@ -153,7 +153,7 @@ func (o GateOutcome) String() string {
 // answer a replay without the database.
 type Hold struct {
 	OrderID        string
-	CustomerID     int64
+	CustomerID     string
 	OrderAmount    int64
 	DiscountAmount int64
 	ReservedAt     time.Time
@@ -204,7 +204,7 @@ type Gate interface {
 	// Validate answers what Reserve would decide for orderID (optional: ""
 	// skips the orderId checks) and customerID, taking nothing: GateTaken
 	// for a use it would take, the other outcomes as Reserve gives them.
-	Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID int64) (GateDecision, error)
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID string) (GateDecision, error)
 	// Replace takes the use of replaces, customerID's held (not pending,
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the
@@ -280,7 +280,7 @@ type GateState struct {
 	// Remaining is the number of uses left.
 	Remaining int64
 	// Users maps each customer holding uses to their count.
-	Users map[int64]int32
+	Users map[string]int32
 	// Orders maps every known orderId to its hold: held, pending (Pending)
 	// or released (Released).
 	Orders map[string]Hold
@@ -305,7 +305,7 @@ const EventVersion = 1
 type ReservedEvent struct {
 	Version        int
 	Code           string
-	CustomerID     int64
+	CustomerID     string
 	OrderID        string
 	OrderAmount    int64
 	DiscountAmount int64

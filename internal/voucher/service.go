@@ -253,7 +253,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{},
 		unsettled: map[orderKey]unsettledWrite{}, unknownStandard: map[orderKey]struct{}{},
 		absentSince: map[string]time.Time{},
-		guess:       guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[int64]*guesser{}}}, nil
+		guess:       guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -339,6 +339,9 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		s.guessNoted(ctx, req.CustomerID, err)
 		return Reservation{}, err
 	}
+	// The one place customerIds are normalised: every mode, the store and
+	// the gate see (and keep, and answer) the voucher's form only.
+	req.CustomerID = v.CustomerIDNormalization.Apply(req.CustomerID)
 	// Threshold events once the answer is decided (thresholds.go), of the
 	// voucher or campaign budget whose stock moved.
 	defer func() {

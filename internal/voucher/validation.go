@@ -10,7 +10,7 @@ import (
 // conflict, released) are left out, as for an orderId never seen.
 type ValidateRequest struct {
 	Code        string
-	CustomerID  int64
+	CustomerID  string
 	OrderID     string
 	OrderAmount int64
 }
@@ -130,6 +130,9 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 		s.guessNoted(ctx, req.CustomerID, err)
 		return Validation{}, err
 	}
+	// As Reserve: the voucher's form of the customerId, before anything is
+	// asked of the store or the gate.
+	req.CustomerID = vc.CustomerIDNormalization.Apply(req.CustomerID)
 	now := s.cfg.Clock()
 	if !vc.FlashSale {
 		if inelig := vc.CheckEligible(req.OrderAmount, now); inelig != nil {

@@ -85,6 +85,10 @@ type Voucher struct {
 	// Disabled vouchers refuse new reservations; their holds may still be
 	// confirmed or released.
 	Disabled bool
+	// CustomerIDNormalization folds the customerIds of reservations before
+	// any per-customer limit is counted; "" means NormalizeNone. Set at
+	// creation only: changing it would split a customer's count in two.
+	CustomerIDNormalization CustomerIDNormalization
 
 	// UsedCount is the number of held uses as the voucher row counts them.
 	UsedCount int32
@@ -121,6 +125,8 @@ func (v Voucher) Validate() error {
 		return Errorf(CodeInvalidRequest, "totalLimit must be > 0")
 	case v.PerUserLimit <= 0:
 		return Errorf(CodeInvalidRequest, "perUserLimit must be > 0")
+	case !v.CustomerIDNormalization.Valid():
+		return Errorf(CodeInvalidRequest, "customerIdNormalization must be none or email")
 	case v.StartsAt.IsZero() || v.EndsAt.IsZero():
 		return Errorf(CodeInvalidRequest, "startsAt and endsAt are required")
 	case !ValidTime(v.StartsAt) || !ValidTime(v.EndsAt):
@@ -282,7 +288,7 @@ func (s Status) Held() bool { return s == StatusReserved || s == StatusConfirmed
 type Redemption struct {
 	OrderID        string
 	VoucherCode    string
-	CustomerID     int64
+	CustomerID     string
 	OrderAmount    int64
 	DiscountAmount int64
 	Status         Status
@@ -294,7 +300,7 @@ type Redemption struct {
 // ReserveRequest asks for one use of a voucher for one order.
 type ReserveRequest struct {
 	Code        string
-	CustomerID  int64
+	CustomerID  string
 	OrderID     string
 	OrderAmount int64
 	// ReplacesOrderID, when set, names the same customer's RESERVED hold
@@ -317,8 +323,8 @@ func (r ReserveRequest) Validate() error {
 	switch {
 	case !ValidCode(r.Code):
 		return Errorf(CodeInvalidRequest, "code must be 1-32 characters of A-Z a-z 0-9 _ -")
-	case r.CustomerID <= 0:
-		return Errorf(CodeInvalidRequest, "customerId must be a positive integer")
+	case !ValidCustomerID(r.CustomerID):
+		return errCustomerID()
 	case !ValidOrderID(r.OrderID):
 		return Errorf(CodeInvalidRequest, "orderId must be 1-64 characters of A-Z a-z 0-9 . _ : -")
 	case r.OrderAmount < 0 || r.OrderAmount > MaxAmount:

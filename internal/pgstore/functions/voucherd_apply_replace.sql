@@ -10,9 +10,9 @@
 -- customer's counter, the voucher row. It returns whether this call
 -- inserted p_order and whose p_order is.
 CREATE OR REPLACE FUNCTION voucherd_apply_replace(
-    p_order text, p_code text, p_customer bigint, p_amount bigint, p_discount bigint,
+    p_order text, p_code text, p_customer text, p_amount bigint, p_discount bigint,
     p_reserved_at timestamptz, p_expires_at timestamptz, p_replaces text,
-    OUT o_inserted boolean, OUT o_voucher_code text, OUT o_customer_id bigint)
+    OUT o_inserted boolean, OUT o_voucher_code text, OUT o_customer text)
 LANGUAGE plpgsql AS $$
 DECLARE
     old voucher_redemption%ROWTYPE;
@@ -22,27 +22,28 @@ BEGIN
     SELECT x.* INTO old FROM voucher_redemption x WHERE x.order_id = p_replaces FOR UPDATE;
 
     INSERT INTO voucher_redemption AS x
-        (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
-    VALUES (p_order, p_code, p_customer, p_amount, p_discount, 'RESERVED', p_reserved_at, p_reserved_at, p_expires_at)
+        (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
+         expires_at)
+    VALUES (p_order, p_code, p_customer, voucherd_customer_legacy(p_customer), p_amount, p_discount, 'RESERVED', p_reserved_at, p_reserved_at, p_expires_at)
     ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING;
     IF NOT FOUND THEN
-        SELECT false, x.voucher_code, x.customer_id INTO o_inserted, o_voucher_code, o_customer_id
+        SELECT false, x.voucher_code, x.customer INTO o_inserted, o_voucher_code, o_customer
         FROM voucher_redemption x WHERE x.order_id = p_order;
         RETURN;
     END IF;
     o_inserted := true;
     o_voucher_code := p_code;
-    o_customer_id := p_customer;
+    o_customer := p_customer;
 
-    IF old.order_id IS NOT NULL AND old.voucher_code = p_code AND old.customer_id = p_customer
+    IF old.order_id IS NOT NULL AND old.voucher_code = p_code AND old.customer = p_customer
        AND old.status = 'RESERVED' THEN
         UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_reserved_at
         WHERE x.order_id = p_replaces;
         RETURN;
     END IF;
 
-    INSERT INTO voucher_customer_usage AS u (voucher_code, customer_id, held)
-    VALUES (p_code, p_customer, 1)
+    INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
+    VALUES (p_code, p_customer, voucherd_customer_legacy(p_customer), 1)
     ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey DO UPDATE SET held = u.held + 1
     RETURNING u.held INTO v_held;
     UPDATE voucher v SET used_count = v.used_count + 1 WHERE v.code = p_code

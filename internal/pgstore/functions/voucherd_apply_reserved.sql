@@ -6,9 +6,9 @@
 -- total limit: 23514; over a per-user limit: VD002) fails the whole call, and
 -- the caller retries the events one by one.
 CREATE OR REPLACE FUNCTION voucherd_apply_reserved(
-    p_order_ids text[], p_codes text[], p_customers bigint[], p_amounts bigint[],
+    p_order_ids text[], p_codes text[], p_customers text[], p_amounts bigint[],
     p_discounts bigint[], p_reserved_at timestamptz[], p_expires_at timestamptz[])
-RETURNS TABLE (o_order_id text, o_inserted boolean, o_voucher_code text, o_customer_id bigint)
+RETURNS TABLE (o_order_id text, o_inserted boolean, o_voucher_code text, o_customer text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_ins text[];
@@ -20,10 +20,11 @@ BEGIN
     -- first occurrence wins.
     WITH ins AS (
         INSERT INTO voucher_redemption AS x
-            (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
-        SELECT e.order_id, e.code, e.customer_id, e.amount, e.discount, 'RESERVED', e.reserved_at, e.reserved_at, e.expires_at
+            (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
+             expires_at)
+        SELECT e.order_id, e.code, e.customer, voucherd_customer_legacy(e.customer), e.amount, e.discount, 'RESERVED', e.reserved_at, e.reserved_at, e.expires_at
         FROM unnest(p_order_ids, p_codes, p_customers, p_amounts, p_discounts, p_reserved_at, p_expires_at)
-             WITH ORDINALITY AS e(order_id, code, customer_id, amount, discount, reserved_at, expires_at, n)
+             WITH ORDINALITY AS e(order_id, code, customer, amount, discount, reserved_at, expires_at, n)
         ORDER BY e.order_id, e.n
         ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
         RETURNING x.order_id
@@ -32,13 +33,13 @@ BEGIN
 
     IF cardinality(v_ins) > 0 THEN
         FOR c IN
-            SELECT x.voucher_code, x.customer_id, count(*)::integer AS n
+            SELECT x.voucher_code, x.customer, x.customer_id, count(*)::integer AS n
             FROM voucher_redemption x WHERE x.order_id = ANY (v_ins)
-            GROUP BY x.voucher_code, x.customer_id
-            ORDER BY x.voucher_code, x.customer_id
+            GROUP BY x.voucher_code, x.customer, x.customer_id
+            ORDER BY x.voucher_code, x.customer
         LOOP
-            INSERT INTO voucher_customer_usage AS u (voucher_code, customer_id, held)
-            VALUES (c.voucher_code, c.customer_id, c.n)
+            INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
+            VALUES (c.voucher_code, c.customer, c.customer_id, c.n)
             ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey
                 DO UPDATE SET held = u.held + excluded.held;
         END LOOP;
@@ -55,22 +56,22 @@ BEGIN
 
             -- Checked under the voucher row lock, so a concurrent PATCH of
             -- per_user_limit is seen.
-            SELECT u.customer_id, u.held INTO b FROM voucher_customer_usage u
+            SELECT u.customer, u.held INTO b FROM voucher_customer_usage u
             WHERE u.voucher_code = c.voucher_code AND u.held > v_limit
-              AND u.customer_id IN (
-                  SELECT x.customer_id FROM voucher_redemption x
+              AND u.customer IN (
+                  SELECT x.customer FROM voucher_redemption x
                   WHERE x.order_id = ANY (v_ins) AND x.voucher_code = c.voucher_code)
             LIMIT 1;
             IF FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'VD002',
                     MESSAGE = format('customer %s would hold %s uses of voucher %s, above its perUserLimit %s',
-                                     b.customer_id, b.held, c.voucher_code, v_limit);
+                                     b.customer, b.held, c.voucher_code, v_limit);
             END IF;
         END LOOP;
     END IF;
 
     RETURN QUERY
-        SELECT x.order_id, x.order_id = ANY (v_ins), x.voucher_code, x.customer_id
+        SELECT x.order_id, x.order_id = ANY (v_ins), x.voucher_code, x.customer
         FROM voucher_redemption x WHERE x.order_id = ANY (p_order_ids);
 END
 $$;

@@ -22,7 +22,7 @@ BEGIN
 
     IF r.status = 'RESERVED' THEN
         IF r.expires_at <= p_now THEN
-            PERFORM voucherd_give_back(r.voucher_code, r.customer_id);
+            PERFORM voucherd_give_back(r.voucher_code, r.customer);
             UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now
             WHERE x.order_id = p_order RETURNING x.* INTO r;
             expired := true;

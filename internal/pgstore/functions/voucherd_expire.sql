@@ -26,16 +26,16 @@ BEGIN
     END IF;
 
     FOR c IN
-        SELECT x.voucher_code, x.customer_id, count(*)::integer AS n
+        SELECT x.voucher_code, x.customer, count(*)::integer AS n
         FROM voucher_redemption x WHERE x.order_id = ANY (v_ids)
-        GROUP BY x.voucher_code, x.customer_id
-        ORDER BY x.voucher_code, x.customer_id
+        GROUP BY x.voucher_code, x.customer
+        ORDER BY x.voucher_code, x.customer
     LOOP
         UPDATE voucher_customer_usage u SET held = u.held - c.n
-        WHERE u.voucher_code = c.voucher_code AND u.customer_id = c.customer_id;
+        WHERE u.voucher_code = c.voucher_code AND u.customer = c.customer;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'VD900',
-                MESSAGE = format('no usage counter for customer %s of voucher %s', c.customer_id, c.voucher_code);
+                MESSAGE = format('no usage counter for customer %s of voucher %s', c.customer, c.voucher_code);
         END IF;
     END LOOP;
 

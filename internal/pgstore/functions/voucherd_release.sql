@@ -23,7 +23,7 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM voucherd_give_back(r.voucher_code, r.customer_id);
+    PERFORM voucherd_give_back(r.voucher_code, r.customer);
     UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now
     WHERE x.order_id = p_order RETURNING x.* INTO r;
     redemption := r;

@@ -3,16 +3,16 @@
 -- transaction: p_replaces becomes RELEASED and p_order RESERVED, and
 -- neither the voucher's used_count nor the customer's counter moves, so no
 -- other reservation can take the use in between. A known p_order is
--- answered as voucherd_reserve answers it (a replay of an earlier
+-- answered as voucherd_reserve_one answers it (a replay of an earlier
 -- replacement included). p_replaces not being that hold is
 -- REPLACED_ORDER_NOT_HELD; p_order not eligible is NOT_ELIGIBLE; both roll
--- back and leave p_replaces held. Lock order as voucherd_reserve: the
+-- back and leave p_replaces held. Lock order as voucherd_reserve_one: the
 -- redemption rows (p_replaces first, under FOR UPDATE, which also orders
 -- it against a concurrent release, confirm or expiry), the customer's
 -- counter, the voucher row last. o_used and o_total are 0: no use was taken
 -- from the stock.
 CREATE OR REPLACE FUNCTION voucherd_replace(
-    p_code text, p_customer bigint, p_order text, p_replaces text, p_amount bigint, p_now timestamptz,
+    p_code text, p_customer text, p_order text, p_replaces text, p_amount bigint, p_now timestamptz,
     p_ttl interval,
     OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
 LANGUAGE plpgsql AS $$
@@ -43,7 +43,7 @@ BEGIN
     END IF;
 
     SELECT x.* INTO old FROM voucher_redemption x WHERE x.order_id = p_replaces FOR UPDATE;
-    IF NOT FOUND OR old.voucher_code <> p_code OR old.customer_id <> p_customer OR old.status <> 'RESERVED' THEN
+    IF NOT FOUND OR old.voucher_code <> p_code OR old.customer <> p_customer OR old.status <> 'RESERVED' THEN
         PERFORM voucherd_reject('REPLACED_ORDER_NOT_HELD',
             format('voucher=%s order=%s customer=%s', p_code, p_replaces, p_customer));
     END IF;
@@ -54,8 +54,9 @@ BEGIN
     END IF;
 
     INSERT INTO voucher_redemption AS x
-        (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
-    VALUES (p_order, p_code, p_customer, p_amount,
+        (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
+         expires_at)
+    VALUES (p_order, p_code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
             voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl)
     ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
     RETURNING x.* INTO r;

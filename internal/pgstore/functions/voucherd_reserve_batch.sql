@@ -1,15 +1,15 @@
 -- voucherd_reserve_batch: many reservations of one voucher in one
 -- transaction, what the write combiner (combiner.go) sends: the reservations
 -- of one hot voucher that queued up while the previous write was in flight.
--- It decides each element in order exactly as voucherd_reserve would if the
+-- It decides each element in order exactly as voucherd_reserve_one would if the
 -- elements ran one after the other, and answers each with a row instead of
 -- raising, so one rejection does not roll back the others. The hot voucher
 -- row is updated once, last, by the number of uses granted, so the batch
 -- pays one row lock and one WAL flush instead of one per use.
 --
--- Lock order is voucherd_reserve's (redemption rows, then customer counters,
+-- Lock order is voucherd_reserve_one's (redemption rows, then customer counters,
 -- then the voucher row), and within each kind the rows are taken sorted (by
--- order_id, by customer_id), never in arrival order, so a batch cannot
+-- order_id, by customer), never in arrival order, so a batch cannot
 -- deadlock with another batch, the expiry sweep or the Kafka consumer. That
 -- is why the function works in phases:
 --   1. reads without locks: the voucher, each element's eligibility;
@@ -17,7 +17,7 @@
 --      element carries, inserted sorted by order_id (the rows are ours until
 --      commit, so later phases never wait for them);
 --   3. the counters of the customers who may take a use, locked sorted by
---      customer_id (created with held = 0 when missing), then the stock read
+--      customer (created with held = 0 when missing), then the stock read
 --      again (3b), so that every use those customers gave back is in it;
 --   4. the decisions, in arrival order, in memory: the committed redemptions,
 --      the placeholders, the locked counters and the stock of step 3b;
@@ -29,11 +29,11 @@
 --      the stock the locked row shows and step 5 is repeated; every row
 --      involved is already locked by this call, so nothing can change in
 --      between. (When it has more, the decisions stand: like
---      voucherd_reserve's step d, a stale read may undersell, never
+--      voucherd_reserve_one's step d, a stale read may undersell, never
 --      oversell.) When the voucher's rules changed under the batch (a
 --      concurrent PATCH of the window, the minimum amount or the per-user
 --      limit) the call raises VD003 and rolls back whole; the caller then
---      reserves each element on its own with voucherd_reserve. A campaign
+--      reserves each element on its own with voucherd_reserve_one. A campaign
 --      code raises VD003 at once.
 --
 -- The statements that look rows up by an array of keys run through EXECUTE,
@@ -43,15 +43,15 @@
 -- Result: one row per element, o_n = its 1-based position. o_error is ''
 -- for a reservation taken or replayed (o_replay), else the voucher.ErrorCode
 -- with o_reason (the NOT_ELIGIBLE reason or '') and o_message, the facts
--- voucherd_reserve would raise (voucherd_reject), and o_retry_ms for
+-- voucherd_reserve_one would raise (voucherd_reject), and o_retry_ms for
 -- HELD_OUT (else 0). The redemption columns describe the redemption for a
 -- success and echo the request (status '') for a rejection. Each grant
--- reports o_used and o_total as voucherd_reserve does, in arrival order (0
+-- reports o_used and o_total as voucherd_reserve_one does, in arrival order (0
 -- for every other answer).
 CREATE OR REPLACE FUNCTION voucherd_reserve_batch(
-    p_code text, p_customers bigint[], p_orders text[], p_amounts bigint[], p_nows timestamptz[], p_ttl interval)
+    p_code text, p_customers text[], p_orders text[], p_amounts bigint[], p_nows timestamptz[], p_ttl interval)
 RETURNS TABLE (
-    o_order_id text, o_voucher_code text, o_customer_id bigint, o_order_amount bigint, o_discount_amount bigint,
+    o_order_id text, o_voucher_code text, o_customer text, o_order_amount bigint, o_discount_amount bigint,
     o_status text, o_created_at timestamptz, o_updated_at timestamptz, o_expires_at timestamptz,
     o_replay boolean, o_error text, o_reason text, o_message text, o_n integer,
     o_retry_ms bigint, o_used integer, o_total integer)
@@ -95,13 +95,13 @@ DECLARE
 
     -- Locked customer counters, sorted: held when locked, held as stored now,
     -- held as decided; and those this call created.
-    c_ids bigint[] := '{}';
+    c_ids text[] := '{}';
     c_start integer[] := '{}';
     c_db integer[];
     c_held integer[];
-    c_created bigint[] := '{}';
+    c_created text[] := '{}';
     c_new boolean[] := '{}';  -- by position in c_ids: created by this call and still there
-    v_delete_customers bigint[];
+    v_delete_customers text[];
 BEGIN
     IF v_n = 0 THEN
         RETURN;
@@ -136,7 +136,7 @@ BEGIN
     END LOOP;
 
     -- Sold out as far as the read shows: no element can take a use, so
-    -- nothing is written or locked (voucherd_reserve step d).
+    -- nothing is written or locked (voucherd_reserve_one step d).
     v_room := v.total_limit - v.used_count;
     IF v_room > 0 THEN
         -- 2. Placeholders, sorted by order_id, with the values of the first
@@ -151,8 +151,9 @@ BEGIN
             ORDER BY e.u_order, e.u_n
         ), ins AS (
             INSERT INTO voucher_redemption AS x
-                (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at)
-            SELECT cand.u_order, p_code, cand.u_customer, cand.u_amount,
+                (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
+                 expires_at)
+            SELECT cand.u_order, p_code, cand.u_customer, voucherd_customer_legacy(cand.u_customer), cand.u_amount,
                    voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, cand.u_amount), 'RESERVED',
                    cand.u_now, cand.u_now, cand.u_now + p_ttl
             FROM cand
@@ -176,16 +177,16 @@ BEGIN
         WHERE e_ok[e.u_n::integer] AND e.u_order = ANY (k_orders);
         IF cardinality(c_ids) > 0 THEN
             WITH ins AS (
-                INSERT INTO voucher_customer_usage AS u (voucher_code, customer_id, held)
-                SELECT p_code, w.u_customer, 0 FROM unnest(c_ids) AS w(u_customer)
+                INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
+                SELECT p_code, w.u_customer, voucherd_customer_legacy(w.u_customer), 0 FROM unnest(c_ids) AS w(u_customer)
                 ORDER BY w.u_customer
                 ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey DO UPDATE SET held = u.held WHERE false
-                RETURNING u.customer_id
+                RETURNING u.customer
             )
-            SELECT coalesce(array_agg(ins.customer_id), '{}') INTO c_created FROM ins;
+            SELECT coalesce(array_agg(ins.customer), '{}') INTO c_created FROM ins;
 
-            EXECUTE 'SELECT coalesce(array_agg(u.held ORDER BY u.customer_id), ''{}'')
-                     FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer_id = ANY ($2)'
+            EXECUTE 'SELECT coalesce(array_agg(u.held ORDER BY u.customer), ''{}'')
+                     FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer = ANY ($2)'
             INTO c_start USING p_code, c_ids;
             IF cardinality(c_start) <> cardinality(c_ids) THEN
                 RAISE EXCEPTION USING ERRCODE = 'VD900',
@@ -216,7 +217,7 @@ BEGIN
     <<attempt>>
     LOOP
         -- 4. The decisions, in arrival order, in the order of checks of
-        -- voucherd_reserve: known orderId, eligibility, stock, per-user limit.
+        -- voucherd_reserve_one: known orderId, eligibility, stock, per-user limit.
         k_owner := array_fill(0, ARRAY[cardinality(k_orders)]);
         c_held := c_start;
         v_taken := 0;
@@ -279,9 +280,10 @@ BEGIN
             c_held[v_m] := c_held[v_m] + 1;
             k_owner[v_k] := v_i;
             v_taken := v_taken + 1;
-            e_row[v_i] := ROW(p_orders[v_i], p_code, p_customers[v_i], p_amounts[v_i],
+            e_row[v_i] := ROW(p_orders[v_i], p_code, voucherd_customer_legacy(p_customers[v_i]), p_amounts[v_i],
                               voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amounts[v_i]),
-                              'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL)::voucher_redemption;
+                              'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL,
+                              p_customers[v_i])::voucher_redemption;
         END LOOP;
 
         -- 5. The rows as decided. A placeholder is usually kept as inserted or
@@ -300,7 +302,7 @@ BEGIN
             ELSE
                 r := e_row[k_owner[v_k]];
                 UPDATE voucher_redemption x
-                SET customer_id = r.customer_id, order_amount = r.order_amount,
+                SET customer = r.customer, customer_id = r.customer_id, order_amount = r.order_amount,
                     created_at = r.created_at, updated_at = r.updated_at, expires_at = r.expires_at
                 WHERE x.order_id = r.order_id;
             END IF;
@@ -311,14 +313,14 @@ BEGIN
         END IF;
         IF c_held IS DISTINCT FROM c_db THEN
             EXECUTE 'UPDATE voucher_customer_usage u SET held = d.u_held
-                     FROM unnest($2::bigint[], $3::integer[], $4::integer[]) AS d(u_customer, u_held, u_db)
-                     WHERE u.voucher_code = $1 AND u.customer_id = ANY ($2)
-                       AND u.customer_id = d.u_customer AND d.u_held <> d.u_db'
+                     FROM unnest($2::text[], $3::integer[], $4::integer[]) AS d(u_customer, u_held, u_db)
+                     WHERE u.voucher_code = $1 AND u.customer = ANY ($2)
+                       AND u.customer = d.u_customer AND d.u_held <> d.u_db'
             USING p_code, c_ids, c_held, c_db;
             c_db := c_held;
         END IF;
         -- A counter created for a customer who took nothing goes again, as
-        -- voucherd_reserve's rollback would leave no row.
+        -- voucherd_reserve_one's rollback would leave no row.
         v_delete_customers := '{}';
         FOR v_m IN 1..coalesce(cardinality(c_ids), 0) LOOP
             IF c_new[v_m] AND c_held[v_m] = 0 THEN
@@ -327,7 +329,7 @@ BEGIN
             END IF;
         END LOOP;
         IF cardinality(v_delete_customers) > 0 THEN
-            EXECUTE 'DELETE FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer_id = ANY ($2)'
+            EXECUTE 'DELETE FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer = ANY ($2)'
             USING p_code, v_delete_customers;
         END IF;
 
@@ -367,7 +369,7 @@ BEGIN
     -- match the decisions, so the holds read here are the committed ones
     -- plus those this batch granted, which all come before any element
     -- refused for stock: what each element would see run on its own, in
-    -- order (voucherd_reserve).
+    -- order (voucherd_reserve_one).
     IF 'OUT_OF_STOCK' = ANY (e_error) THEN
         v_hold := voucherd_earliest_hold(p_code);
     END IF;
@@ -396,7 +398,7 @@ BEGIN
             r := e_row[v_i];
             o_order_id := r.order_id;
             o_voucher_code := r.voucher_code;
-            o_customer_id := r.customer_id;
+            o_customer := r.customer;
             o_order_amount := r.order_amount;
             o_discount_amount := r.discount_amount;
             o_status := r.status;
@@ -406,7 +408,7 @@ BEGIN
         ELSE
             o_order_id := p_orders[v_i];
             o_voucher_code := p_code;
-            o_customer_id := p_customers[v_i];
+            o_customer := p_customers[v_i];
             o_order_amount := p_amounts[v_i];
             o_discount_amount := 0;
             o_status := '';

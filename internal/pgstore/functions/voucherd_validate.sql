@@ -1,6 +1,6 @@
--- voucherd_validate answers whether voucherd_reserve, called with the same
+-- voucherd_validate answers whether voucherd_reserve_one, called with the same
 -- arguments at p_now, would take a use, and writes nothing (STABLE: a write
--- here is an error). It runs the reads of voucherd_reserve in the same
+-- here is an error). It runs the reads of voucherd_reserve_one in the same
 -- order and raises the same rejections (voucherd_reject, VD004 for
 -- HELD_OUT), so its answer is the reservation's. A NULL p_order skips the
 -- orderId check. o_replay is true when p_order already holds a use of p_code
@@ -8,9 +8,9 @@
 -- hold's), else o_discount is the discount a new use would get.
 -- It reads without locks: a reservation committed meanwhile may change the
 -- answer, as it would change the reservation's. A campaign code is resolved
--- to its budget as voucherd_reserve does.
+-- to its budget as voucherd_reserve_one does.
 CREATE OR REPLACE FUNCTION voucherd_validate(
-    p_code text, p_customer bigint, p_order text, p_amount bigint, p_now timestamptz,
+    p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz,
     OUT o_discount bigint, OUT o_replay boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -59,7 +59,7 @@ BEGIN
     END IF;
 
     SELECT u.held INTO v_held FROM voucher_customer_usage u
-    WHERE u.voucher_code = v.code AND u.customer_id = p_customer;
+    WHERE u.voucher_code = v.code AND u.customer = p_customer;
     IF coalesce(v_held, 0) >= v.per_user_limit THEN
         PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(v.code, p_customer, v.per_user_limit));
     END IF;

@@ -1,7 +1,7 @@
 -- apply_reserved: write gate reservations idempotently
 -- (voucherd_apply_reserved). Parallel arrays, one element per event.
--- $1 order_ids, $2 codes, $3 customer_ids, $4 order_amounts,
+-- $1 order_ids, $2 codes, $3 customers, $4 order_amounts,
 -- $5 discount_amounts, $6 reserved_at, $7 expires_at
-SELECT o_order_id, o_inserted, o_voucher_code, o_customer_id
-FROM voucherd_apply_reserved($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[],
+SELECT o_order_id, o_inserted, o_voucher_code, o_customer
+FROM voucherd_apply_reserved($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
                              $6::timestamptz[], $7::timestamptz[])

@@ -10,4 +10,4 @@ INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_u
 VALUES ($1, nullif($2::bigint, 0), $3, $4, $5, $6, $7, false, false, nullif($8::integer, 0), nullif($9::bigint, 0), true)
 RETURNING code, coalesce(discount_amount, 0), min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale,
           used_count, created_at, updated_at, disabled, coalesce(discount_percent_bp, 0), coalesce(max_discount_amount, 0),
-          0, 0
+          customer_id_normalization, 0, 0

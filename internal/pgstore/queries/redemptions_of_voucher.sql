@@ -1,6 +1,6 @@
 -- redemptions_of_voucher: every redemption of a voucher, held or released.
 -- $1 code
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at
+SELECT order_id, voucher_code, customer, order_amount, discount_amount, status, created_at, updated_at, expires_at
 FROM voucher_redemption
 WHERE voucher_code = $1
 ORDER BY created_at, order_id

@@ -1,6 +1,6 @@
 -- release: give a held use back (voucherd_release).
 -- $1 code, $2 order_id, $3 now
-SELECT (x.redemption).order_id, coalesce((x.redemption).code, (x.redemption).voucher_code), (x.redemption).customer_id,
+SELECT (x.redemption).order_id, coalesce((x.redemption).code, (x.redemption).voucher_code), (x.redemption).customer,
        (x.redemption).order_amount, (x.redemption).discount_amount, (x.redemption).status,
        (x.redemption).created_at, (x.redemption).updated_at, (x.redemption).expires_at,
        x.released

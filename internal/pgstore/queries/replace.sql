@@ -1,7 +1,7 @@
 -- replace: take a use in place of the same customer's RESERVED hold, or
 -- replay a known orderId (voucherd_replace).
--- $1 code, $2 customer_id, $3 order_id, $4 replaced order_id, $5 order_amount, $6 now, $7 ttl
-SELECT (x.redemption).order_id, (x.redemption).voucher_code, (x.redemption).customer_id,
+-- $1 code, $2 customer, $3 order_id, $4 replaced order_id, $5 order_amount, $6 now, $7 ttl
+SELECT (x.redemption).order_id, (x.redemption).voucher_code, (x.redemption).customer,
        (x.redemption).order_amount, (x.redemption).discount_amount, (x.redemption).status,
        (x.redemption).created_at, (x.redemption).updated_at, (x.redemption).expires_at,
        x.replay, x.o_used, x.o_total

@@ -1,8 +1,8 @@
 -- voucher_max_customer_held: the customer holding the most uses of a voucher
 -- and how many; no row when nobody holds one.
 -- $1 code
-SELECT customer_id, held
+SELECT customer, held
 FROM voucher_customer_usage
 WHERE voucher_code = $1 AND held > 0
-ORDER BY held DESC, customer_id
+ORDER BY held DESC, customer
 LIMIT 1

@@ -10,4 +10,5 @@ SET discount_amount = nullif($2::bigint, 0), min_order_amount = $3, total_limit 
     discount_percent_bp = nullif($10::integer, 0), max_discount_amount = nullif($11::bigint, 0)
 WHERE code = $1
 RETURNING code, coalesce(discount_amount, 0), min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale,
-          used_count, created_at, updated_at, disabled, coalesce(discount_percent_bp, 0), coalesce(max_discount_amount, 0)
+          used_count, created_at, updated_at, disabled, coalesce(discount_percent_bp, 0), coalesce(max_discount_amount, 0),
+          customer_id_normalization

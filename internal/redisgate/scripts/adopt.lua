@@ -8,7 +8,7 @@
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 --
 -- ARGV[1] -> orderId
--- ARGV[2] -> customerId, decimal (a string: an int64 does not fit a Lua number)
+-- ARGV[2] -> customerId, a string (voucher.ValidCustomerID: never '|')
 -- ARGV[3] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs"
 --
 -- Returns:

@@ -9,7 +9,7 @@
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 --
 -- ARGV[1] -> new orderId
--- ARGV[2] -> customerId, decimal (compared as a string)
+-- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'), compared as a string
 -- ARGV[3] -> encoded hold to store for the new orderId (as in reserve.lua)
 -- ARGV[4] -> replaced orderId
 --

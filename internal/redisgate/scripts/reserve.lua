@@ -7,7 +7,7 @@
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 --
 -- ARGV[1] -> orderId
--- ARGV[2] -> customerId, decimal; compared as a string because an int64 does
+-- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'); compared as a string; an int64 does
 --            not fit a Lua number
 -- ARGV[3] -> perUserLimit
 -- ARGV[4] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs"

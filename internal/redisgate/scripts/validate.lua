@@ -6,7 +6,7 @@
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
 --
 -- ARGV[1] -> orderId, or '' to leave the orderId checks out
--- ARGV[2] -> customerId, decimal (compared as a string, as in reserve.lua)
+-- ARGV[2] -> customerId, compared as a string, as in reserve.lua
 -- ARGV[3] -> perUserLimit
 --
 -- Returns the statuses of reserve.lua, in the same order of checks:

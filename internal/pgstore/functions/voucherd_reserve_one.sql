@@ -1,4 +1,4 @@
--- voucherd_reserve takes one use of p_code for order p_order, or replays the
+-- voucherd_reserve_one takes one use of p_code for order p_order, or replays the
 -- known redemption of p_order. p_code is a voucher's code or a campaign's
 -- code: the latter takes its use from the campaign's budget row (voucher
 -- row flagged campaign, never reserved by its own code), which stands for
@@ -12,8 +12,8 @@
 -- take and its total_limit, read under the row lock (threshold events); 0
 -- for a replay. A voucher with no free use is HELD_OUT or OUT_OF_STOCK
 -- (voucherd_reject_stock).
-CREATE OR REPLACE FUNCTION voucherd_reserve(
-    p_code text, p_customer bigint, p_order text, p_amount bigint, p_now timestamptz, p_ttl interval,
+CREATE OR REPLACE FUNCTION voucherd_reserve_one(
+    p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz, p_ttl interval,
     OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -71,9 +71,9 @@ BEGIN
     -- the same orderId, or holding the same campaign code, committed first
     -- (the insert waited for it).
     INSERT INTO voucher_redemption AS x
-        (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, updated_at, expires_at,
-         code)
-    VALUES (p_order, v.code, p_customer, p_amount,
+        (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
+         expires_at, code)
+    VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
             voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl,
             v_unique)
     ON CONFLICT DO NOTHING
@@ -96,8 +96,8 @@ BEGIN
     END IF;
 
     -- f. The customer's counter, conditional on the per-user limit.
-    INSERT INTO voucher_customer_usage AS u (voucher_code, customer_id, held)
-    VALUES (v.code, p_customer, 1)
+    INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
+    VALUES (v.code, p_customer, voucherd_customer_legacy(p_customer), 1)
     ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey
         DO UPDATE SET held = u.held + 1 WHERE u.held < v.per_user_limit
     RETURNING u.held INTO v_held;

@@ -1,0 +1,13 @@
+-- voucherd_customer_legacy is the bigint a customerId is written as in the
+-- customer_id columns, which the previous release reads: the id itself when
+-- it is the canonical decimal form of a positive bigint (what that release
+-- wrote), otherwise a negative stand-in derived from the id, which that
+-- release never sends. Only customer (text) identifies a customer.
+CREATE OR REPLACE FUNCTION voucherd_customer_legacy(p_customer text)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN p_customer ~ '^[1-9][0-9]{0,18}$'
+             AND (length(p_customer) < 19 OR p_customer COLLATE "C" <= '9223372036854775807') THEN p_customer::bigint
+        ELSE -1 - (hashtextextended(p_customer, 0) & 9223372036854775807)
+    END
+$$;
