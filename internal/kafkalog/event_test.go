@@ -237,8 +237,8 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, int16(1), cfg.ReplicationFactor)
 	require.Equal(t, 2*time.Second, cfg.ProduceTimeout)
 	require.Equal(t, 5*time.Millisecond, cfg.Linger)
-	require.Equal(t, int32(64<<10), cfg.FetchMinBytes)
-	require.Equal(t, 200*time.Millisecond, cfg.FetchMaxWait)
+	require.Equal(t, int32(1), cfg.FetchMinBytes)
+	require.Equal(t, 5*time.Second, cfg.FetchMaxWait)
 	require.NotNil(t, cfg.Logger)
 
 	cfg, err = Config{Brokers: []string{"b:1"}, Linger: -1}.withDefaults()
