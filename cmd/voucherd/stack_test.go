@@ -109,6 +109,10 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		SoldOutTTL: time.Second, MigrateOnStart: true, ShutdownTimeout: 10 * time.Second,
 		LogFormat: "text", LogLevel: "warn", MaxDBConns: 40, VoucherCacheTTL: time.Second,
 		ProduceTimeout: 2 * time.Second, WriteTimeout: 5 * time.Second,
+		// Exactness tests count every answer; on CI's loaded cores a Redis
+		// call can wait past the 500 ms default for a CPU. Timeouts are
+		// exercised by the fault suite and the tests that set their own.
+		RedisTimeout:    3 * time.Second,
 		KafkaPartitions: 3, RunConsumer: true, ReconcileGrace: 30 * time.Second,
 		CombineWrites: combineWritesFromEnv(t),
 	}
