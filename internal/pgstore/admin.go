@@ -189,10 +189,11 @@ const redemptionColumns = `r.order_id, coalesce(r.code, r.voucher_code), r.custo
 
 // ListRedemptions implements voucher.AdminStore. A voucher's page is read
 // through voucher_redemption_code_created_idx, or
-// voucher_redemption_code_status_created_idx with a status; with a customer
-// (and a customer's redemptions across vouchers) through
-// voucher_redemption_customer_created_idx, the voucher and status then
-// filtering that customer's rows.
+// voucher_redemption_code_status_created_idx with a status; a voucher's
+// reservations of one customer through
+// voucher_redemption_code_customer_created_idx (a status then filters that
+// customer's rows of the voucher); a customer's redemptions across vouchers
+// through voucher_redemption_customer_created_idx.
 func (s *Store) ListRedemptions(ctx context.Context, f voucher.RedemptionFilter) (voucher.RedemptionPage, error) {
 	q, args, err := redemptionPageQuery(f)
 	if err != nil {
