@@ -14,8 +14,9 @@ import (
 // pool (so per-customer quotas bind), release and confirm some of their
 // reservations, and probe idempotency with replays and conflicting
 // customers. On a voucher, customers also retry "after a failed payment":
-// a new order replacing their hold (replacesOrderId), and a probe names
-// another customer's order as the one replaced. On a campaign
+// a new order replacing their hold (replacesOrderId; not in Kafka mode,
+// see sharesFor), and a probe names another customer's order as the one
+// replaced. On a campaign
 // (spec.Codes), each reservation presents one code, a few hot codes
 // drawing a share of them so that orders race for one code, and replays
 // of an order name its code or another one. Every attempt that gets no
