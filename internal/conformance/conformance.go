@@ -7,8 +7,9 @@
 // voucher.Voucher.CheckEligible (this package); voucherd_validate and
 // validate.lua answer each case's last request as a validation that must
 // agree with it and change nothing; ReplaceCases (replace.go) are run by
-// voucherd_replace and replace.lua. Adding a rule means adding
-// rows here; an implementation that answers otherwise fails its test.
+// voucherd_replace, replace.lua and the fault suite's model. Adding a rule
+// means adding rows here; an implementation that answers otherwise fails
+// its test.
 // docs/rules.md lists where each rule is implemented and why.
 package conformance
 

@@ -11,12 +11,16 @@ type Row struct {
 	OrderID  string
 	Customer string
 	Status   string // RESERVED, CONFIRMED or RELEASED
+	// Code is the campaign code the reservation was made with; "" for a
+	// voucher's.
+	Code string `json:",omitempty"`
 }
 
 // Held reports whether the row holds a use.
 func (r Row) Held() bool { return r.Status == "RESERVED" || r.Status == "CONFIRMED" }
 
-// DBState is PostgreSQL's final state for the voucher under test.
+// DBState is PostgreSQL's final state for the voucher (or campaign budget)
+// under test.
 type DBState struct {
 	TotalLimit   int
 	PerUserLimit int
@@ -24,7 +28,8 @@ type DBState struct {
 	Rows         map[string]Row
 	// Stored lists the breaches of the stored counters' invariants
 	// (pgstore.Violations: oversell, used_count, customer counters,
-	// per-user limit) found when the state was read.
+	// per-user limit, and for a campaign code reuse and code campaign)
+	// found when the state was read.
 	Stored []string
 }
 
@@ -40,8 +45,12 @@ type GateState struct {
 
 // CheckDatabase checks the final PostgreSQL state against itself (the
 // breaches in db.Stored) and against the history: every 201 has exactly one
-// row of its customer, every row was asked for, and every acknowledged
-// release and confirm is there. It returns one line per violation.
+// row of its customer (for a campaign, with the code it was asked with),
+// every row was asked for, and every acknowledged release, confirm and
+// replacement is there (a replaced order RELEASED: a replacement that left
+// it held would hold the use twice). A replacement answered or unknown
+// counts as a release that was tried on the order it names. It returns one
+// line per violation.
 //
 // mayFence allows a RELEASED row that no client released when every
 // reservation attempt of its customer had an unknown outcome (or was
@@ -58,10 +67,22 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 	}
 
 	byOrder := map[string][]Op{}
+	// replacedBy holds, per orderId, the replacements that named it.
+	replacedBy := map[string][]Op{}
 	for _, op := range ops {
-		if op.Voucher == spec.Code && op.Outcome != NotSent {
+		if spec.covers(op.Voucher) && op.Outcome != NotSent {
 			byOrder[op.OrderID] = append(byOrder[op.OrderID], op)
+			if op.Kind == Reserve && op.Replaces != "" {
+				replacedBy[op.Replaces] = append(replacedBy[op.Replaces], op)
+			}
 		}
+	}
+	// codeOf is the code a row must carry when op made it.
+	codeOf := func(op Op) string {
+		if spec.Campaign() {
+			return op.Voucher
+		}
+		return ""
 	}
 	for _, r := range db.Rows {
 		if _, ok := byOrder[r.OrderID]; !ok {
@@ -73,11 +94,12 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 		sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].Call < attempts[j].Call })
 		row, hasRow := db.Rows[id]
 		var okCust []string
+		var okOps []Op
 		mayHaveTaken, only503, released, confirmed, releaseTried, confirmTried := false, false, false, false, false, false
 		for _, op := range attempts {
 			switch op.Kind {
 			case Reserve:
-				if hasRow && op.Customer == row.Customer {
+				if hasRow && op.Customer == row.Customer && codeOf(op) == row.Code {
 					switch op.Outcome {
 					case OK, Unknown:
 						mayHaveTaken = true
@@ -87,6 +109,7 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 				}
 				if op.Outcome == OK {
 					okCust = append(okCust, op.Customer)
+					okOps = append(okOps, op)
 				}
 			case Release:
 				releaseTried = true
@@ -96,16 +119,40 @@ func CheckDatabase(spec VoucherSpec, ops []Op, db DBState, mayFence bool) []stri
 				confirmed = confirmed || op.Outcome == OK
 			}
 		}
-		for _, c := range okCust {
+		var replacedOK []Op
+		for _, op := range replacedBy[id] {
+			if op.Outcome == OK {
+				replacedOK = append(replacedOK, op)
+			}
+			if (op.Outcome == OK || op.Outcome == Unknown) && (!hasRow || op.Customer == row.Customer) {
+				releaseTried = true
+			}
+		}
+		for _, op := range okOps {
+			c := op.Customer
 			switch {
 			case !hasRow:
 				failf("order %s: 201 for customer %s but no row\n%s", id, c, opsText(attempts))
 			case row.Customer != c:
 				failf("order %s: 201 for customer %s but the row is customer %s's\n%s", id, c, row.Customer, opsText(attempts))
+			case row.Code != codeOf(op):
+				failf("order %s: 201 for code %s but the row has code %q\n%s", id, op.Voucher, row.Code, opsText(attempts))
+			}
+		}
+		for _, op := range replacedOK {
+			if row.Status != "RELEASED" {
+				what := "no row"
+				if hasRow {
+					what = "its row is " + row.Status
+				}
+				failf("order %s: replaced by %s (201) but %s\n%s", id, op.OrderID, what, opsText(append(attempts, replacedBy[id]...)))
 			}
 		}
 		if hasRow && !mayHaveTaken {
 			what := "no attempt of its customer that could have taken it"
+			if spec.Campaign() {
+				what = "no attempt of its customer with its code " + row.Code + " that could have taken it"
+			}
 			if only503 {
 				what = "its customer's attempts were answered 503 (\"nothing was taken\") or refused"
 			}

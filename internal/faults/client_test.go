@@ -49,7 +49,11 @@ func (c *client) attempt(op Op, timeout time.Duration) Outcome {
 	switch op.Kind {
 	case Reserve:
 		method, url = http.MethodPost, base
-		body, _ = json.Marshal(map[string]any{"customerId": op.Customer, "orderId": op.OrderID, "orderAmount": 5000})
+		req := map[string]any{"customerId": op.Customer, "orderId": op.OrderID, "orderAmount": 5000}
+		if op.Replaces != "" {
+			req["replacesOrderId"] = op.Replaces
+		}
+		body, _ = json.Marshal(req)
 	case Release:
 		method, url = http.MethodDelete, base+"/"+op.OrderID
 	case Confirm:

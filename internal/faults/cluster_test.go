@@ -263,6 +263,53 @@ func (c *cluster) createVoucher(spec VoucherSpec, flash bool) {
 	}
 }
 
+// createCampaign creates a campaign of n codes with spec's budget and
+// per-customer limit, valid from an hour ago for a day, and returns spec
+// with the campaign id as Code and its codes as Codes. The codes' prefix is
+// prefix.
+func (c *cluster) createCampaign(spec VoucherSpec, prefix string, n int, flash bool) VoucherSpec {
+	c.t.Helper()
+	now := time.Now().UTC()
+	body := map[string]any{
+		"name": prefix, "codeCount": n, "codePrefix": prefix, "discountAmount": 1000, "minOrderAmount": 0,
+		"totalLimit": spec.TotalLimit, "perUserLimit": spec.PerUserLimit,
+		"startsAt": now.Add(-time.Hour).Format(time.RFC3339), "endsAt": now.Add(24 * time.Hour).Format(time.RFC3339),
+	}
+	if flash {
+		body["flashSale"] = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var created struct {
+		ID string `json:"id"`
+	}
+	_, err := c.admin(ctx, http.MethodPost, "/campaigns", body, &created)
+	require.NoError(c.t, err)
+	spec.Code, spec.Codes = created.ID, nil
+	for after := ""; ; {
+		var page struct {
+			Codes []struct {
+				Code string `json:"code"`
+			} `json:"codes"`
+			Next string `json:"next"`
+		}
+		_, err := c.admin(ctx, http.MethodGet, "/campaigns/"+created.ID+"/codes?limit=500&after="+after, nil, &page)
+		require.NoError(c.t, err)
+		for _, code := range page.Codes {
+			spec.Codes = append(spec.Codes, code.Code)
+		}
+		if after = page.Next; after == "" {
+			break
+		}
+	}
+	require.Len(c.t, spec.Codes, n, "codes of campaign %s", created.ID)
+	if flash {
+		_, err = c.admin(ctx, http.MethodPost, "/vouchers/"+spec.Code+"/warmup", nil, nil)
+		require.NoError(c.t, err)
+	}
+	return spec
+}
+
 // reconcileReport is the part of the admin reconciliation report the suite
 // reads.
 type reconcileReport struct {
@@ -328,7 +375,8 @@ func (c *cluster) warmup(code string, timeout time.Duration) error {
 	}
 }
 
-// dbState reads the voucher's final state from PostgreSQL.
+// dbState reads the final state of the voucher (or campaign budget) code
+// from PostgreSQL.
 func (c *cluster) dbState(code string) DBState {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -340,11 +388,11 @@ func (c *cluster) dbState(code string) DBState {
 	err = conn.QueryRow(ctx, `SELECT total_limit, per_user_limit, used_count FROM voucher WHERE code = $1`, code).
 		Scan(&st.TotalLimit, &st.PerUserLimit, &st.UsedCount)
 	require.NoError(c.t, err)
-	rows, err := conn.Query(ctx, `SELECT order_id, customer, status FROM voucher_redemption WHERE voucher_code = $1`, code)
+	rows, err := conn.Query(ctx, `SELECT order_id, customer, status, coalesce(code, '') FROM voucher_redemption WHERE voucher_code = $1`, code)
 	require.NoError(c.t, err)
 	for rows.Next() {
 		var r Row
-		require.NoError(c.t, rows.Scan(&r.OrderID, &r.Customer, &r.Status))
+		require.NoError(c.t, rows.Scan(&r.OrderID, &r.Customer, &r.Status, &r.Code))
 		st.Rows[r.OrderID] = r
 	}
 	require.NoError(c.t, rows.Err())
@@ -396,11 +444,12 @@ type sample struct {
 	totalLimit  int
 	maxCustomer int
 	perUser     int
+	maxCode     int // the most held rows of one campaign code (0 for a voucher)
 }
 
 // sampler reads PostgreSQL every interval and records every reading where
-// more uses are held than totalLimit, or a customer holds more than
-// perUserLimit.
+// more uses are held than totalLimit, a customer holds more than
+// perUserLimit, or a campaign code is held by more than one row.
 type sampler struct {
 	mu         sync.Mutex
 	samples    int
@@ -411,12 +460,13 @@ type sampler struct {
 
 const sampleSQL = `
 WITH held AS (
-    SELECT customer FROM voucher_redemption
+    SELECT customer, code FROM voucher_redemption
     WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
 )
 SELECT (SELECT count(*) FROM held),
        (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM held GROUP BY customer) x),
-       v.used_count, v.total_limit, v.per_user_limit
+       v.used_count, v.total_limit, v.per_user_limit,
+       (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM held WHERE code IS NOT NULL GROUP BY code) y)
 FROM voucher v WHERE v.code = $1`
 
 func (s *sampler) run(ctx context.Context, dbURL, code string, every time.Duration) {
@@ -441,7 +491,7 @@ func (s *sampler) run(ctx context.Context, dbURL, code string, every time.Durati
 			}
 		}
 		var r sample
-		err := conn.QueryRow(qctx, sampleSQL, code).Scan(&r.held, &r.maxCustomer, &r.usedCount, &r.totalLimit, &r.perUser)
+		err := conn.QueryRow(qctx, sampleSQL, code).Scan(&r.held, &r.maxCustomer, &r.usedCount, &r.totalLimit, &r.perUser, &r.maxCode)
 		cancel()
 		s.mu.Lock()
 		if err != nil {
@@ -454,7 +504,7 @@ func (s *sampler) run(ctx context.Context, dbURL, code string, every time.Durati
 			s.samples++
 			s.maxHeld = max(s.maxHeld, r.held)
 			r.at = time.Since(start)
-			if r.held > r.totalLimit || r.usedCount > r.totalLimit || r.maxCustomer > r.perUser {
+			if r.held > r.totalLimit || r.usedCount > r.totalLimit || r.maxCustomer > r.perUser || r.maxCode > 1 {
 				s.violations = append(s.violations, r)
 			}
 		}

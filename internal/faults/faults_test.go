@@ -83,17 +83,43 @@ func splitComma(s string) []string {
 	return out
 }
 
-// scenario is one flash sale under one nemesis schedule.
+// campaignModes are the write modes the campaign scenario runs in (each
+// with the seed of that mode's voucher scenario). A mode joins the list
+// once campaigns can be flash sales in it.
+var campaignModes = []string{modeStandard}
+
+// scenario is one flash sale under one nemesis schedule: of a voucher, or
+// with campaign set of a campaign of unique codes sharing one budget.
 type scenario struct {
 	mode     string
+	campaign bool
 	seed     uint64
 	long     bool
 	kinds    []string // nil: the form's default faults
 	serveEnv []string
 }
 
+// path is the scenario's subtest name below TestFaults: MODE/seed=N, or
+// MODE/campaign/seed=N.
+func (sc scenario) path() string {
+	if sc.campaign {
+		return fmt.Sprintf("%s/campaign/seed=%d", sc.mode, sc.seed)
+	}
+	return fmt.Sprintf("%s/seed=%d", sc.mode, sc.seed)
+}
+
+// label names the scenario in file names and reports: the mode, and
+// "-campaign" for a campaign.
+func (sc scenario) label() string {
+	if sc.campaign {
+		return sc.mode + "-campaign"
+	}
+	return sc.mode
+}
+
 // TestFaults runs a flash sale per mode (several per mode in the long
-// form) while faults are injected, then checks the history and the final
+// form), and in the modes of campaignModes a campaign sale with the same
+// seed, while faults are injected, then checks the history and the final
 // state. A failure prints the seed that replays the schedule.
 func TestFaults(t *testing.T) {
 	s := suiteFromEnv(t)
@@ -107,10 +133,18 @@ func TestFaults(t *testing.T) {
 		for run := 0; run < s.runs; run++ {
 			sc := scenario{mode: mode, seed: s.seed + i, long: s.long, kinds: s.kinds, serveEnv: s.serveEnv}
 			i++
-			t.Run(fmt.Sprintf("%s/seed=%d", mode, sc.seed), func(t *testing.T) {
-				t.Parallel()
-				runScenario(t, sc, s.report)
-			})
+			scs := []scenario{sc}
+			if slices.Contains(campaignModes, mode) {
+				cs := sc
+				cs.campaign = true
+				scs = append(scs, cs)
+			}
+			for _, sc := range scs {
+				t.Run(sc.path(), func(t *testing.T) {
+					t.Parallel()
+					runScenario(t, sc, s.report)
+				})
+			}
 		}
 	}
 }
@@ -120,8 +154,8 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	rnd := rand.New(rand.NewPCG(sc.seed, 0x766f7563686572))
 	defer func() {
 		if t.Failed() {
-			t.Logf("REPLAY: VOUCHERD_FAULTS_SEED=%d VOUCHERD_FAULTS_MODES=%s (long=%v) go test ./internal/faults -run 'TestFaults/%s/seed=%d'",
-				sc.seed, sc.mode, sc.long, sc.mode, sc.seed)
+			t.Logf("REPLAY: VOUCHERD_FAULTS_SEED=%d VOUCHERD_FAULTS_MODES=%s (long=%v) go test ./internal/faults -run 'TestFaults/%s'",
+				sc.seed, sc.mode, sc.long, sc.path())
 		}
 	}()
 
@@ -129,13 +163,21 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	customers := spec.TotalLimit/spec.PerUserLimit + 10 + rnd.IntN(20)
 
 	c := newCluster(t, sc.mode, 2, sc.serveEnv)
-	c.createVoucher(spec, sc.mode != modeStandard)
+	if sc.campaign {
+		// More codes than the budget, so that the budget binds as well
+		// as the codes (hot ones, and the confirmed ones for good).
+		codes := spec.TotalLimit + 10 + rnd.IntN(20)
+		spec = c.createCampaign(spec, fmt.Sprintf("C%s%d-", strings.ToUpper(sc.mode[:1]), sc.seed), codes, sc.mode != modeStandard)
+	} else {
+		c.createVoucher(spec, sc.mode != modeStandard)
+	}
 	setup := time.Since(began)
 
 	hist := NewHistory()
 	w := &workload{
 		spec: spec, hist: hist, addrs: c.addrs, clients: 8, customers: customers,
 		attemptTimeout: 800 * time.Millisecond, shortTimeouts: 0.03, giveUp503: 0.2, think: 15 * time.Millisecond, rush: 1500 * time.Millisecond, seed: sc.seed,
+		shares: sharesFor(sc.mode, spec),
 	}
 
 	// The schedule: in the short form three faults of the mode, one at a
@@ -264,8 +306,8 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	}
 	smp.mu.Lock()
 	for _, v := range smp.violations {
-		problems = append(problems, fmt.Sprintf("sampler at %.2fs: held %d, used_count %d, totalLimit %d; a customer holds %d, perUserLimit %d",
-			v.at.Seconds(), v.held, v.usedCount, v.totalLimit, v.maxCustomer, v.perUser))
+		problems = append(problems, fmt.Sprintf("sampler at %.2fs: held %d, used_count %d, totalLimit %d; a customer holds %d, perUserLimit %d; a code is held by %d rows",
+			v.at.Seconds(), v.held, v.usedCount, v.totalLimit, v.maxCustomer, v.perUser, v.maxCode))
 	}
 	samples, sampleErrs, maxHeld := smp.samples, smp.errors, smp.maxHeld
 	smp.mu.Unlock()
@@ -275,7 +317,8 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	var unexpected []string
 	for _, op := range ops {
 		switch op.Outcome {
-		case OK, Unknown, Unavailable, NotSent, OutOfStock, AlreadyUsed, OrderConflict, OrderReleased, NotFound, ReservationReleased:
+		case OK, Unknown, Unavailable, NotSent, OutOfStock, AlreadyUsed, OrderConflict, OrderReleased, NotFound, ReservationReleased,
+			ReplacedOrderNotHeld:
 		default:
 			unexpected = append(unexpected, op.String())
 		}
@@ -296,14 +339,14 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	}
 	linText := fmt.Sprintf("%s in %s (%d operations, %d open-ended)", lin.Result, lin.Took.Round(time.Millisecond), lin.Ops, lin.Unknown)
 	if lin.Result != porcupine.Ok || os.Getenv("VOUCHERD_FAULTS_SAVE") != "" {
-		path := filepath.Join(os.TempDir(), fmt.Sprintf("voucherd-faults-%s-%d.json", sc.mode, sc.seed))
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("voucherd-faults-%s-%d.json", sc.label(), sc.seed))
 		if err := (Recorded{Mode: sc.mode, Spec: spec, DB: db, Ops: ops}).Save(path); err == nil {
 			linText += "; history: " + path
 		}
 	}
 	switch lin.Result {
 	case porcupine.Illegal:
-		path := filepath.Join(os.TempDir(), fmt.Sprintf("voucherd-faults-%s-%d.html", sc.mode, sc.seed))
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("voucherd-faults-%s-%d.html", sc.label(), sc.seed))
 		if err := porcupine.VisualizePath(lin.Model, lin.Info, path); err == nil {
 			linText += "; visualization: " + path
 		}
@@ -331,14 +374,18 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 			problems = append(problems, "fault "+f.String())
 		}
 	}
-	summary := fmt.Sprintf("mode=%s seed=%d voucher=%s totalLimit=%d perUserLimit=%d customers=%d\n"+
+	what := "voucher=" + spec.Code
+	if spec.Campaign() {
+		what = fmt.Sprintf("campaign=%s codes=%d", spec.Code, len(spec.Codes))
+	}
+	summary := fmt.Sprintf("mode=%s seed=%d %s totalLimit=%d perUserLimit=%d customers=%d\n"+
 		"  timing: setup %s, faults until %s, workload until %s, settle %s (%d reconciliation rounds), total %s\n"+
 		"  faults: %s\n"+
 		"  attempts: %d (%s)\n"+
 		"  final: %d held rows (used_count %d) of %d, %d rows; sampler: %d samples (max held %d), %d failed reads\n"+
 		"  linearizable: %s; strict (no undersell): %s\n"+
 		"  problems: %d",
-		sc.mode, sc.seed, spec.Code, spec.TotalLimit, spec.PerUserLimit, customers,
+		sc.mode, sc.seed, what, spec.TotalLimit, spec.PerUserLimit, customers,
 		setup.Round(100*time.Millisecond), faultsEnd.Round(100*time.Millisecond), workEnd.Round(100*time.Millisecond),
 		settle.Round(100*time.Millisecond), rounds, time.Since(began).Round(100*time.Millisecond),
 		strings.Join(faultList, ", "), len(ops), Summary(ops),
@@ -391,7 +438,7 @@ func appendReport(t *testing.T, path string, sc scenario, spec VoucherSpec, ops 
 		fk = append(fk, fmt.Sprintf("%s×%d", k, kinds[k]))
 	}
 	row := fmt.Sprintf("| %s | %d | %d/%d | %s | %d | %d | %d | %d | %d/%d | %s %s | %s | %d | %s |\n",
-		sc.mode, sc.seed, spec.TotalLimit, spec.PerUserLimit, strings.Join(fk, " "), len(ops),
+		sc.label(), sc.seed, spec.TotalLimit, spec.PerUserLimit, strings.Join(fk, " "), len(ops),
 		counts[OK], counts[Unknown], counts[Unavailable], heldCount(db), db.TotalLimit,
 		lin.Result, lin.Took.Round(time.Millisecond), orDash(strings.SplitN(strict, " (", 2)[0]), problems, took.Round(time.Second))
 	reportMu.Lock()

@@ -57,6 +57,9 @@ const (
 	OrderReleased       Outcome = "ORDER_RELEASED"
 	NotFound            Outcome = "NOT_FOUND"
 	ReservationReleased Outcome = "RESERVATION_RELEASED"
+	// ReplacedOrderNotHeld refuses a reservation whose Replaces is not
+	// the customer's RESERVED hold on the voucher; nothing changes.
+	ReplacedOrderNotHeld Outcome = "REPLACED_ORDER_NOT_HELD"
 )
 
 // Definite reports whether the outcome tells what the attempt did.
@@ -73,9 +76,14 @@ type Op struct {
 	Client   int // the workload goroutine that issued it
 	Instance int // the voucherd instance it was sent to
 	Kind     Kind
+	// Voucher is the code the attempt names: the voucher's, or for a
+	// campaign the campaign code the order was made with.
 	Voucher  string
 	Customer string
 	OrderID  string
+	// Replaces is, for a reservation, the orderId of the customer's hold
+	// it replaces (replacesOrderId); "" for a plain reservation.
+	Replaces string
 	// Call and Return are nanoseconds since the history began; Return is
 	// -1 while the attempt runs. An Unknown attempt's Return is when the
 	// client gave up; the model treats it as open-ended.
@@ -91,8 +99,12 @@ func (op Op) String() string {
 	if op.Return >= 0 {
 		ret = fmt.Sprintf("%.3fs", float64(op.Return)/1e9)
 	}
+	order := op.OrderID
+	if op.Replaces != "" {
+		order += " replacing " + op.Replaces
+	}
 	s := fmt.Sprintf("#%d c%d i%d %.3fs→%s %s(%s, cust %s, %s) = %s", op.ID, op.Client, op.Instance,
-		float64(op.Call)/1e9, ret, op.Kind, op.Voucher, op.Customer, op.OrderID, op.Outcome)
+		float64(op.Call)/1e9, ret, op.Kind, op.Voucher, op.Customer, order, op.Outcome)
 	if op.Replayed {
 		s += " (replayed)"
 	}
@@ -172,20 +184,20 @@ func Summary(ops []Op) string {
 	return strings.TrimSpace(b.String())
 }
 
-// OrderOps returns the attempts on orderID, in invocation order, for
-// failure messages.
+// OrderOps returns the attempts on orderID (and the replacements naming
+// it), in invocation order, for failure messages.
 func OrderOps(ops []Op, orderID string) []Op {
 	var out []Op
 	for _, op := range ops {
-		if op.OrderID == orderID {
+		if op.OrderID == orderID || op.Replaces == orderID {
 			out = append(out, op)
 		}
 	}
 	return out
 }
 
-// Recorded is a run saved for offline checking: the voucher, the final
-// rows and every attempt.
+// Recorded is a run saved for offline checking: the voucher (or
+// campaign), the final rows and every attempt.
 type Recorded struct {
 	Mode string
 	Spec VoucherSpec

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,10 +13,22 @@ import (
 )
 
 // VoucherSpec is what the model needs to know of the voucher under test.
+// For a campaign Code is the campaign id (its budget's voucher code, which
+// the rows carry) and Codes are its codes, which the operations name.
 type VoucherSpec struct {
 	Code         string
 	TotalLimit   int
 	PerUserLimit int
+	Codes        []string `json:",omitempty"`
+}
+
+// Campaign reports whether the spec is a campaign's.
+func (s VoucherSpec) Campaign() bool { return len(s.Codes) > 0 }
+
+// covers reports whether an operation naming code is on the voucher (or
+// campaign) under test.
+func (s VoucherSpec) covers(code string) bool {
+	return code == s.Code || slices.Contains(s.Codes, code)
 }
 
 // Order states in the model.
@@ -29,10 +42,9 @@ const (
 // modelState is one voucher's state: the uses left, each customer's held
 // count (one byte per customer index) and each order's state and owner (two
 // bytes per order index). For a campaign (Model.nCode > 0) codes holds, per
-// code index, the index+1 of the live order holding it (0: free), and
-// ocode, per order index, the index+1 of the code it was made with. Strings
-// make it immutable and comparable with ==, which porcupine's Step and
-// cache need.
+// code index, 1 while a live order holds the code (0: free), and ocode, per
+// order index, the index+1 of the code it was made with. Strings make it
+// immutable and comparable with ==, which porcupine's Step and cache need.
 type modelState struct {
 	remaining int32
 	cust      string
@@ -71,7 +83,10 @@ type modelInput struct {
 	// code is, for a reserve of a campaign, the index+1 of the code
 	// presented; 0 for a voucher.
 	code int
-	op   *Op // the recorded attempt, for messages
+	// replaces is, for a reserve that names the order it replaces, that
+	// order's index+1; 0 for a plain reserve.
+	replaces int
+	op       *Op // the recorded attempt, for messages
 }
 
 // modelOutput is an attempt's outcome.
@@ -88,17 +103,28 @@ type modelOutput struct{ outcome Outcome }
 // everything, which is "no effect"); Unavailable (503) is accepted and
 // changes nothing, as the contract promises.
 //
+// A reserve that names the order it replaces (replacesOrderId) is
+// answered as a reserve when its orderId is known; otherwise, when the
+// replaced order is the same customer's RESERVED hold, the replaced order
+// becomes released and the new one reserved in one step, with the uses
+// left and the customer's count untouched (no quota or stock check); any
+// other replaced order is REPLACED_ORDER_NOT_HELD, without effect.
+//
 // With strict false (the flash modes) OUT_OF_STOCK and ALREADY_USED are
 // accepted in any state, without effect: the Redis gate may refuse a use
 // that the model would grant (a hold whose write failed and is not yet
 // reconciled, the per-instance sold-out cache), which the invariants (docs/rules.md) allow as
-// temporary undersell. Everything that hands out a use or answers for an
-// orderId stays exact.
+// temporary undersell. So is REPLACED_ORDER_NOT_HELD: the gate replaces
+// only a hold it has marked durable, and a hold whose mark failed (Redis
+// trouble after the 201) stays unmarked until reconciliation; the refusal
+// leaves the customer their hold. Everything that hands out a use or
+// answers for an orderId stays exact.
 //
 // A campaign (nCode > 0) adds its codes: a reserve presents one, a known
 // orderId asked with another code is ORDER_CONFLICT, a code held by a live
 // order is ALREADY_USED (checked before stock and quota, as
-// voucherd_reserve does), and a release frees the order's code.
+// voucherd_reserve does), and a release frees the order's code. The model
+// knows no replacement on a campaign: voucherd does not offer one.
 type Model struct {
 	spec   VoucherSpec
 	strict bool
@@ -120,32 +146,52 @@ type Final func(orderID string) (Row, bool)
 // open-ended operation, unless final proves they did nothing (see
 // dropUnknown); 503s are left out (they take nothing and tell nothing).
 func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []porcupine.Operation, error) {
-	m := &Model{spec: spec, strict: strict}
+	m := &Model{spec: spec, strict: strict, nCode: len(spec.Codes)}
 	custIdx := map[string]int{}
 	orderIdx := map[string]int{}
+	codeIdx := map[string]int{}
+	for i, c := range spec.Codes {
+		codeIdx[c] = i + 1
+	}
+	orderIndex := func(id string) int {
+		oi, ok := orderIdx[id]
+		if !ok {
+			oi = len(m.order)
+			orderIdx[id] = oi
+			m.order = append(m.order, id)
+		}
+		return oi
+	}
 	var hist []porcupine.Operation
-	for _, chain := range chains(spec.Code, ops) {
+	for _, chain := range chains(spec, ops) {
 		last := chain[len(chain)-1]
 		if last.Return < 0 {
 			return nil, nil, fmt.Errorf("op %v never finished", *last)
 		}
-		oi, ok := orderIdx[last.OrderID]
-		if !ok {
-			oi = len(m.order)
-			orderIdx[last.OrderID] = oi
-			m.order = append(m.order, last.OrderID)
-		}
-		ci := -1
+		oi := orderIndex(last.OrderID)
+		ci, code, replaces := -1, 0, 0
 		if last.Kind == Reserve {
+			var ok bool
 			if ci, ok = custIdx[last.Customer]; !ok {
 				ci = len(m.custID)
 				custIdx[last.Customer] = ci
 				m.custID = append(m.custID, last.Customer)
 			}
+			if spec.Campaign() {
+				if code = codeIdx[last.Voucher]; code == 0 {
+					return nil, nil, fmt.Errorf("op %v names no code of the campaign", *last)
+				}
+			}
+			if last.Replaces != "" {
+				if spec.Campaign() {
+					return nil, nil, fmt.Errorf("op %v: the model knows no replacement on a campaign", *last)
+				}
+				replaces = orderIndex(last.Replaces) + 1
+			}
 		}
 		add := func(op *Op, call, ret int64, out Outcome) {
 			hist = append(hist, porcupine.Operation{
-				ClientId: op.Client, Input: modelInput{kind: op.Kind, cust: ci, order: oi, op: op},
+				ClientId: op.Client, Input: modelInput{kind: op.Kind, cust: ci, order: oi, code: code, replaces: replaces, op: op},
 				Output: modelOutput{out}, Call: call, Return: ret,
 			})
 		}
@@ -173,7 +219,7 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 			case Unavailable:
 				// Takes nothing and answers nothing about the state.
 			case Unknown:
-				if unknown == nil && !dropUnknown(op, final) {
+				if unknown == nil && !dropUnknown(op, final, spec.Campaign()) {
 					unknown = op
 				}
 			default:
@@ -184,9 +230,12 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 			add(unknown, unknown.Call, releasedBy(chain, unknown.Call), Unknown)
 		}
 	}
-	hist = append(hist, serviceReleases(spec.Code, ops, final, orderIdx)...)
+	hist = append(hist, serviceReleases(spec, ops, final, orderIdx)...)
 	if len(m.custID) > 255 {
 		return nil, nil, fmt.Errorf("the model keeps owners in a byte: %d customers is too many", len(m.custID))
+	}
+	if len(spec.Codes) > 255 {
+		return nil, nil, fmt.Errorf("the model keeps code indexes in a byte: %d codes is too many", len(spec.Codes))
 	}
 	if spec.PerUserLimit > 255 {
 		return nil, nil, fmt.Errorf("the model keeps per-customer counts in a byte: perUserLimit %d is too large", spec.PerUserLimit)
@@ -218,7 +267,7 @@ func releasedBy(ops []*Op, after int64) int64 {
 // released it. Each becomes an open-ended release from the order's first
 // reservation attempt on. CheckDatabase decides whether such a row is
 // allowed at all.
-func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int) []porcupine.Operation {
+func serviceReleases(spec VoucherSpec, ops []Op, final Final, orderIdx map[string]int) []porcupine.Operation {
 	if final == nil {
 		return nil
 	}
@@ -227,7 +276,7 @@ func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int
 	byOrder := map[string][]*Op{}
 	for i := range ops {
 		op := &ops[i]
-		if op.Voucher != code || op.Outcome == NotSent {
+		if !spec.covers(op.Voucher) || op.Outcome == NotSent {
 			continue
 		}
 		byOrder[op.OrderID] = append(byOrder[op.OrderID], op)
@@ -239,6 +288,11 @@ func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int
 				released[op.OrderID] = true
 			}
 		case Reserve:
+			// A replacement that named the order (answered or not)
+			// explains its RELEASED row: the model releases it there.
+			if op.Replaces != "" && (op.Outcome == OK || op.Outcome == Unknown) {
+				released[op.Replaces] = true
+			}
 			if c, ok := firstCall[op.OrderID]; !ok || op.Call < c {
 				firstCall[op.OrderID] = op.Call
 			}
@@ -250,7 +304,7 @@ func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int
 		if !ok || row.Status != "RELEASED" || released[id] {
 			continue
 		}
-		op := &Op{ID: -1, Client: -1, Kind: Release, Voucher: code, Customer: row.Customer, OrderID: id,
+		op := &Op{ID: -1, Client: -1, Kind: Release, Voucher: spec.Code, Customer: row.Customer, OrderID: id,
 			Call: firstCall[id], Return: -1, Outcome: Unknown, Err: "released by the service (fence)"}
 		out = append(out, porcupine.Operation{
 			ClientId: op.Client, Input: modelInput{kind: Release, cust: -1, order: orderIdx[id], op: op},
@@ -268,16 +322,17 @@ func serviceReleases(code string, ops []Op, final Final, orderIdx map[string]int
 // row of its customer at the end took nothing that lasted (in the flash
 // modes it may have held a Redis use for a while; that only refuses other
 // requests, which the flash model accepts anyway, and a replay of it would
-// have written the row). Likewise a release of an order whose row is not
+// have written the row); on a campaign, nor did one that presented another
+// code than the row's. Likewise a release of an order whose row is not
 // RELEASED, and a confirm of one whose row is still RESERVED, did nothing.
-func dropUnknown(op *Op, final Final) bool {
+func dropUnknown(op *Op, final Final, campaign bool) bool {
 	if final == nil {
 		return false
 	}
 	row, ok := final(op.OrderID)
 	switch op.Kind {
 	case Reserve:
-		return !ok || row.Customer != op.Customer
+		return !ok || row.Customer != op.Customer || campaign && row.Code != op.Voucher
 	case Release:
 		return !ok || row.Status != "RELEASED"
 	case Confirm:
@@ -286,14 +341,15 @@ func dropUnknown(op *Op, final Final) bool {
 	return false
 }
 
-// chains groups the attempts on the voucher code by logical operation (Seq),
-// in invocation order, leaving out attempts that were never sent.
-func chains(code string, ops []Op) [][]*Op {
+// chains groups the attempts on the voucher (or campaign) under test by
+// logical operation (Seq), in invocation order, leaving out attempts that
+// were never sent.
+func chains(spec VoucherSpec, ops []Op) [][]*Op {
 	var out [][]*Op
 	bySeq := map[int]int{}
 	for i := range ops {
 		op := &ops[i]
-		if op.Voucher != code || op.Outcome == NotSent {
+		if !spec.covers(op.Voucher) || op.Outcome == NotSent {
 			continue
 		}
 		if op.Seq == 0 {
@@ -340,6 +396,9 @@ func (m *Model) expectReserve(s modelState, in modelInput) (want, alt Outcome, n
 		}
 		return OK, "", s
 	}
+	if in.replaces > 0 {
+		return m.expectReplace(s, in)
+	}
 	if in.code > 0 && s.codes[in.code-1] != 0 {
 		return AlreadyUsed, "", s
 	}
@@ -361,9 +420,22 @@ func (m *Model) expectReserve(s modelState, in modelInput) (want, alt Outcome, n
 		ocode:     s.ocode,
 	}
 	if in.code > 0 {
-		next.codes = setByte(s.codes, in.code-1, byte(in.order+1))
+		next.codes = setByte(s.codes, in.code-1, 1)
 		next.ocode = setByte(s.ocode, in.order, byte(in.code))
 	}
+	return OK, "", next
+}
+
+// expectReplace is expectReserve for a new orderId that names the order it
+// replaces.
+func (m *Model) expectReplace(s modelState, in modelInput) (want, alt Outcome, next modelState) {
+	old := in.replaces - 1
+	if st, owner := s.orderState(old); st != orderReserved || owner != in.cust {
+		return ReplacedOrderNotHeld, "", s
+	}
+	next = s
+	next.orders = next.withOrder(old, orderReleased, in.cust)
+	next.orders = next.withOrder(in.order, orderReserved, in.cust)
 	return OK, "", next
 }
 
@@ -427,6 +499,8 @@ func (m *Model) step(state, input, output any) (bool, any) {
 		return true, s
 	case !m.strict && in.kind == Reserve && (out == OutOfStock || out == AlreadyUsed):
 		return true, s
+	case !m.strict && in.kind == Reserve && in.replaces > 0 && out == ReplacedOrderNotHeld:
+		return true, s
 	}
 	return false, s
 }
@@ -469,7 +543,11 @@ func (m *Model) Porcupine() porcupine.Model {
 		Equal: func(a, b any) bool { return a.(modelState) == b.(modelState) },
 		DescribeOperation: func(input, output any) string {
 			in := input.(modelInput)
-			return fmt.Sprintf("%s(c%s, %s) -> %s", in.kind, in.op.Customer, in.op.OrderID, output.(modelOutput).outcome)
+			order := in.op.OrderID
+			if in.op.Replaces != "" {
+				order += " replacing " + in.op.Replaces
+			}
+			return fmt.Sprintf("%s(%s, c%s, %s) -> %s", in.kind, in.op.Voucher, in.op.Customer, order, output.(modelOutput).outcome)
 		},
 		DescribeState: func(state any) string { return m.describe(state.(modelState)) },
 	}
@@ -559,8 +637,15 @@ func (m *Model) explain(hist []porcupine.Operation, info porcupine.Linearization
 		switch in.kind {
 		case Reserve:
 			want, _, _ = m.expectReserve(s, in)
-			fmt.Fprintf(&b, "    %v\n      model: order %s, customer %s holds %d of %d, remaining %d -> expected %s\n",
-				*in.op, m.orderDesc(s, in.order), in.op.Customer, s.cust[in.cust], m.spec.PerUserLimit, s.remaining, want)
+			var extra string
+			if in.replaces > 0 {
+				extra += fmt.Sprintf(", replaced order %s", m.orderDesc(s, in.replaces-1))
+			}
+			if in.code > 0 {
+				extra += fmt.Sprintf(", code %s held=%v", in.op.Voucher, s.codes[in.code-1] != 0)
+			}
+			fmt.Fprintf(&b, "    %v\n      model: order %s, customer %s holds %d of %d, remaining %d%s -> expected %s\n",
+				*in.op, m.orderDesc(s, in.order), in.op.Customer, s.cust[in.cust], m.spec.PerUserLimit, s.remaining, extra, want)
 		case Release:
 			want, _ = m.expectRelease(s, in)
 			fmt.Fprintf(&b, "    %v\n      model: order %s -> expected %s\n", *in.op, m.orderDesc(s, in.order), want)

@@ -11,10 +11,13 @@ import (
 )
 
 // seq builds a sequential history: each op returns before the next starts.
+// An op that names no voucher is on "V".
 func seq(ops ...Op) []Op {
 	for i := range ops {
 		ops[i].ID = i
-		ops[i].Voucher = "V"
+		if ops[i].Voucher == "" {
+			ops[i].Voucher = "V"
+		}
 		ops[i].Call = int64(10 * i)
 		ops[i].Return = int64(10*i + 5)
 	}
@@ -28,6 +31,33 @@ func res(cust int64, order string, out Outcome) Op {
 func rel(order string, out Outcome) Op { return Op{Kind: Release, OrderID: order, Outcome: out} }
 
 func conf(order string, out Outcome) Op { return Op{Kind: Confirm, OrderID: order, Outcome: out} }
+
+// repl is a reservation of order that replaces the order replaces.
+func repl(cust int64, order, replaces string, out Outcome) Op {
+	op := res(cust, order, out)
+	op.Replaces = replaces
+	return op
+}
+
+// resK is a reservation presenting campaign code code; relK and confK
+// release and confirm through it.
+func resK(cust int64, order, code string, out Outcome) Op {
+	op := res(cust, order, out)
+	op.Voucher = code
+	return op
+}
+
+func relK(order, code string, out Outcome) Op {
+	op := rel(order, out)
+	op.Voucher = code
+	return op
+}
+
+func confK(order, code string, out Outcome) Op {
+	op := conf(order, out)
+	op.Voucher = code
+	return op
+}
 
 func TestModelRules(t *testing.T) {
 	t.Parallel()
@@ -311,4 +341,152 @@ func TestCheckFinal503(t *testing.T) {
 			require.Equal(t, tc.bad, len(CheckFinal503(tc.ops, tc.db)) > 0)
 		})
 	}
+}
+
+// TestModelReplace: a reservation naming the order it replaces takes that
+// hold's use over in one step. A replacement that leaks a use (another
+// customer gets it), leaves the replaced order held (replayed, confirmed)
+// or replaces what is not the customer's hold is rejected.
+func TestModelReplace(t *testing.T) {
+	t.Parallel()
+	one := VoucherSpec{Code: "V", TotalLimit: 1, PerUserLimit: 1}
+	two := VoucherSpec{Code: "V", TotalLimit: 2, PerUserLimit: 1}
+	tests := []struct {
+		name   string
+		spec   VoucherSpec
+		strict bool
+		ops    []Op
+		want   porcupine.CheckResult
+	}{
+		{"takes over the last use", one, true, seq(res(1, "a", OK), repl(1, "b", "a", OK), res(2, "c", OutOfStock),
+			res(1, "a", OrderReleased), res(1, "b", OK), conf("a", ReservationReleased), conf("b", OK)), porcupine.Ok},
+		{"replay of a replacement", one, true, seq(res(1, "a", OK), repl(1, "b", "a", OK), repl(1, "b", "a", OK)), porcupine.Ok},
+		{"not counted against the quota", two, true, seq(res(1, "a", OK), repl(1, "b", "a", OK), res(1, "c", AlreadyUsed),
+			res(2, "d", OK)), porcupine.Ok},
+		{"the new order releases as any", one, true, seq(res(1, "a", OK), repl(1, "b", "a", OK), rel("b", OK),
+			res(2, "c", OK)), porcupine.Ok},
+		{"leaks a use", one, false, seq(res(1, "a", OK), repl(1, "b", "a", OK), res(2, "c", OK)), porcupine.Illegal},
+		{"leaks a use through the replaced order's release", one, false, seq(res(1, "a", OK), repl(1, "b", "a", OK),
+			rel("a", OK), res(2, "c", OK)), porcupine.Illegal},
+		{"takes a second use", two, false, seq(res(1, "a", OK), repl(1, "b", "a", OK), res(2, "c", OK),
+			res(3, "d", OK)), porcupine.Illegal},
+		{"replaced order still held: replayed", one, false, seq(res(1, "a", OK), repl(1, "b", "a", OK),
+			res(1, "a", OK)), porcupine.Illegal},
+		{"replaced order still held: confirmed", one, false, seq(res(1, "a", OK), repl(1, "b", "a", OK),
+			conf("a", OK)), porcupine.Illegal},
+		{"a confirmed order is not replaced", one, true, seq(res(1, "a", OK), conf("a", OK),
+			repl(1, "b", "a", ReplacedOrderNotHeld), res(1, "b", AlreadyUsed)), porcupine.Ok},
+		{"a confirmed order replaced", one, false, seq(res(1, "a", OK), conf("a", OK), repl(1, "b", "a", OK)), porcupine.Illegal},
+		{"another customer's order is not replaced", two, true, seq(res(1, "a", OK), repl(2, "b", "a", ReplacedOrderNotHeld),
+			res(1, "a", OK)), porcupine.Ok},
+		{"another customer's order replaced", two, false, seq(res(1, "a", OK), repl(2, "b", "a", OK)), porcupine.Illegal},
+		{"a released order is not replaced", one, true, seq(res(1, "a", OK), rel("a", OK),
+			repl(1, "b", "a", ReplacedOrderNotHeld)), porcupine.Ok},
+		{"a replaced order is not replaced again", two, false, seq(res(1, "a", OK), repl(1, "b", "a", OK),
+			repl(1, "c", "a", OK)), porcupine.Illegal},
+		{"an unknown order is not replaced", one, false, seq(repl(1, "b", "a", OK)), porcupine.Illegal},
+		{"a known orderId answers as a reservation", two, true, seq(res(1, "a", OK), res(2, "b", OK),
+			repl(1, "b", "a", OrderConflict), res(1, "a", OK)), porcupine.Ok},
+		{"strict: a held order must be replaced", one, true, seq(res(1, "a", OK), repl(1, "b", "a", ReplacedOrderNotHeld)), porcupine.Illegal},
+		{"flash: a refused replacement keeps the hold", one, false, seq(res(1, "a", OK), repl(1, "b", "a", ReplacedOrderNotHeld),
+			res(1, "a", OK), res(2, "c", OutOfStock)), porcupine.Ok},
+		{"unknown replacement that acted", one, true, seq(res(1, "a", OK), repl(1, "b", "a", Unknown),
+			res(1, "a", OrderReleased), res(1, "b", OK)), porcupine.Ok},
+		{"unknown replacement that did not act", one, true, seq(res(1, "a", OK), repl(1, "b", "a", Unknown),
+			res(1, "a", OK), res(2, "c", OutOfStock)), porcupine.Ok},
+		{"unknown replacement cannot hold twice", one, false, seq(res(1, "a", OK), repl(1, "b", "a", Unknown),
+			res(1, "b", OK), res(1, "a", OK)), porcupine.Illegal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := CheckLinearizable(tc.spec, tc.strict, tc.ops, nil, 10*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r.Result, r.Explain)
+			if tc.want == porcupine.Illegal {
+				require.Contains(t, r.Explain, "cannot be placed")
+			}
+		})
+	}
+}
+
+// TestModelCampaign: a campaign's codes are each held by at most one live
+// order, and its budget and per-customer limit hold across codes.
+func TestModelCampaign(t *testing.T) {
+	t.Parallel()
+	spec := VoucherSpec{Code: "cmp_1", TotalLimit: 2, PerUserLimit: 1, Codes: []string{"K0", "K1", "K2"}}
+	tests := []struct {
+		name string
+		ops  []Op
+		want porcupine.CheckResult
+	}{
+		{"a code once", seq(resK(1, "a", "K0", OK), resK(2, "b", "K0", AlreadyUsed), resK(2, "c", "K1", OK),
+			resK(3, "d", "K2", OutOfStock)), porcupine.Ok},
+		{"a code held twice", seq(resK(1, "a", "K0", OK), resK(2, "b", "K0", OK)), porcupine.Illegal},
+		{"a released code is free again", seq(resK(1, "a", "K0", OK), relK("a", "K0", OK), resK(2, "b", "K0", OK)), porcupine.Ok},
+		{"a confirmed code stays used", seq(resK(1, "a", "K0", OK), confK("a", "K0", OK), resK(2, "b", "K0", OK)), porcupine.Illegal},
+		{"budget across codes", seq(resK(1, "a", "K0", OK), resK(2, "b", "K1", OK), resK(3, "c", "K2", OK)), porcupine.Illegal},
+		{"per-customer limit across codes", seq(resK(1, "a", "K0", OK), resK(1, "b", "K1", OK)), porcupine.Illegal},
+		{"replay with the same code", seq(resK(1, "a", "K0", OK), resK(1, "a", "K0", OK), resK(2, "b", "K1", OK)), porcupine.Ok},
+		{"replay with another code", seq(resK(1, "a", "K0", OK), resK(1, "a", "K1", OrderConflict)), porcupine.Ok},
+		{"replay with another code taken", seq(resK(1, "a", "K0", OK), resK(1, "a", "K1", OK)), porcupine.Illegal},
+		{"two orders race for a code", []Op{
+			{Kind: Reserve, Voucher: "K0", Customer: "1", OrderID: "a", Call: 0, Return: 10, Outcome: OK},
+			{Kind: Reserve, Voucher: "K0", Customer: "2", OrderID: "b", Call: 1, Return: 11, Outcome: OK},
+		}, porcupine.Illegal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := CheckLinearizable(spec, true, tc.ops, nil, 10*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r.Result, r.Explain)
+		})
+	}
+	_, err := CheckLinearizable(spec, true, seq(resK(1, "a", "cmp_1", OK)), nil, time.Second)
+	require.ErrorContains(t, err, "names no code of the campaign", "the budget's own code is no code of it")
+	replacing := resK(1, "b", "K0", OK)
+	replacing.Replaces = "a"
+	_, err = CheckLinearizable(spec, true, seq(resK(1, "a", "K0", OK), replacing), nil, time.Second)
+	require.ErrorContains(t, err, "no replacement on a campaign")
+}
+
+// TestCheckDatabaseReplacement: a replacement answered 201 must leave the
+// replaced order RELEASED (else the customer holds the use twice), and a
+// replacement explains a RELEASED row no client released.
+func TestCheckDatabaseReplacement(t *testing.T) {
+	t.Parallel()
+	spec := VoucherSpec{Code: "V", TotalLimit: 2, PerUserLimit: 1}
+	rows := func(a, b string) DBState {
+		return DBState{TotalLimit: 2, PerUserLimit: 1, Rows: map[string]Row{
+			"a": {OrderID: "a", Customer: "1", Status: a}, "b": {OrderID: "b", Customer: "1", Status: b}}}
+	}
+	ops := seq(res(1, "a", OK), repl(1, "b", "a", OK))
+	require.Empty(t, CheckDatabase(spec, ops, rows("RELEASED", "RESERVED"), false))
+	bad := CheckDatabase(spec, ops, rows("RESERVED", "RESERVED"), false)
+	require.Len(t, bad, 1)
+	require.Contains(t, bad[0], "replaced by b (201) but its row is RESERVED")
+
+	unknown := seq(res(1, "a", OK), repl(1, "b", "a", Unknown))
+	require.Empty(t, CheckDatabase(spec, unknown, rows("RELEASED", "RESERVED"), false), "an unknown replacement may have acted")
+	refused := seq(res(1, "a", OK), repl(1, "b", "a", ReplacedOrderNotHeld))
+	bad = CheckDatabase(spec, refused, DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: "1", Status: "RELEASED"}}}, false)
+	require.Len(t, bad, 1)
+	require.Contains(t, bad[0], "RELEASED without a release")
+}
+
+// TestCheckDatabaseCampaign: a row carries the code its order was asked
+// with.
+func TestCheckDatabaseCampaign(t *testing.T) {
+	t.Parallel()
+	spec := VoucherSpec{Code: "cmp_1", TotalLimit: 2, PerUserLimit: 1, Codes: []string{"K0", "K1"}}
+	ops := seq(resK(1, "a", "K0", OK))
+	db := func(code string) DBState {
+		return DBState{Rows: map[string]Row{"a": {OrderID: "a", Customer: "1", Status: "RESERVED", Code: code}}}
+	}
+	require.Empty(t, CheckDatabase(spec, ops, db("K0"), false))
+	bad := CheckDatabase(spec, ops, db("K1"), false)
+	require.Len(t, bad, 2)
+	require.Contains(t, bad[0], "201 for code K0 but the row has code \"K1\"")
+	require.Contains(t, bad[1], "no attempt of its customer with its code K1")
 }

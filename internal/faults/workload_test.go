@@ -13,10 +13,16 @@ import (
 // workload is a flash sale: clients reserve uses for customers of a small
 // pool (so per-customer quotas bind), release and confirm some of their
 // reservations, and probe idempotency with replays and conflicting
-// customers. Every attempt that gets no definite answer is retried with
-// the same orderId, on the next instance, until one comes or the hard
-// deadline passes; a share of reservations answered nothing but plain
-// 503s stops at one, as the contract allows.
+// customers. On a voucher, customers also retry "after a failed payment":
+// a new order replacing their hold (replacesOrderId; not in Kafka mode,
+// see sharesFor), and a probe names another customer's order as the one
+// replaced. On a campaign
+// (spec.Codes), each reservation presents one code, a few hot codes
+// drawing a share of them so that orders race for one code, and replays
+// of an order name its code or another one. Every attempt that gets no
+// definite answer is retried with the same orderId, on the next instance,
+// until one comes or the hard deadline passes; a share of reservations
+// answered nothing but plain 503s stops at one, as the contract allows.
 type workload struct {
 	spec      VoucherSpec
 	hist      *History
@@ -41,6 +47,9 @@ type workload struct {
 	// a check-then-act write path loses updates.
 	rush time.Duration
 	seed uint64
+	// shares is the mix of operations (voucherShares, kafkaShares or
+	// campaignShares).
+	shares shares
 
 	seq        atomic.Int64
 	unresolved atomic.Int64
@@ -53,6 +62,28 @@ type workload struct {
 type ownedOrder struct {
 	id   string
 	cust int64
+	code string // the code it was reserved with (the campaign code, or the voucher's)
+	// replaces is the order it replaced; "" for a plain reservation.
+	replaces string
+}
+
+// hotCodes is how many of a campaign's codes draw hotShare of the
+// reservations, so that several orders present one code at once.
+const (
+	hotCodes = 4
+	hotShare = 0.3
+)
+
+// pickCode is the code a new reservation presents.
+func (w *workload) pickCode(rnd *rand.Rand) string {
+	codes := w.spec.Codes
+	switch {
+	case len(codes) == 0:
+		return w.spec.Code
+	case rnd.Float64() < hotShare:
+		return codes[rnd.IntN(min(hotCodes, len(codes)))]
+	}
+	return codes[rnd.IntN(len(codes))]
 }
 
 // run runs the clients until soft ends, then lets each finish the
@@ -73,45 +104,109 @@ func (w *workload) run(soft context.Context, hardDeadline time.Time) {
 	wg.Wait()
 }
 
+// The shares of the operations, cumulative percentages of a random draw
+// in [0, 100): a new reservation (always, while the client holds nothing),
+// a release, a confirm, another customer's orderId, a replacement of a
+// hold and a replacement naming another customer's order (vouchers only),
+// and a late retry of one of the client's orders after the rest. Kafka
+// mode replaces no hold of the client's own (docs/faults.md, finding 12):
+// its share goes to new reservations.
+var (
+	voucherShares  = shares{reserve: 50, release: 70, confirm: 80, conflict: 86, replace: 92, replaceOther: 94}
+	kafkaShares    = shares{reserve: 56, release: 76, confirm: 86, conflict: 92, replace: 92, replaceOther: 94}
+	campaignShares = shares{reserve: 55, release: 75, confirm: 85, conflict: 91, replace: 91, replaceOther: 91}
+)
+
+type shares struct{ reserve, release, confirm, conflict, replace, replaceOther int }
+
+// sharesFor is the mix of operations of a scenario in mode on spec.
+func sharesFor(mode string, spec VoucherSpec) shares {
+	switch {
+	case spec.Campaign():
+		return campaignShares
+	case mode == modeKafka:
+		return kafkaShares
+	}
+	return voucherShares
+}
+
 func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Rand) {
 	var held, mine []ownedOrder
 	n := 0
+	newOrder := func() string {
+		n++
+		return fmt.Sprintf("%s-c%d-%d", w.spec.Code, id, n)
+	}
+	took := func(o ownedOrder) {
+		held = append(held, o)
+		mine = append(mine, o)
+		w.mu.Lock()
+		w.known = append(w.known, o)
+		w.mu.Unlock()
+	}
+	sh := w.shares
 	rushUntil := time.Now().Add(w.rush)
 	for soft.Err() == nil {
 		if time.Now().After(rushUntil) {
 			time.Sleep(time.Duration(rnd.Int64N(int64(w.think) + 1)))
 		}
 		switch r := rnd.IntN(100); {
-		case r < 55 || len(held) == 0:
-			n++
-			o := ownedOrder{id: fmt.Sprintf("%s-c%d-%d", w.spec.Code, id, n), cust: 1 + rnd.Int64N(int64(w.customers))}
-			if w.do(c, rnd, Op{Kind: Reserve, Customer: customerName(o.cust), OrderID: o.id}) == OK {
-				held = append(held, o)
-				mine = append(mine, o)
-				w.mu.Lock()
-				w.known = append(w.known, o)
-				w.mu.Unlock()
+		case r < sh.reserve || len(held) == 0:
+			o := ownedOrder{id: newOrder(), cust: 1 + rnd.Int64N(int64(w.customers)), code: w.pickCode(rnd)}
+			if w.do(c, rnd, Op{Kind: Reserve, Voucher: o.code, Customer: customerName(o.cust), OrderID: o.id}) == OK {
+				took(o)
 			}
-		case r < 75:
+		case r < sh.release:
 			k := rnd.IntN(len(held))
 			o := held[k]
-			if w.do(c, rnd, Op{Kind: Release, OrderID: o.id}).Definite() {
+			if w.do(c, rnd, Op{Kind: Release, Voucher: o.code, OrderID: o.id}).Definite() {
 				held = append(held[:k], held[k+1:]...)
 			}
-		case r < 85:
+		case r < sh.confirm:
 			o := held[rnd.IntN(len(held))]
-			w.do(c, rnd, Op{Kind: Confirm, OrderID: o.id})
-		case r < 93:
+			w.do(c, rnd, Op{Kind: Confirm, Voucher: o.code, OrderID: o.id})
+		case r < sh.conflict:
 			// Someone else's order for another customer: ORDER_CONFLICT.
 			w.mu.Lock()
 			o := w.known[rnd.IntN(len(w.known))]
 			w.mu.Unlock()
 			other := 1 + (o.cust+rnd.Int64N(int64(w.customers-1)))%int64(w.customers)
-			w.do(c, rnd, Op{Kind: Reserve, Customer: customerName(other), OrderID: o.id})
+			w.do(c, rnd, Op{Kind: Reserve, Voucher: o.code, Customer: customerName(other), OrderID: o.id})
+		case r < sh.replace:
+			// The payment of a held order failed: a new order takes its
+			// use over. A confirmed one cannot be replaced
+			// (REPLACED_ORDER_NOT_HELD).
+			k := rnd.IntN(len(held))
+			old := held[k]
+			o := ownedOrder{id: newOrder(), cust: old.cust, code: old.code, replaces: old.id}
+			if w.do(c, rnd, Op{Kind: Reserve, Voucher: o.code, Customer: customerName(o.cust), OrderID: o.id, Replaces: old.id}) == OK {
+				held = append(held[:k], held[k+1:]...)
+				took(o)
+			}
+		case r < sh.replaceOther:
+			// A new order naming another customer's order as the one it
+			// replaces: REPLACED_ORDER_NOT_HELD, whatever that order's state.
+			w.mu.Lock()
+			old := w.known[rnd.IntN(len(w.known))]
+			w.mu.Unlock()
+			other := 1 + (old.cust+rnd.Int64N(int64(w.customers-1)))%int64(w.customers)
+			w.do(c, rnd, Op{Kind: Reserve, Voucher: old.code, Customer: customerName(other), OrderID: newOrder(), Replaces: old.id})
 		default:
-			// A late retry of one of ours: 201 replay or ORDER_RELEASED.
+			// A late retry of one of ours: 201 replay or ORDER_RELEASED
+			// (a replaced order included); a retry of a replacement
+			// names the order it replaced or not, as a client may; on a
+			// campaign a third of them name another code: ORDER_CONFLICT.
 			o := mine[rnd.IntN(len(mine))]
-			w.do(c, rnd, Op{Kind: Reserve, Customer: customerName(o.cust), OrderID: o.id})
+			op := Op{Kind: Reserve, Voucher: o.code, Customer: customerName(o.cust), OrderID: o.id}
+			if o.replaces != "" && rnd.IntN(2) == 0 {
+				op.Replaces = o.replaces
+			}
+			if len(w.spec.Codes) > 1 && rnd.IntN(3) == 0 {
+				for op.Voucher == o.code {
+					op.Voucher = w.spec.Codes[rnd.IntN(len(w.spec.Codes))]
+				}
+			}
+			w.do(c, rnd, op)
 		}
 	}
 }
@@ -121,7 +216,6 @@ func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Ran
 // returns the last outcome.
 func (w *workload) do(c *client, rnd *rand.Rand, op Op) Outcome {
 	op.Seq = int(w.seq.Add(1))
-	op.Voucher = w.spec.Code
 	op.Client = c.id
 	backoff := 20 * time.Millisecond
 	only503 := true

@@ -6,7 +6,9 @@
 -- answered as voucherd_reserve_one answers it (a replay of an earlier
 -- replacement included). p_replaces not being that hold is
 -- REPLACED_ORDER_NOT_HELD; p_order not eligible is NOT_ELIGIBLE; both roll
--- back and leave p_replaces held. Lock order as voucherd_reserve_one: the
+-- back and leave p_replaces held; p_order known once the lock on p_replaces
+-- is granted (a retry that waited behind its own first attempt) is a
+-- replay again. Lock order as voucherd_reserve_one: the
 -- redemption rows (p_replaces first, under FOR UPDATE, which also orders
 -- it against a concurrent release, confirm or expiry), the customer's
 -- counter, the voucher row last. o_used and o_total are 0: no use was taken
@@ -44,6 +46,19 @@ BEGIN
 
     SELECT x.* INTO old FROM voucher_redemption x WHERE x.order_id = p_replaces FOR UPDATE;
     IF NOT FOUND OR old.voucher_code <> p_code OR old.customer <> p_customer OR old.status <> 'RESERVED' THEN
+        -- The lock may have been waited for behind this very replacement
+        -- (a retry whose first attempt was committing): p_order is known
+        -- now, and a retry is answered as such, not as a refusal.
+        SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+        IF FOUND THEN
+            v_verdict := voucherd_order_verdict(r, p_code, p_customer);
+            IF v_verdict <> '' THEN
+                PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
+            END IF;
+            redemption := r;
+            replay := true;
+            RETURN;
+        END IF;
         PERFORM voucherd_reject('REPLACED_ORDER_NOT_HELD',
             format('voucher=%s order=%s customer=%s', p_code, p_replaces, p_customer));
     END IF;

@@ -1,0 +1,61 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// A retry of a replacement sent while its first attempt is still
+// committing (the client gave up waiting) waits for the first attempt's
+// lock on the replaced order; once granted, the replaced order is RELEASED
+// and the new order known: the retry answers the replay, not
+// REPLACED_ORDER_NOT_HELD (which told the client the replacement failed
+// while its new order held the use; found by the fault suite).
+func TestReplaceRetryBehindItsFirstAttemptIsAReplay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
+	newVoucher(t, s, "RACE", 1, 1)
+	_, err := s.Reserve(ctx, request("RACE", 10, "race-old"), now, ttl)
+	require.NoError(t, err)
+
+	first, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = first.Rollback(ctx) })
+	var replay bool
+	require.NoError(t, first.QueryRow(ctx, `SELECT replay FROM voucherd_replace('RACE', '10', 'race-new', 'race-old', 250000, $1, interval '15 minutes')`, now).
+		Scan(&replay))
+	require.False(t, replay)
+
+	type result struct {
+		res voucher.Reservation
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req := request("RACE", 10, "race-new")
+		req.ReplacesOrderID = "race-old"
+		res, err := s.Reserve(ctx, req, now, ttl)
+		done <- result{res, err}
+	}()
+	eventually(t, "the retry waiting for the replaced order's lock", func() bool {
+		var n int
+		err := s.Pool().QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%voucherd_replace($1%'`).Scan(&n)
+		require.NoError(t, err)
+		return n > 0
+	})
+	require.NoError(t, first.Commit(ctx))
+
+	got := <-done
+	require.NoError(t, got.err)
+	require.True(t, got.res.Replay)
+	require.Equal(t, "race-new", got.res.OrderID)
+	require.Equal(t, voucher.StatusReserved, got.res.Status)
+}
