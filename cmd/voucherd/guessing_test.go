@@ -143,10 +143,11 @@ func TestGuessLimitFoldsEmailSpellings(t *testing.T) {
 }
 
 // A reservation or validation of an unknown code costs one PostgreSQL
-// statement, as the refusals of known codes it could be compared with do:
-// a campaign code another order holds, a code of a disabled campaign, a
-// voucher past its window (from its cached definition). A campaign code
-// taken costs one more, the reservation's write.
+// statement, and the refusals of known codes it could be compared with
+// cost the same one: a campaign code another order holds, a code of a
+// disabled campaign, a voucher past its window (refused by its cached
+// definition). A campaign code taken costs one more, the reservation's
+// write (a validation's read).
 func TestCodeLookupsCostOneStatement(t *testing.T) {
 	t.Parallel()
 	// Definitions stay cached for the whole test, as within a second.
@@ -181,7 +182,7 @@ func TestCodeLookupsCostOneStatement(t *testing.T) {
 		{"unknown", "S-0000000000", http.StatusNotFound, map[string]float64{"resolve_code": 1}},
 		{"campaign code used", codes[0], http.StatusConflict, map[string]float64{"resolve_code": 1}},
 		{"campaign off", offCode, http.StatusUnprocessableEntity, map[string]float64{"resolve_code": 1}},
-		{"voucher ended", ended, http.StatusUnprocessableEntity, map[string]float64{"order": 1}},
+		{"voucher ended", ended, http.StatusUnprocessableEntity, map[string]float64{"resolve_code": 1}},
 		{"campaign code taken", codes[1], http.StatusCreated, map[string]float64{"resolve_code": 1, "reserve": 1}},
 	} {
 		// The validation first: the reservation takes the code.

@@ -18,8 +18,7 @@ func (s *Store) ResolveCode(ctx context.Context, code, orderID string) (voucher.
 		status string
 	)
 	o := &res.Order
-	err := scanVoucher(s.pool.QueryRow(ctx, qCodeResolve, code, orderID), &res.Voucher,
-		&res.Voucher.Reserved, &res.Voucher.Confirmed, &res.Found, &res.ByCampaign, &res.CodeHeld, &res.HasOrder,
+	err := scanVoucher(s.pool.QueryRow(ctx, qCodeResolve, code, orderID), &res.Voucher, &res.Found, &res.ByCampaign, &res.CodeHeld, &res.HasOrder,
 		&o.OrderID, &o.VoucherCode, &o.CustomerID, &o.OrderAmount, &o.DiscountAmount, &status,
 		&o.CreatedAt, &o.UpdatedAt, &o.ExpiresAt)
 	if err != nil {

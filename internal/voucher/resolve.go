@@ -11,18 +11,19 @@ import (
 // the answer to an unknown code takes as long as the refusal of a known
 // one (docs/campaigns.md, "Unknown codes and timing").
 type CodeResolver interface {
-	// ResolveCode reads the voucher code names (with live counts, as
-	// Store.Voucher), else the budget of the campaign code belongs to and
-	// whether a RESERVED or CONFIRMED redemption holds the code, and the
-	// redemption of orderID whatever its voucher ("" reads none). A code
-	// that names nothing is Found false, not an error.
+	// ResolveCode reads the voucher code names, else the budget of the
+	// campaign code belongs to (either without live counts), whether a
+	// RESERVED or CONFIRMED redemption holds the code, and the redemption
+	// of orderID whatever its voucher ("" reads none). A code that names
+	// nothing is Found false, not an error.
 	ResolveCode(ctx context.Context, code, orderID string) (Resolution, error)
 }
 
 // Resolution is what CodeResolver.ResolveCode read, in one snapshot.
 type Resolution struct {
 	// Voucher is the voucher the code names, or with ByCampaign its
-	// campaign's budget (counts zero); valid when Found.
+	// campaign's budget, without live counts (Reserved and Confirmed are
+	// zero); valid when Found.
 	Voucher    Voucher
 	Found      bool
 	ByCampaign bool

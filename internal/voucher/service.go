@@ -386,12 +386,20 @@ func (s *Service) reserveStandard(ctx context.Context, req ReserveRequest) (Rese
 // definition refuses (inelig): a known orderId as voucherd_reserve
 // answers it (replay, ORDER_CONFLICT, ORDER_RELEASED), else inelig. It
 // takes the orderId's row from pre (read with the definition), else reads
-// it by primary key, and writes nothing, so a refusal costs one read, as
-// the look-up of an unknown code does. A cached definition may be up to
+// it with the statement that answers an unknown code (CodeResolver, when
+// the store has it), and writes nothing, so that the refusal costs what
+// the look-up of an unknown code costs. A cached definition may be up to
 // VoucherCacheTTL old: a voucher made eligible again on another instance
 // is refused here that long (never the other way: an eligible definition
 // still lets the store decide).
 func (s *Service) ineligibleStandard(ctx context.Context, req ReserveRequest, inelig error, pre *Resolution) (Reservation, error) {
+	if r, ok := s.store.(CodeResolver); pre == nil && ok {
+		res, err := r.ResolveCode(ctx, req.Code, req.OrderID)
+		if err != nil {
+			return Reservation{}, err
+		}
+		pre = &res
+	}
 	if pre != nil && !pre.HasOrder {
 		return Reservation{}, inelig
 	}
