@@ -9,7 +9,7 @@ import (
 // validation of a code absent from the definition cache reads first, in one
 // round trip that costs the same whether the code exists or not, so that
 // the answer to an unknown code takes as long as the refusal of a known
-// one (docs/campaigns.md, "Unknown codes and timing").
+// one (docs/guessing.md, "Timing").
 type CodeResolver interface {
 	// ResolveCode reads the voucher code names, else the budget of the
 	// campaign code belongs to (either without live counts), whether a
