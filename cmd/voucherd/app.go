@@ -350,17 +350,10 @@ func (o liveObserver) Reserved(voucherCode string, mode voucher.Mode, code vouch
 	o.hub.Reserved(voucherCode, mode, code, replay, d)
 }
 
-// UnknownCode implements voucher.GuessObserver.
-func (o liveObserver) UnknownCode(keyName string) {
-	if g, ok := o.Observer.(voucher.GuessObserver); ok {
-		g.UnknownCode(keyName)
-	}
-}
-
-// GuessBlocked implements voucher.GuessObserver.
-func (o liveObserver) GuessBlocked(keyName string) {
-	if g, ok := o.Observer.(voucher.GuessObserver); ok {
-		g.GuessBlocked(keyName)
+// Refused implements voucher.RefusalObserver.
+func (o liveObserver) Refused(op, reason string) {
+	if r, ok := o.Observer.(voucher.RefusalObserver); ok {
+		r.Refused(op, reason)
 	}
 }
 

@@ -75,3 +75,18 @@ func (s *Store) CodeCampaign(ctx context.Context, code string) (string, error) {
 	s.observe("code_campaign", start, err)
 	return id, err
 }
+
+// ResolveCode implements voucher.CodeResolver for a wrapped store that is
+// one (pgstore.Store is; any other answers CodeInternal); it is on the
+// request path of every code absent from the definition cache, so it is
+// timed.
+func (s *Store) ResolveCode(ctx context.Context, code, orderID string) (voucher.Resolution, error) {
+	r, ok := s.Store.(voucher.CodeResolver)
+	if !ok {
+		return voucher.Resolution{}, voucher.Errorf(voucher.CodeInternal, "the store does not resolve codes")
+	}
+	start := time.Now()
+	res, err := r.ResolveCode(ctx, code, orderID)
+	s.observe("resolve_code", start, err)
+	return res, err
+}

@@ -6,8 +6,9 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// checkoutMetrics count validations by answer and look-ups of unknown codes
-// by API key (voucher.GuessObserver, voucher.ValidationObserver).
+// checkoutMetrics count validations by answer, refusals by reason
+// (voucher.ValidationObserver, voucher.RefusalObserver), and look-ups of
+// unknown codes and 429s for guessing by API key (observeGuessing).
 type checkoutMetrics struct {
 	// Validations counts validations by outcome: "valid", "replay", the
 	// refusal's reason (the NOT_ELIGIBLE reason, else its code), or the
@@ -20,10 +21,19 @@ type checkoutMetrics struct {
 	// because their customer looked up too many unknown codes, by API key
 	// name.
 	GuessRefusals *prometheus.CounterVec
+	// Refusals counts refused reservations and validations by operation
+	// and reason (voucher.RefusalObserver).
+	Refusals *prometheus.CounterVec
+
+	refusals      children[opReason, prometheus.Counter]
+	unknownCodes  children[string, prometheus.Counter]
+	guessRefusals children[string, prometheus.Counter]
 }
 
-func newCheckoutMetrics(register func(prometheus.Collector)) checkoutMetrics {
-	c := checkoutMetrics{
+type opReason struct{ op, reason string }
+
+func newCheckoutMetrics(register func(prometheus.Collector)) *checkoutMetrics {
+	c := &checkoutMetrics{
 		Validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voucherd", Name: "validations_total",
 			Help: "Validations by outcome: valid, replay, or the reason a reservation would be refused.",
@@ -36,25 +46,51 @@ func newCheckoutMetrics(register func(prometheus.Collector)) checkoutMetrics {
 			Namespace: "voucherd", Name: "guess_refusals_total",
 			Help: "Requests refused with 429 because their customer looked up too many unknown codes, by API key name.",
 		}, []string{"key"}),
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voucherd", Name: "refusals_total",
+			Help: "Reservations and validations refused, by operation (reservation, validation) and reason: the NOT_ELIGIBLE or ALREADY_USED reason, else the error code (VOUCHER_NOT_FOUND, TOO_MANY_REQUESTS, OUT_OF_STOCK, ...).",
+		}, []string{"op", "reason"}),
 	}
 	register(c.Validations)
+	register(c.Refusals)
 	register(c.UnknownCodes)
 	register(c.GuessRefusals)
 	return c
 }
 
-// UnknownCode implements voucher.GuessObserver.
-func (m *Metrics) UnknownCode(keyName string) { m.checkout.UnknownCodes.WithLabelValues(keyName).Inc() }
+// The routes whose answers observeGuessing counts.
+const (
+	routeReserve  = "POST /vouchers/{code}/reservations"
+	routeValidate = "POST /vouchers/{code}/validation"
+)
 
-// GuessBlocked implements voucher.GuessObserver.
-func (m *Metrics) GuessBlocked(keyName string) {
-	m.checkout.GuessRefusals.WithLabelValues(keyName).Inc()
+// observeGuessing counts, by the API key's name, the reservations and
+// validations that found no code (VOUCHER_NOT_FOUND) or were refused for
+// guessing (TOO_MANY_REQUESTS). It counts at the HTTP layer, which knows
+// the key without carrying it into the service.
+func (m *Metrics) observeGuessing(route, key, outcome string) {
+	if route != routeReserve && route != routeValidate {
+		return
+	}
+	c := m.checkout
+	switch outcome {
+	case string(voucher.CodeVoucherNotFound):
+		c.unknownCodes.get(key, func() prometheus.Counter { return c.UnknownCodes.WithLabelValues(key) }).Inc()
+	case string(voucher.CodeTooManyRequests):
+		c.guessRefusals.get(key, func() prometheus.Counter { return c.GuessRefusals.WithLabelValues(key) }).Inc()
+	}
+}
+
+// Refused implements voucher.RefusalObserver.
+func (m *Metrics) Refused(op, reason string) {
+	k := opReason{op, reason}
+	m.checkout.refusals.get(k, func() prometheus.Counter { return m.checkout.Refusals.WithLabelValues(k.op, k.reason) }).Inc()
 }
 
 // Validated implements voucher.ValidationObserver.
 func (m *Metrics) Validated(outcome string) { m.checkout.Validations.WithLabelValues(outcome).Inc() }
 
 var (
-	_ voucher.GuessObserver      = (*Metrics)(nil)
 	_ voucher.ValidationObserver = (*Metrics)(nil)
+	_ voucher.RefusalObserver    = (*Metrics)(nil)
 )

@@ -95,6 +95,15 @@ func (s *Store) Validate(ctx context.Context, r voucher.ValidateRequest, now tim
 	return v, err
 }
 
+// Order implements voucher.Store; it answers the refusals of vouchers
+// their cached definition refuses, so it is timed.
+func (s *Store) Order(ctx context.Context, orderID string) (voucher.Redemption, error) {
+	start := time.Now()
+	r, err := s.Store.Order(ctx, orderID)
+	s.observe("order", start, err)
+	return r, err
+}
+
 // Voucher implements voucher.Store.
 func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
 	start := time.Now()

@@ -46,7 +46,7 @@ type Metrics struct {
 	dependencyTime  children[depOp, prometheus.Observer]
 	dependencyErrs  children[depOp, prometheus.Counter]
 
-	checkout checkoutMetrics
+	checkout *checkoutMetrics
 }
 
 // Counts are counters kept by other packages, read at each scrape; a nil
@@ -150,6 +150,7 @@ func (m *Metrics) ObserveRequest(route, key, outcome string, status int, d time.
 	m.requestDuration.get(requestKey{route, key, outcome, status}, func() prometheus.Observer {
 		return m.RequestDuration.WithLabelValues(route, key, outcome, statusText(status))
 	}).Observe(d.Seconds())
+	m.observeGuessing(route, key, outcome)
 }
 
 // Reserved implements voucher.Observer.

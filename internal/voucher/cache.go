@@ -66,15 +66,32 @@ func (s *Service) cachedVoucherAt(ctx context.Context, code string, now time.Tim
 		}
 		return Voucher{}, err
 	}
-	if s.cfg.VoucherCacheTTL > 0 {
-		s.mu.Lock()
-		if len(s.cache) > maxCachedVouchers {
-			s.cache = map[string]cachedVoucher{}
-		}
-		s.cache[code] = cachedVoucher{v: v, fetched: now}
-		s.mu.Unlock()
-	}
+	s.remember(code, v, now)
 	return v, nil
+}
+
+// cached reports whether code has a definition in the cache, fresh or not.
+func (s *Service) cached(code string) bool {
+	if s.cfg.VoucherCacheTTL <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	_, ok := s.cache[code]
+	s.mu.Unlock()
+	return ok
+}
+
+// remember caches v, read from the store at now, as code's definition.
+func (s *Service) remember(code string, v Voucher, now time.Time) {
+	if s.cfg.VoucherCacheTTL <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if len(s.cache) > maxCachedVouchers {
+		s.cache = map[string]cachedVoucher{}
+	}
+	s.cache[code] = cachedVoucher{v: v, fetched: now}
+	s.mu.Unlock()
 }
 
 // servesStale reports whether c may stand in for a store that cannot be read.

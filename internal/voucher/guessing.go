@@ -1,7 +1,7 @@
 package voucher
 
 import (
-	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,15 +23,6 @@ const (
 	maxGuessers = 100_000
 )
 
-// GuessObserver is an optional extension of Observer: a reservation or a
-// validation of a code that does not exist (keyName is the API key's name,
-// ActorOf), and a request refused because its customer looked up too many
-// of them.
-type GuessObserver interface {
-	UnknownCode(keyName string)
-	GuessBlocked(keyName string)
-}
-
 // guessLimiter counts, per customer, look-ups of codes that do not exist in
 // fixed one-minute windows; a customer past the limit is blocked for the
 // block duration. State is per process: with several instances behind a
@@ -43,6 +34,10 @@ type guessLimiter struct {
 
 	mu sync.Mutex
 	m  map[string]*guesser
+	// swept is when the full map was last swept: at most once a second,
+	// so that a flood of new customers costs each of them a map insert,
+	// not a walk over maxGuessers entries.
+	swept time.Time
 }
 
 type guesser struct {
@@ -75,7 +70,10 @@ func (l *guessLimiter) miss(customer string, now time.Time) {
 	g := l.m[customer]
 	if g == nil {
 		if len(l.m) >= maxGuessers {
-			l.sweep(now)
+			if now.Sub(l.swept) >= time.Second {
+				l.swept = now
+				l.sweep(now)
+			}
 			if len(l.m) >= maxGuessers {
 				return
 			}
@@ -101,15 +99,24 @@ func (l *guessLimiter) sweep(now time.Time) {
 	}
 }
 
+// guessKey is the id the guess limiter counts customer under: an id that
+// looks like an e-mail address (it has an `@`) in its NormalizeEmailAddress
+// form, whatever the voucher's normalisation (an unknown code has none), so
+// that `Jane+1@x.com` and `jane+2@x.com` are one guesser; any other id as
+// it is. For limiting only: nothing stores or answers this form.
+func guessKey(customer string) string {
+	if strings.IndexByte(customer, '@') < 0 {
+		return customer
+	}
+	return NormalizeEmailAddress(customer)
+}
+
 // guessCheck refuses a request of a customer blocked for guessing codes:
 // CodeTooManyRequests with the time left, decided in memory.
-func (s *Service) guessCheck(ctx context.Context, customer string) error {
-	d := s.guess.blocked(customer, s.cfg.Clock())
+func (s *Service) guessCheck(customer string) error {
+	d := s.guess.blocked(guessKey(customer), s.cfg.Clock())
 	if d <= 0 {
 		return nil
-	}
-	if o, ok := s.obs.(GuessObserver); ok {
-		o.GuessBlocked(ActorOf(ctx))
 	}
 	return &Error{Code: CodeTooManyRequests, RetryAfter: (d + time.Second - 1) / time.Second * time.Second,
 		Message: "too many look-ups of unknown voucher codes by this customer; retry later"}
@@ -117,12 +124,9 @@ func (s *Service) guessCheck(ctx context.Context, customer string) error {
 
 // guessNoted counts err against customer when it says the code does not
 // exist.
-func (s *Service) guessNoted(ctx context.Context, customer string, err error) {
+func (s *Service) guessNoted(customer string, err error) {
 	if !IsCode(err, CodeVoucherNotFound) {
 		return
 	}
-	s.guess.miss(customer, s.cfg.Clock())
-	if o, ok := s.obs.(GuessObserver); ok {
-		o.UnknownCode(ActorOf(ctx))
-	}
+	s.guess.miss(guessKey(customer), s.cfg.Clock())
 }

@@ -322,21 +322,17 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	mode := ModeStandard
 	defer func() {
 		s.obs.Reserved(req.Code, mode, CodeOf(err), res.Replay, s.cfg.Clock().Sub(start))
+		s.noteRefusal(OpReservation, err)
 	}()
 	if err := req.Validate(); err != nil {
 		return Reservation{}, err
 	}
-	if err := s.guessCheck(ctx, req.CustomerID); err != nil {
+	if err := s.guessCheck(req.CustomerID); err != nil {
 		return Reservation{}, err
 	}
-	v, err := s.cachedVoucherAt(ctx, req.Code, start)
-	if IsCode(err, CodeVoucherNotFound) {
-		// A campaign code: v is its campaign's budget, never a flash sale,
-		// and the store resolves the code again in the reservation itself.
-		v, err = s.campaignOf(ctx, req.Code)
-	}
+	v, pre, err := s.definition(ctx, req.Code, req.OrderID, start)
 	if err != nil {
-		s.guessNoted(ctx, req.CustomerID, err)
+		s.guessNoted(req.CustomerID, err)
 		return Reservation{}, err
 	}
 	// The one place customerIds are normalised: every mode, the store and
@@ -353,7 +349,13 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	}()
 	if !v.FlashSale {
 		if err := v.CheckEligible(req.OrderAmount, start); err != nil {
-			return s.ineligibleStandard(ctx, req, err)
+			return s.ineligibleStandard(ctx, req, err, pre)
+		}
+		if req.ReplacesOrderID == "" {
+			// A replacement may take over the code its replaced order holds.
+			if err := codeUsed(req.Code, pre); err != nil {
+				return Reservation{}, err
+			}
 		}
 		return s.reserveStandardTracked(ctx, req)
 	}
@@ -381,15 +383,33 @@ func (s *Service) reserveStandard(ctx context.Context, req ReserveRequest) (Rese
 }
 
 // ineligibleStandard answers a reservation of a standard voucher that its
-// cached definition refuses (inelig): a known orderId as voucherd_reserve
+// definition refuses (inelig): a known orderId as voucherd_reserve
 // answers it (replay, ORDER_CONFLICT, ORDER_RELEASED), else inelig. It
-// reads one row by primary key and writes nothing, so a refusal costs what
-// the look-up of an unknown code costs. The definition may be up to
+// takes the orderId's row from pre (read with the definition), else reads
+// it with the statement that answers an unknown code (CodeResolver, when
+// the store has it), and writes nothing, so that the refusal costs what
+// the look-up of an unknown code costs. A cached definition may be up to
 // VoucherCacheTTL old: a voucher made eligible again on another instance
 // is refused here that long (never the other way: an eligible definition
 // still lets the store decide).
-func (s *Service) ineligibleStandard(ctx context.Context, req ReserveRequest, inelig error) (Reservation, error) {
-	row, err := s.store.Order(ctx, req.OrderID)
+func (s *Service) ineligibleStandard(ctx context.Context, req ReserveRequest, inelig error, pre *Resolution) (Reservation, error) {
+	if r, ok := s.store.(CodeResolver); pre == nil && ok {
+		res, err := r.ResolveCode(ctx, req.Code, req.OrderID)
+		if err != nil {
+			return Reservation{}, err
+		}
+		pre = &res
+	}
+	if pre != nil && !pre.HasOrder {
+		return Reservation{}, inelig
+	}
+	var row Redemption
+	var err error
+	if pre != nil {
+		row = pre.Order
+	} else {
+		row, err = s.store.Order(ctx, req.OrderID)
+	}
 	switch {
 	case IsCode(err, CodeReservationNotFound):
 		return Reservation{}, inelig

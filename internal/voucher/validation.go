@@ -115,25 +115,22 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 	if o, ok := s.obs.(ValidationObserver); ok {
 		defer func() { o.Validated(validationOutcome(v, err)) }()
 	}
+	defer func() { s.noteValidationRefusal(v, err) }()
 	if err := req.Validate(); err != nil {
 		return Validation{}, err
 	}
-	if err := s.guessCheck(ctx, req.CustomerID); err != nil {
+	if err := s.guessCheck(req.CustomerID); err != nil {
 		return Validation{}, err
 	}
-	vc, err := s.cachedVoucher(ctx, req.Code)
-	if IsCode(err, CodeVoucherNotFound) {
-		// A campaign code, as in Reserve.
-		vc, err = s.campaignOf(ctx, req.Code)
-	}
+	now := s.cfg.Clock()
+	vc, pre, err := s.definition(ctx, req.Code, req.OrderID, now)
 	if err != nil {
-		s.guessNoted(ctx, req.CustomerID, err)
+		s.guessNoted(req.CustomerID, err)
 		return Validation{}, err
 	}
 	// As Reserve: the voucher's form of the customerId, before anything is
 	// asked of the store or the gate.
 	req.CustomerID = vc.CustomerIDNormalization.Apply(req.CustomerID)
-	now := s.cfg.Clock()
 	if !vc.FlashSale {
 		if inelig := vc.CheckEligible(req.OrderAmount, now); inelig != nil {
 			// As Reserve answers it (ineligibleStandard).
@@ -141,8 +138,11 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 				return ValidationOf(StoreValidation{}, inelig)
 			}
 			res, err := s.ineligibleStandard(ctx, ReserveRequest{Code: req.Code, CustomerID: req.CustomerID,
-				OrderID: req.OrderID, OrderAmount: req.OrderAmount}, inelig)
+				OrderID: req.OrderID, OrderAmount: req.OrderAmount}, inelig, pre)
 			return ValidationOf(StoreValidation{DiscountAmount: res.DiscountAmount, Replay: err == nil}, err)
+		}
+		if err := codeUsed(req.Code, pre); err != nil {
+			return ValidationOf(StoreValidation{}, err)
 		}
 		return ValidationOf(s.store.Validate(ctx, req, now))
 	}
