@@ -43,6 +43,7 @@ func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		perUser := fs.Int("per-user", 1, "uses one customer may hold across all codes")
 		fs.StringVar(&starts, "starts", "", "start, RFC 3339 (default now)")
 		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default the start + 30 days); it must not be past")
+		fs.BoolVar(&n.FlashSale, "flash", false, "gate the codes' reservations in Redis (a flash campaign)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
