@@ -297,6 +297,38 @@ func TestCampaignFlash(t *testing.T) {
 	}
 }
 
+// TestCampaignFlashExpiry lets a flash campaign's reservation expire, in
+// both flash write modes: the expiry job frees its code and its use in
+// PostgreSQL and in Redis, the orderId stays released, and the code takes
+// a new order.
+func TestCampaignFlashExpiry(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes[1:] {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			opts := m.opts
+			opts.ttl = time.Second
+			s := newStack(t, opts)
+			r := s.createCampaign(map[string]any{"codeCount": 5, "totalLimit": 1, "perUserLimit": 1, "flashSale": true})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			id := r.str("id")
+			codes := s.campaignCodes(id, 10)
+			require.Equal(t, http.StatusCreated, s.reserve(codes[0], 1, "x-1", 100_000).status)
+			s.settle(id, 1)
+			require.Equal(t, "CODE_USED", s.reserve(codes[0], 2, "x-2", 100_000).str("reason"))
+
+			require.Eventually(t, func() bool { return s.state(id).released == 1 }, 10*time.Second, 50*time.Millisecond)
+			require.Equal(t, "ORDER_RELEASED", s.reserve(codes[0], 1, "x-1", 100_000).str("error"))
+			// The code and the use came back (after the sold-out cache's TTL).
+			require.Eventually(t, func() bool {
+				return s.reserve(codes[0], 2, "x-2", 100_000).status == http.StatusCreated
+			}, 5*time.Second, 100*time.Millisecond)
+			s.settle(id, 1)
+			s.assertConsistent(id)
+		})
+	}
+}
+
 // TestCampaignFlashSaleNeverOversells runs many customers over many codes
 // of one flash campaign at once, in both flash write modes: the budget is
 // sold whole and never more, each code at most once (PostgreSQL and Redis),
