@@ -296,22 +296,44 @@ func (s *Service) campaignOf(ctx context.Context, code string) (Voucher, error) 
 // slot, about 100 bytes: the bound is about 10 MB.
 const maxCampaignIDs = 100_000
 
-// resolve returns the voucher code names, or the budget of the campaign
-// whose code it is (whose Code is then the campaign id, not code). A code
-// this process resolved before skips the voucher look-up and the campaign
-// code look-up: only the budget's definition is read, from its cache.
-func (s *Service) resolve(ctx context.Context, code string, now time.Time) (Voucher, error) {
+// campaignID returns the campaign this process resolved code to before.
+func (s *Service) campaignID(code string) (string, bool) {
 	s.mu.Lock()
-	id, known := s.campaignIDs[code]
-	s.mu.Unlock()
-	if known {
-		return s.cachedVoucherAt(ctx, id, now)
-	}
+	defer s.mu.Unlock()
+	id, ok := s.campaignIDs[code]
+	return id, ok
+}
+
+// resolve returns the voucher code names, or the budget of the campaign
+// whose code it is (whose Code is then the campaign id, not code), for a
+// reservation or a validation. It reads the store as for a code never seen:
+// an answer must not come faster for a code someone used before, which
+// would tell a guesser that the code exists. Only when the store cannot be
+// read does a code this process resolved before go by the campaign it
+// resolved to (the budget's definition then comes from the voucher cache,
+// which serves flash vouchers stale in Kafka mode: the sale goes on).
+func (s *Service) resolve(ctx context.Context, code string, now time.Time) (Voucher, error) {
 	v, err := s.cachedVoucherAt(ctx, code, now)
 	if IsCode(err, CodeVoucherNotFound) {
-		return s.campaignOf(ctx, code)
+		v, err = s.campaignOf(ctx, code)
+	}
+	if IsCode(err, CodeUnavailable) {
+		if id, ok := s.campaignID(code); ok {
+			return s.cachedVoucherAt(ctx, id, now)
+		}
 	}
 	return v, err
+}
+
+// resolveKnown is resolve for the calls that act on a reservation the
+// caller made (confirm, release, extension, reads, the expiry job): a code
+// this process resolved before goes by its campaign without reading the
+// store.
+func (s *Service) resolveKnown(ctx context.Context, code string, now time.Time) (Voucher, error) {
+	if id, ok := s.campaignID(code); ok {
+		return s.cachedVoucherAt(ctx, id, now)
+	}
+	return s.resolve(ctx, code, now)
 }
 
 // campaignCodeOf is the campaign code a request for code presents when v is
@@ -332,7 +354,7 @@ func (s *Service) flashGate(ctx context.Context, code string) (gateCode, campaig
 	if s.gate == nil {
 		return "", "", false
 	}
-	v, err := s.resolve(ctx, code, s.cfg.Clock())
+	v, err := s.resolveKnown(ctx, code, s.cfg.Clock())
 	if err != nil || !v.FlashSale {
 		return "", "", false
 	}

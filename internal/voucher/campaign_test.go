@@ -113,12 +113,13 @@ func (s *campaignFakeStore) reads() (vouchers, codes int) {
 	return s.voucherReads, s.codeReads
 }
 
-// A campaign code is looked up once: later requests of the code (confirm,
-// release, retries) find its campaign in the service and the budget in the
-// voucher cache. While the store is down, a code resolved before still
-// resolves; a code never seen is unavailable (nothing is asked of the gate).
-// The budget's own id is no code to reserve.
-func TestCampaignCodeResolvedOnce(t *testing.T) {
+// A reservation reads a campaign code's campaign every time (a code used
+// before must not answer faster than one never seen); the calls on a
+// reservation made (flashGate: confirm, release, extension, expiry) go by
+// the campaign resolved before. While the store is down, a code resolved
+// before still resolves; a code never seen is unavailable (nothing is asked
+// of the gate). The budget's own id is no code to reserve.
+func TestCampaignCodeResolution(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Now()
@@ -136,21 +137,22 @@ func TestCampaignCodeResolvedOnce(t *testing.T) {
 	require.Equal(t, "K-1", campaignCodeOf("K-1", v))
 	vouchers, codes := st.reads()
 	require.Equal(t, [2]int{2, 1}, [2]int{vouchers, codes}, "the code's miss, the budget; the code's campaign")
-	for range 3 {
-		_, err = s.resolve(ctx, "K-1", now)
-		require.NoError(t, err)
-	}
+	_, err = s.resolve(ctx, "K-1", now)
+	require.NoError(t, err)
 	vouchers, codes = st.reads()
-	require.Equal(t, [2]int{2, 1}, [2]int{vouchers, codes}, "nothing read again")
-	gateCode, campaignCode, ok := s.flashGate(ctx, "K-1")
-	require.False(t, ok, "no gate configured")
-	require.Empty(t, gateCode+campaignCode)
+	require.Equal(t, [2]int{3, 2}, [2]int{vouchers, codes}, "a reservation reads the code again")
+	v, err = s.resolveKnown(ctx, "K-1", now)
+	require.NoError(t, err)
+	require.Equal(t, "cmp_RESOLVE00001", v.Code)
+	vouchers, codes = st.reads()
+	require.Equal(t, [2]int{3, 2}, [2]int{vouchers, codes}, "a call on a reservation reads nothing")
 
 	st.mu.Lock()
 	st.down = true
 	st.mu.Unlock()
-	_, err = s.resolve(ctx, "K-1", now)
+	v, err = s.resolve(ctx, "K-1", now)
 	require.NoError(t, err, "a code seen before")
+	require.Equal(t, "cmp_RESOLVE00001", v.Code)
 	_, err = s.resolve(ctx, "K-2", now)
 	require.True(t, IsCode(err, CodeUnavailable), "a code never seen: %v", err)
 
