@@ -1,4 +1,4 @@
--- 011_flash_campaigns: a campaign's budget may be a flash sale. Its codes
+-- 012_flash_campaigns: a campaign's budget may be a flash sale. Its codes
 -- are then gated in Redis under the budget's keys (the campaign id), each
 -- code held by at most one live order there as here
 -- (voucher_redemption_code_live_idx), and written to PostgreSQL after the
