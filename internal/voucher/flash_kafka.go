@@ -105,9 +105,10 @@ func (s *Service) notCommitted(ctx context.Context, code string, hold Hold) (Res
 // acknowledged. The store is asked first: the order may since have been
 // confirmed, or released by the expiry job a moment before the gate heard of
 // it. Only a row the consumer has not written yet is answered from the hold;
-// then nothing can have changed it.
+// then nothing can have changed it. A campaign's row is asked for by its
+// campaign code (h.Code), code being the campaign id the gate keys it under.
 func (s *Service) replayDurable(ctx context.Context, code string, h Hold) (Reservation, error) {
-	row, err := s.store.Redemption(ctx, code, h.OrderID)
+	row, err := s.store.Redemption(ctx, h.CodeOr(code), h.OrderID)
 	switch {
 	case IsCode(err, CodeReservationNotFound):
 		return Reservation{Redemption: holdRedemption(code, h, StatusReserved), Replay: true}, nil
