@@ -134,6 +134,7 @@ func printCampaign(w io.Writer, asJSON bool, c *client.Campaign) error {
 	fmt.Fprintf(tw, "min order\t%d\n", c.MinOrderAmount)
 	fmt.Fprintf(tw, "uses\t%d total, %d per customer, across all codes\n", c.TotalLimit, c.PerUserLimit)
 	fmt.Fprintf(tw, "window\t%s .. %s\n", c.StartsAt.UTC().Format(time.RFC3339), c.EndsAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "flash sale\t%v\n", c.FlashSale)
 	fmt.Fprintf(tw, "active\t%v\n", c.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", c.Reserved, c.Confirmed, c.Remaining)
 	return tw.Flush()

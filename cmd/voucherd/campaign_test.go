@@ -405,4 +405,7 @@ func TestCampaignCommand(t *testing.T) {
 	require.Equal(t, "code,used", lines[0])
 	require.Len(t, lines, 25011)
 	require.Regexp(t, `^CLI-[0-9A-HJKMNP-TV-Z]{10},false$`, lines[1])
+
+	out, _ = cli("create", "--name", "cli-flash", "--codes", "3", "--discount", "500", "--total", "2", "--flash")
+	require.Regexp(t, `flash sale +true`, out)
 }
