@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/client"
+	"github.com/voucherd/voucherd/internal/testenv"
 )
 
 // createCampaign asks for a campaign over a window around now with the
@@ -408,4 +409,44 @@ func TestCampaignCommand(t *testing.T) {
 
 	out, _ = cli("create", "--name", "cli-flash", "--codes", "3", "--discount", "500", "--total", "2", "--flash")
 	require.Regexp(t, `flash sale +true`, out)
+}
+
+// TestCampaignFlashKafkaThroughPostgresOutage stops PostgreSQL under a
+// flash campaign in Kafka mode: a code the instance resolved before still
+// reserves (its campaign remembered, its budget served from the cache), a
+// held code is still CODE_USED, a code never seen is 503 with nothing
+// taken; once PostgreSQL is back the consumer writes what was taken.
+func TestCampaignFlashKafkaThroughPostgresOutage(t *testing.T) {
+	t.Parallel()
+	srv := testenv.NewPostgres(t)
+	s := newStack(t, stackOptions{kafka: true, databaseURL: srv.NewDatabase(t).URL})
+	r := s.createCampaign(map[string]any{"codeCount": 5, "totalLimit": 10, "perUserLimit": 1, "flashSale": true})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.str("id")
+	codes := s.campaignCodes(id, 10)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[0], 1, "po-1", 100_000).status)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[1], 2, "po-2", 100_000).status)
+	rel := s.do(http.MethodDelete, "/vouchers/"+codes[1]+"/reservations/po-2", nil)
+	require.Equal(t, http.StatusOK, rel.status, string(rel.raw))
+	s.settle(id, 1)
+
+	srv.Stop(t)
+	res := s.reserve(codes[1], 3, "po-3", 100_000)
+	require.Equal(t, http.StatusCreated, res.status, "a code seen before: %s", res.raw)
+	res = s.reserve(codes[0], 4, "po-4", 100_000)
+	require.Equal(t, http.StatusConflict, res.status, string(res.raw))
+	require.Equal(t, "CODE_USED", res.str("reason"))
+	res = s.reserve(codes[2], 5, "po-5", 100_000)
+	require.Equal(t, http.StatusServiceUnavailable, res.status, "a code never seen: %s", res.raw)
+	srv.Start(t)
+	// The test's own pool drops the connections the restart broke.
+	require.Eventually(t, func() bool {
+		_, err := s.db.Exec(context.Background(), "SELECT 1")
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+
+	s.settle(id, 2)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[2], 5, "po-5", 100_000).status, "nothing was taken for it")
+	s.settle(id, 3)
+	s.assertConsistent(id)
 }
