@@ -304,6 +304,24 @@ func TestCampaignFlash(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, map[string]string{codes[0]: "c-1", codes[1]: "c-7", codes[2]: "c-5b"}, gs.Codes)
 			s.assertConsistentAfterReconcile(id)
+
+			// A standard campaign made a flash sale by PATCH: the gate loads
+			// its budget with the codes its reservations hold.
+			r = s.createCampaign(map[string]any{"codeCount": 3, "totalLimit": 3, "perUserLimit": 1})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			pid := r.str("id")
+			pcodes := s.campaignCodes(pid, 10)
+			require.Equal(t, http.StatusCreated, s.reserve(pcodes[0], 1, "p-1", 100_000).status)
+			patch := s.doToken(http.MethodPatch, "/vouchers/"+pid, map[string]any{"flashSale": true}, testAdminToken)
+			require.Equal(t, http.StatusOK, patch.status, string(patch.raw))
+			res = s.reserve(pcodes[0], 2, "p-2", 100_000)
+			require.Equal(t, "CODE_USED", res.str("reason"), string(res.raw))
+			require.Equal(t, http.StatusCreated, s.reserve(pcodes[1], 2, "p-3", 100_000).status)
+			s.settle(pid, 2)
+			gs, err = s.app.gate.Inspect(ctx, pid)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{pcodes[0]: "p-1", pcodes[1]: "p-3"}, gs.Codes)
+			s.assertConsistent(pid)
 		})
 	}
 }
