@@ -261,6 +261,14 @@ func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool
 		return false, err
 	}
 	if len(results) == 1 && results[0].Outcome == Rejected {
+		if cerr := s.cfg.Events.CaughtUp(ctx); cerr != nil {
+			// The gate's hold does not say whether it replaced an order; an
+			// event of the consumer still to come may be what the store
+			// needs first (the replacement of an order holding the same
+			// campaign code): retry once the consumer has caught up.
+			return false, &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: cerr,
+				Message: "reservation " + orderID + " is still being written; retry"}
+		}
 		return false, Errorf(CodeInternal, "the database rejected reservation %s: %s", orderID, results[0].Reason)
 	}
 	return true, nil
