@@ -59,6 +59,9 @@ type NewCampaign struct {
 	PerUserLimit      int32     `json:"perUserLimit,omitempty"`
 	StartsAt          time.Time `json:"startsAt"`
 	EndsAt            time.Time `json:"endsAt"`
+	// FlashSale gates the codes' reservations in Redis, as a flash
+	// voucher's.
+	FlashSale bool `json:"flashSale,omitempty"`
 }
 
 // CampaignCode is one code of a campaign; Used while a RESERVED or

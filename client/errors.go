@@ -16,7 +16,10 @@ const (
 	VoucherExists   = "VOUCHER_EXISTS"
 	// CampaignNotFound: no campaign has the id.
 	CampaignNotFound = "CAMPAIGN_NOT_FOUND"
-	// CampaignBudget refuses to make a campaign's budget a flash sale.
+	// CampaignBudget was answered by servers that refused to make a
+	// campaign's budget a flash sale.
+	//
+	// Deprecated: campaigns may be flash sales; no server answers it now.
 	CampaignBudget      = "CAMPAIGN_BUDGET"
 	LimitBelowHeld      = "LIMIT_BELOW_HELD"
 	ReservationNotFound = "RESERVATION_NOT_FOUND"

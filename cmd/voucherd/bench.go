@@ -46,7 +46,8 @@ var benchScenarios = map[string][]string{
 		"--redis=cluster", "--kafka-partitions=6", "--consumers=2", "--mode=flash-sync,flash-kafka"},
 	// A campaign sale: 100,000 unique codes sharing one budget of 10,000
 	// uses, one per customer, each new order presenting a random code (low
-	// contention per code, one shared budget row), standard mode.
+	// contention per code, one shared budget row), standard mode (--mode
+	// flash-sync or flash-kafka runs it as a flash campaign).
 	"campaign": {"--campaign-codes=100000", "--total=10000", "--per-user=1", "--customers=50000",
 		"--requests=20000", "--mode=standard"},
 }
@@ -72,7 +73,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&cfg.MaxDiscountAmount, "max-discount", 0, "with --percent: the vouchers' maxDiscountAmount (0: no cap)")
 	fs.IntVar(&cfg.Vouchers, "vouchers", 1, "vouchers to create; traffic is spread uniformly across them")
 	fs.Float64Var(&cfg.HotShare, "hot-share", 0, "with several vouchers: share of the traffic sent to the first one (a hot voucher)")
-	fs.IntVar(&cfg.CampaignCodes, "campaign-codes", 0, "a campaign sale: one campaign of this many unique codes sharing --total and --per-user, each new order presenting a random code (standard mode only)")
+	fs.IntVar(&cfg.CampaignCodes, "campaign-codes", 0, "a campaign sale: one campaign of this many unique codes sharing --total and --per-user, each new order presenting a random code (in flash modes a flash campaign)")
 	fs.Int64Var(&cfg.Customers, "customers", 50000, "distinct customers")
 	fs.BoolVar(&cfg.StringCustomerIDs, "string-customer-ids", false, `send customer n as the string "cus-n" instead of the integer n`)
 	fs.Float64Var(&cfg.RetryShare, "retry-share", 0.05, "share of requests that retry an earlier orderId")

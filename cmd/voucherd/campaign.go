@@ -43,6 +43,7 @@ func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		perUser := fs.Int("per-user", 1, "uses one customer may hold across all codes")
 		fs.StringVar(&starts, "starts", "", "start, RFC 3339 (default now)")
 		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default the start + 30 days); it must not be past")
+		fs.BoolVar(&n.FlashSale, "flash", false, "gate the codes' reservations in Redis (a flash campaign)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -133,6 +134,7 @@ func printCampaign(w io.Writer, asJSON bool, c *client.Campaign) error {
 	fmt.Fprintf(tw, "min order\t%d\n", c.MinOrderAmount)
 	fmt.Fprintf(tw, "uses\t%d total, %d per customer, across all codes\n", c.TotalLimit, c.PerUserLimit)
 	fmt.Fprintf(tw, "window\t%s .. %s\n", c.StartsAt.UTC().Format(time.RFC3339), c.EndsAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "flash sale\t%v\n", c.FlashSale)
 	fmt.Fprintf(tw, "active\t%v\n", c.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", c.Reserved, c.Confirmed, c.Remaining)
 	return tw.Flush()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/client"
+	"github.com/voucherd/voucherd/internal/testenv"
 )
 
 // createCampaign asks for a campaign over a window around now with the
@@ -67,7 +69,7 @@ func TestCampaignOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, r.status)
 	for _, bad := range []map[string]any{
 		{"codeCount": 100_001}, {"codeLength": 5}, {"codePrefix": "has space"}, {"name": ""},
-		{"flashSale": true}, {"code": "X"}, {"totalLimit": 0},
+		{"flashSale": "yes"}, {"code": "X"}, {"totalLimit": 0},
 	} {
 		r := s.createCampaign(bad)
 		require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", bad, r.raw)
@@ -206,6 +208,202 @@ func TestCampaignSaleNeverOversells(t *testing.T) {
 	s.assertConsistent(id)
 }
 
+// TestCampaignFlash runs a flash campaign in both flash write modes: the
+// answers of a standard campaign (a code once, replay, ORDER_CONFLICT for
+// an orderId asked with another code, the budget and the per-customer limit
+// across codes, validation, confirm and release by the code), with the
+// codes in use held in Redis under the budget's keys; a load from
+// PostgreSQL rebuilds them.
+func TestCampaignFlash(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes[1:] {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := newStack(t, m.opts)
+			r := s.createCampaign(map[string]any{"codeCount": 20, "totalLimit": 3, "perUserLimit": 1, "flashSale": true})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			require.Equal(t, true, r.body["flashSale"])
+			id := r.str("id")
+			codes := s.campaignCodes(id, 100)
+			gs, err := s.app.gate.Inspect(ctx, id)
+			require.NoError(t, err)
+			require.True(t, gs.Loaded, "loaded when created")
+			require.Empty(t, gs.Codes)
+
+			res := s.reserve(codes[0], 1, "c-1", 100_000)
+			require.Equal(t, http.StatusCreated, res.status, string(res.raw))
+			require.Equal(t, int64(5000), res.num("discountAmount"))
+			res = s.reserve(codes[0], 1, "c-1", 100_000)
+			require.Equal(t, http.StatusCreated, res.status, "a replay: %s", res.raw)
+			res = s.reserve(codes[5], 1, "c-1", 100_000)
+			require.Equal(t, http.StatusConflict, res.status)
+			require.Equal(t, "ORDER_CONFLICT", res.str("error"), "an orderId asked with another code")
+			v := s.validate(codes[0], map[string]any{"customerId": 2, "orderAmount": 100_000})
+			require.Equal(t, http.StatusOK, v.status, string(v.raw))
+			require.Equal(t, "ALREADY_USED", v.str("code"))
+			require.Equal(t, "CODE_USED", v.str("reason"))
+			v = s.validate(codes[1], map[string]any{"customerId": 2, "orderAmount": 100_000})
+			require.Equal(t, true, v.body["valid"], string(v.raw))
+			res = s.reserve(codes[0], 2, "c-2", 100_000)
+			require.Equal(t, http.StatusConflict, res.status)
+			require.Equal(t, "ALREADY_USED", res.str("error"))
+			require.Equal(t, "CODE_USED", res.str("reason"))
+			res = s.reserve(codes[1], 1, "c-3", 100_000)
+			require.Equal(t, http.StatusConflict, res.status)
+			require.Equal(t, "ALREADY_USED", res.str("error"))
+			require.Empty(t, res.str("reason"), "the customer's limit, not the code")
+			require.Equal(t, http.StatusCreated, s.reserve(codes[1], 2, "c-4", 100_000).status)
+			require.Equal(t, http.StatusCreated, s.reserve(codes[2], 3, "c-5", 100_000).status)
+			res = s.reserve(codes[3], 4, "c-6", 100_000)
+			require.Equal(t, http.StatusConflict, res.status)
+			require.Equal(t, "HELD_OUT", res.str("error"), string(res.raw))
+			require.Equal(t, http.StatusNotFound, s.reserve(id, 9, "c-8", 100_000).status, "the budget is not a code")
+
+			// Lifecycle by the code: confirm, read, release (the code and
+			// the use come free).
+			require.Equal(t, http.StatusOK, s.do(http.MethodPost, "/vouchers/"+codes[0]+"/reservations/c-1/confirm", nil).status)
+			got := s.do(http.MethodGet, "/vouchers/"+codes[0]+"/reservations/c-1", nil)
+			require.Equal(t, http.StatusOK, got.status)
+			require.Equal(t, codes[0], got.str("voucherCode"))
+			require.Equal(t, "CONFIRMED", got.str("status"))
+			rel := s.do(http.MethodDelete, "/vouchers/"+codes[1]+"/reservations/c-4", nil)
+			require.Equal(t, http.StatusOK, rel.status, string(rel.raw))
+			res = s.reserve(codes[1], 5, "c-7", 100_000)
+			require.Equal(t, http.StatusCreated, res.status, "a released code is free again: %s", res.raw)
+			// A retry after a failed payment takes the use and the code over.
+			res = s.replace(codes[2], 3, "c-5b", "c-5", 100_000)
+			require.Equal(t, http.StatusCreated, res.status, string(res.raw))
+			got = s.do(http.MethodGet, "/vouchers/"+codes[2]+"/reservations/c-5b", nil)
+			require.Equal(t, http.StatusOK, got.status, string(got.raw))
+			require.Equal(t, codes[2], got.str("voucherCode"))
+			require.Equal(t, "RESERVED", got.str("status"))
+			// In Kafka mode the extension may come before the consumer wrote
+			// the replacement: 503, retry.
+			var ext response
+			require.Eventually(t, func() bool {
+				ext = s.extend(codes[2], "c-5b", map[string]any{"seconds": 1800})
+				return ext.status != http.StatusServiceUnavailable
+			}, 10*time.Second, 50*time.Millisecond)
+			require.Equal(t, http.StatusOK, ext.status, string(ext.raw))
+			until, err := time.Parse(time.RFC3339Nano, ext.str("expiresAt"))
+			require.NoError(t, err)
+			require.WithinDuration(t, time.Now().Add(30*time.Minute), until, time.Minute)
+			h, found, err := s.app.gate.Lookup(ctx, id, "c-5b")
+			require.NoError(t, err)
+			require.True(t, found)
+			require.Equal(t, codes[2], h.Code)
+			require.True(t, until.Equal(h.ExpiresAt), "the gate's hold extended: %s, %s", until, h.ExpiresAt)
+			s.settle(id, 3)
+			gs, err = s.app.gate.Inspect(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{codes[0]: "c-1", codes[1]: "c-7", codes[2]: "c-5b"}, gs.Codes)
+			s.assertConsistent(id)
+
+			// Redis loses the campaign: the next reservation loads it from
+			// PostgreSQL, codes in use included.
+			require.NoError(t, s.app.gate.Forget(ctx, id))
+			res = s.reserve(codes[2], 6, "c-9", 100_000)
+			require.Equal(t, http.StatusConflict, res.status, string(res.raw))
+			require.Equal(t, "CODE_USED", res.str("reason"))
+			gs, err = s.app.gate.Inspect(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{codes[0]: "c-1", codes[1]: "c-7", codes[2]: "c-5b"}, gs.Codes)
+			s.assertConsistentAfterReconcile(id)
+
+			// A standard campaign made a flash sale by PATCH: the gate loads
+			// its budget with the codes its reservations hold.
+			r = s.createCampaign(map[string]any{"codeCount": 3, "totalLimit": 3, "perUserLimit": 1})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			pid := r.str("id")
+			pcodes := s.campaignCodes(pid, 10)
+			require.Equal(t, http.StatusCreated, s.reserve(pcodes[0], 1, "p-1", 100_000).status)
+			patch := s.doToken(http.MethodPatch, "/vouchers/"+pid, map[string]any{"flashSale": true}, testAdminToken)
+			require.Equal(t, http.StatusOK, patch.status, string(patch.raw))
+			res = s.reserve(pcodes[0], 2, "p-2", 100_000)
+			require.Equal(t, "CODE_USED", res.str("reason"), string(res.raw))
+			require.Equal(t, http.StatusCreated, s.reserve(pcodes[1], 2, "p-3", 100_000).status)
+			s.settle(pid, 2)
+			gs, err = s.app.gate.Inspect(ctx, pid)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{pcodes[0]: "p-1", pcodes[1]: "p-3"}, gs.Codes)
+			s.assertConsistent(pid)
+		})
+	}
+}
+
+// TestCampaignFlashExpiry lets a flash campaign's reservation expire, in
+// both flash write modes: the expiry job frees its code and its use in
+// PostgreSQL and in Redis, the orderId stays released, and the code takes
+// a new order.
+func TestCampaignFlashExpiry(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes[1:] {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			opts := m.opts
+			// Long enough for the CODE_USED below to come before the expiry
+			// on a loaded machine.
+			opts.ttl = 3 * time.Second
+			s := newStack(t, opts)
+			r := s.createCampaign(map[string]any{"codeCount": 5, "totalLimit": 1, "perUserLimit": 1, "flashSale": true})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			id := r.str("id")
+			codes := s.campaignCodes(id, 10)
+			require.Equal(t, http.StatusCreated, s.reserve(codes[0], 1, "x-1", 100_000).status)
+			require.Equal(t, "CODE_USED", s.reserve(codes[0], 2, "x-2", 100_000).str("reason"))
+
+			require.Eventually(t, func() bool { return s.state(id).released == 1 }, 10*time.Second, 50*time.Millisecond)
+			require.Equal(t, "ORDER_RELEASED", s.reserve(codes[0], 1, "x-1", 100_000).str("error"))
+			// The code and the use came back (after the sold-out cache's TTL).
+			require.Eventually(t, func() bool {
+				return s.reserve(codes[0], 2, "x-2", 100_000).status == http.StatusCreated
+			}, 5*time.Second, 100*time.Millisecond)
+			s.settle(id, 1)
+			s.assertConsistent(id)
+		})
+	}
+}
+
+// TestCampaignFlashSaleNeverOversells runs many customers over many codes
+// of one flash campaign at once, in both flash write modes: the budget is
+// sold whole and never more, each code at most once (PostgreSQL and Redis),
+// each customer within the limit.
+func TestCampaignFlashSaleNeverOversells(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes[1:] {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, m.opts)
+			r := s.createCampaign(map[string]any{"codeCount": 300, "totalLimit": 50, "perUserLimit": 2, "flashSale": true})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			id := r.str("id")
+			codes := s.campaignCodes(id, 1000)
+
+			var taken atomic.Int64
+			statuses := make([]int, 400)
+			parallel(400, 32, func(i int) {
+				res := s.reserve(codes[i%len(codes)], int64(i%60+1), fmt.Sprintf("sale-%d", i), 100_000)
+				statuses[i] = res.status
+				if res.status == http.StatusCreated {
+					taken.Add(1)
+				}
+			})
+			for _, st := range statuses {
+				require.Contains(t, []int{http.StatusCreated, http.StatusConflict}, st)
+			}
+			require.Equal(t, int64(50), taken.Load())
+			s.settle(id, 50)
+			c := s.doToken(http.MethodGet, "/campaigns/"+id, nil, testAdminToken)
+			require.Equal(t, int64(0), c.num("remaining"))
+			gs, err := s.app.gate.Inspect(context.Background(), id)
+			require.NoError(t, err)
+			require.Len(t, gs.Codes, 50, "one code per use in Redis")
+			s.assertConsistent(id)
+		})
+	}
+}
+
 // TestCampaignCommand creates a campaign with the CLI, which shows its
 // progress, and exports its codes as CSV.
 func TestCampaignCommand(t *testing.T) {
@@ -232,4 +430,47 @@ func TestCampaignCommand(t *testing.T) {
 	require.Equal(t, "code,used", lines[0])
 	require.Len(t, lines, 25011)
 	require.Regexp(t, `^CLI-[0-9A-HJKMNP-TV-Z]{10},false$`, lines[1])
+
+	out, _ = cli("create", "--name", "cli-flash", "--codes", "3", "--discount", "500", "--total", "2", "--flash")
+	require.Regexp(t, `flash sale +true`, out)
+}
+
+// TestCampaignFlashKafkaThroughPostgresOutage stops PostgreSQL under a
+// flash campaign in Kafka mode: a code the instance resolved before still
+// reserves (its campaign remembered, its budget served from the cache), a
+// held code is still CODE_USED, a code never seen is 503 with nothing
+// taken; once PostgreSQL is back the consumer writes what was taken.
+func TestCampaignFlashKafkaThroughPostgresOutage(t *testing.T) {
+	t.Parallel()
+	srv := testenv.NewPostgres(t)
+	s := newStack(t, stackOptions{kafka: true, databaseURL: srv.NewDatabase(t).URL})
+	r := s.createCampaign(map[string]any{"codeCount": 5, "totalLimit": 10, "perUserLimit": 1, "flashSale": true})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.str("id")
+	codes := s.campaignCodes(id, 10)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[0], 1, "po-1", 100_000).status)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[1], 2, "po-2", 100_000).status)
+	rel := s.do(http.MethodDelete, "/vouchers/"+codes[1]+"/reservations/po-2", nil)
+	require.Equal(t, http.StatusOK, rel.status, string(rel.raw))
+	s.settle(id, 1)
+
+	srv.Stop(t)
+	res := s.reserve(codes[1], 3, "po-3", 100_000)
+	require.Equal(t, http.StatusCreated, res.status, "a code seen before: %s", res.raw)
+	res = s.reserve(codes[0], 4, "po-4", 100_000)
+	require.Equal(t, http.StatusConflict, res.status, string(res.raw))
+	require.Equal(t, "CODE_USED", res.str("reason"))
+	res = s.reserve(codes[2], 5, "po-5", 100_000)
+	require.Equal(t, http.StatusServiceUnavailable, res.status, "a code never seen: %s", res.raw)
+	srv.Start(t)
+	// The test's own pool drops the connections the restart broke.
+	require.Eventually(t, func() bool {
+		_, err := s.db.Exec(context.Background(), "SELECT 1")
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+
+	s.settle(id, 2)
+	require.Equal(t, http.StatusCreated, s.reserve(codes[2], 5, "po-5", 100_000).status, "nothing was taken for it")
+	s.settle(id, 3)
+	s.assertConsistent(id)
 }

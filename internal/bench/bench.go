@@ -100,7 +100,8 @@ type Config struct {
 	Vouchers int
 	// CampaignCodes, when positive, makes the run a campaign sale: one
 	// campaign of that many unique codes shares TotalLimit and PerUserLimit
-	// (FlashSale and Vouchers do not apply), and each new order presents a
+	// (Vouchers does not apply; FlashSale makes it a flash campaign, gated
+	// in Redis under its budget's keys), and each new order presents a
 	// code drawn uniformly from them, so contention per code is low and the
 	// budget is the one shared resource. The report and the verification
 	// count the campaign as one voucher, its id.
@@ -250,8 +251,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("bench: Vouchers must be between 1 and %d", maxVouchers)
 	case c.CampaignCodes < 0 || c.CampaignCodes > maxCampaignCodes:
 		return c, fmt.Errorf("bench: CampaignCodes must be between 0 and %d", maxCampaignCodes)
-	case c.CampaignCodes > 0 && (c.FlashSale || c.HotShare > 0 || c.Vouchers > 1):
-		return c, errors.New("bench: a campaign run has one campaign: no FlashSale, Vouchers or HotShare")
+	case c.CampaignCodes > 0 && (c.HotShare > 0 || c.Vouchers > 1):
+		return c, errors.New("bench: a campaign run has one campaign: no Vouchers or HotShare")
 	case c.Customers < 0:
 		return c, errors.New("bench: Customers must not be negative")
 	case c.RetryShare < 0 || c.RepeatShare < 0 || c.RetryShare+c.RepeatShare > 1:

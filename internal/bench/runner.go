@@ -145,7 +145,7 @@ func (r *runner) createCampaign(ctx context.Context, admin *client.Client, now t
 	c, err := admin.CreateCampaignCodes(ctx, client.NewCampaign{
 		Name: r.prefix, CodePrefix: "B", DiscountAmount: r.cfg.DiscountAmount, MinOrderAmount: r.cfg.MinOrderAmount,
 		TotalLimit: r.cfg.TotalLimit, PerUserLimit: r.cfg.PerUserLimit,
-		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), FlashSale: r.cfg.FlashSale,
 	}, r.cfg.CampaignCodes, 0, nil)
 	if err != nil {
 		return fmt.Errorf("bench: create campaign: %w", err)

@@ -54,6 +54,9 @@ type VoucherCheck struct {
 	Unknown int64 `json:"unknown"`
 	// RedisRemaining is the gate's remaining count, when checked.
 	RedisRemaining *int64 `json:"redisRemaining,omitempty"`
+	// RedisCodes is, for a flash campaign, the number of codes the gate
+	// holds in use, when checked.
+	RedisCodes *int64 `json:"redisCodes,omitempty"`
 }
 
 // Verify checks the invariants (docs/rules.md) for the vouchers of a reserve run,
@@ -67,7 +70,9 @@ type VoucherCheck struct {
 //   - used_count == held rows;
 //   - per customer, held rows <= perUserLimit and voucher_customer_usage.held
 //     == held rows;
-//   - Redis remaining == totalLimit - held rows.
+//   - Redis remaining == totalLimit - held rows;
+//   - for a flash campaign, the codes Redis holds in use == held rows (each
+//     held row holds its own code).
 //
 // While something does not add up it polls again until cfg.Wait has passed,
 // since in Kafka mode the database catches up after the answers. The error is
@@ -208,6 +213,17 @@ func verifyOnce(ctx context.Context, conn *pgx.Conn, rdb rueidis.Client, keyPref
 				if want := c.TotalLimit - c.HeldRows; n != want {
 					vs.add("redis remaining", "%s: Redis remaining %d != totalLimit %d - held %d = %d",
 						code, n, c.TotalLimit, c.HeldRows, want)
+				}
+				if rep.Campaign != "" {
+					codes := keyPrefix + "voucher:{" + code + "}:codes"
+					n, err := rdb.Do(ctx, rdb.B().Hlen().Key(codes).Build()).AsInt64()
+					if err != nil {
+						return nil, fmt.Errorf("bench: verify %s: read Redis %s: %w", code, codes, err)
+					}
+					c.RedisCodes = &n
+					if n != c.HeldRows {
+						vs.add("redis codes", "%s: Redis holds %d codes in use, held rows %d", code, n, c.HeldRows)
+					}
 				}
 			}
 		}

@@ -32,7 +32,6 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeForbidden:            http.StatusForbidden,
 	voucher.CodeVoucherNotFound:      http.StatusNotFound,
 	voucher.CodeCampaignNotFound:     http.StatusNotFound,
-	voucher.CodeCampaignBudget:       http.StatusConflict,
 	voucher.CodeReservationNotFound:  http.StatusNotFound,
 	voucher.CodeVoucherExists:        http.StatusConflict,
 	voucher.CodeLimitBelowHeld:       http.StatusConflict,

@@ -29,8 +29,11 @@ type wireEvent struct {
 	DiscountAmount *int64    `json:"discountAmount"`
 	ReservedAt     time.Time `json:"reservedAt"`
 	ExpiresAt      time.Time `json:"expiresAt"`
-	// ReplacesOrderID is present in version 2 only.
+	// ReplacesOrderID is present in versions 2 and 3 only.
 	ReplacesOrderID string `json:"replacesOrderId,omitempty"`
+	// CampaignCode is present in version 3 only: the campaign code a use of
+	// a flash campaign was taken with (Code is the campaign id).
+	CampaignCode string `json:"campaignCode,omitempty"`
 }
 
 // wireCustomer is a customerId on the topic: a JSON number for an integer id
@@ -60,15 +63,22 @@ func (c *wireCustomer) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// encodeEvent writes e as version EventVersion of the wire format.
+// encodeEvent writes e in the wire format: version EventVersion, or
+// EventVersionReplace for a replacement, or EventVersionCampaign for a use
+// of a flash campaign (replacing or not), the lowest version that says
+// everything e says.
 func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 	version := voucher.EventVersion
-	if e.ReplacesOrderID != "" {
+	switch {
+	case e.CampaignCode != "":
+		version = voucher.EventVersionCampaign
+	case e.ReplacesOrderID != "":
 		version = voucher.EventVersionReplace
 	}
 	return json.Marshal(wireEvent{
 		Version:         version,
 		ReplacesOrderID: e.ReplacesOrderID,
+		CampaignCode:    e.CampaignCode,
 		Type:            EventTypeReserved,
 		Code:            e.Code,
 		CustomerID:      wireCustomer(e.CustomerID),
@@ -110,6 +120,7 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 		ReservedAt:      w.ReservedAt,
 		ExpiresAt:       w.ExpiresAt,
 		ReplacesOrderID: w.ReplacesOrderID,
+		CampaignCode:    w.CampaignCode,
 	}, nil
 }
 
@@ -117,11 +128,17 @@ func (w wireEvent) check() error {
 	switch {
 	case w.Type != EventTypeReserved:
 		return fmt.Errorf("type %q is not %s", w.Type, EventTypeReserved)
-	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace:
-		return fmt.Errorf("unsupported event version %d (this build reads %d and %d)", w.Version,
-			voucher.EventVersion, voucher.EventVersionReplace)
-	case (w.Version == voucher.EventVersionReplace) != (w.ReplacesOrderID != ""):
-		return fmt.Errorf("replacesOrderId comes with version %d, and only with it", voucher.EventVersionReplace)
+	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace && w.Version != voucher.EventVersionCampaign:
+		return fmt.Errorf("unsupported event version %d (this build reads %d, %d and %d)", w.Version,
+			voucher.EventVersion, voucher.EventVersionReplace, voucher.EventVersionCampaign)
+	case w.Version == voucher.EventVersion && w.ReplacesOrderID != "",
+		w.Version == voucher.EventVersionReplace && w.ReplacesOrderID == "":
+		return fmt.Errorf("replacesOrderId comes with version %d (or %d), and only with it",
+			voucher.EventVersionReplace, voucher.EventVersionCampaign)
+	case (w.Version == voucher.EventVersionCampaign) != (w.CampaignCode != ""):
+		return fmt.Errorf("campaignCode comes with version %d, and only with it", voucher.EventVersionCampaign)
+	case w.CampaignCode != "" && (!voucher.ValidCode(w.CampaignCode) || w.CampaignCode == w.Code):
+		return fmt.Errorf("invalid campaignCode %q", w.CampaignCode)
 	case w.ReplacesOrderID != "" && (!voucher.ValidOrderID(w.ReplacesOrderID) || w.ReplacesOrderID == w.OrderID):
 		return fmt.Errorf("invalid replacesOrderId %q", w.ReplacesOrderID)
 	case !voucher.ValidCode(w.Code):

@@ -82,6 +82,31 @@ func TestReplacementEventWireFormat(t *testing.T) {
 	require.Contains(t, string(plain), `"version":1`)
 }
 
+// A use of a flash campaign is written as version 3 with its campaignCode,
+// replacing or not; older consumers refuse it rather than write the use
+// without its code.
+func TestCampaignEventWireFormat(t *testing.T) {
+	t.Parallel()
+	for _, replaces := range []string{"", "order-old"} {
+		e := sampleEvent(4)
+		e.Code, e.CampaignCode, e.ReplacesOrderID = "cmp_0123456789AB", "WELCOME-7KQ4M2XH", replaces
+		raw, err := encodeEvent(e)
+		require.NoError(t, err)
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal(raw, &fields))
+		require.Equal(t, float64(3), fields["version"])
+		require.Equal(t, "WELCOME-7KQ4M2XH", fields["campaignCode"])
+		got, err := decodeEvent(raw)
+		require.NoError(t, err)
+		e.Version = voucher.EventVersionCampaign
+		require.Equal(t, e, got)
+		require.Equal(t, "WELCOME-7KQ4M2XH", got.Redemption().VoucherCode, "answered with its code")
+	}
+	plain, err := encodeEvent(sampleEvent(4))
+	require.NoError(t, err)
+	require.NotContains(t, string(plain), "campaignCode")
+}
+
 // An event written by the release whose customerIds were integers (these
 // bytes are what its encodeEvent wrote for sampleEvent(7)) decodes to the
 // customer's decimal string.
@@ -162,7 +187,10 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"empty", nil, "EOF"},
 		{"trailing data", append(valid(func(map[string]any) {}), []byte(` {}`)...), "trailing data"},
 		{"wrong type", valid(func(m map[string]any) { m["type"] = "VoucherReleased" }), `type "VoucherReleased"`},
-		{"newer version", valid(func(m map[string]any) { m["version"] = 3 }), "unsupported event version 3"},
+		{"newer version", valid(func(m map[string]any) { m["version"] = 4 }), "unsupported event version 4"},
+		{"version 3 without campaignCode", valid(func(m map[string]any) { m["version"] = 3 }), "campaignCode comes with version 3"},
+		{"campaignCode in version 1", valid(func(m map[string]any) { m["campaignCode"] = "K-1" }), "campaignCode comes with version 3"},
+		{"bad campaignCode", valid(func(m map[string]any) { m["version"] = 3; m["campaignCode"] = "no spaces" }), "invalid campaignCode"},
 		{"version 2 without replacesOrderId", valid(func(m map[string]any) { m["version"] = 2 }), "replacesOrderId comes with version 2"},
 		{"replacesOrderId in version 1", valid(func(m map[string]any) { m["replacesOrderId"] = "old-1" }), "replacesOrderId comes with version 2"},
 		{"replacing itself", valid(func(m map[string]any) { m["version"] = 2; m["replacesOrderId"] = m["orderId"] }), "invalid replacesOrderId"},

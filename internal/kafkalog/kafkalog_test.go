@@ -361,7 +361,7 @@ func TestDeadLetters(t *testing.T) {
 	publishAll(t, l, evs[:5])
 	poison := []*kgo.Record{
 		{Topic: cfg.Topic, Key: []byte("DLQ0"), Value: []byte("not json at all")},
-		{Topic: cfg.Topic, Key: []byte("DLQ0"), Value: []byte(`{"version":3,"type":"VoucherReserved"}`),
+		{Topic: cfg.Topic, Key: []byte("DLQ0"), Value: []byte(`{"version":99,"type":"VoucherReserved"}`),
 			Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("v2")}}},
 	}
 	require.NoError(t, raw.ProduceSync(ctx, poison...).FirstErr())
@@ -393,7 +393,7 @@ func TestDeadLetters(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "voucher DLQ0 does not exist", reasons[string(rejected)])
 	require.Contains(t, reasons["not json at all"], "undecodable event")
-	require.Contains(t, reasons[string(poison[1].Value)], "unsupported event version 3")
+	require.Contains(t, reasons[string(poison[1].Value)], "unsupported event version 99")
 }
 
 func TestCaughtUp(t *testing.T) {

@@ -41,7 +41,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c voucher.Campaign, n int, g
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var out voucher.Voucher
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qCampaignBudgetInsert, c.ID, b.DiscountAmount, b.MinOrderAmount,
-			b.TotalLimit, b.PerUserLimit, b.StartsAt, b.EndsAt, b.DiscountPercentBP, b.MaxDiscountAmount), &out); err != nil {
+			b.TotalLimit, b.PerUserLimit, b.StartsAt, b.EndsAt, b.DiscountPercentBP, b.MaxDiscountAmount, b.FlashSale), &out); err != nil {
 			return err
 		}
 		if err := recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out)); err != nil {

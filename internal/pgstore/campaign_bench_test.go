@@ -33,3 +33,24 @@ func BenchmarkCampaignCodes100k(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*i)/time.Since(start).Seconds(), "codes/s")
 }
+
+// BenchmarkCampaignCodeLookup measures what routing a code the service has
+// not seen costs on the hot path: the voucher look-up that misses, then the
+// campaign code's primary-key look-up (voucher.Service.resolve), for random
+// codes of a campaign of 100,000 codes.
+func BenchmarkCampaignCodeLookup(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b)
+	_, codes := newCampaign(b, s, "cmp_LOOKUP", "LK-", 100_000, 10, 1)
+	i := 0
+	for b.Loop() {
+		code := codes[(i*7919)%len(codes)]
+		i++
+		if _, err := s.Voucher(ctx, code); !voucher.IsCode(err, voucher.CodeVoucherNotFound) {
+			b.Fatalf("voucher look-up of %s: %v", code, err)
+		}
+		if id, err := s.CodeCampaign(ctx, code); err != nil || id != "cmp_LOOKUP" {
+			b.Fatalf("campaign of %s: %s %v", code, id, err)
+		}
+	}
+}

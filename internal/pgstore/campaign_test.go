@@ -99,13 +99,23 @@ func TestCampaignCreateAndCodes(t *testing.T) {
 		StartsAt: base, EndsAt: base.Add(time.Hour)})
 	requireCode(t, err, voucher.CodeVoucherExists)
 
-	// The budget is patched as a voucher, but never into a flash sale.
+	// The budget is patched as a voucher, a flash sale included, and reads
+	// as a campaign's budget.
 	flash, total := true, int32(150)
 	_, patched, err := s.PatchVoucher(ctx, "cmp_CREATE", voucher.Patch{TotalLimit: &total})
 	require.NoError(t, err)
 	require.Equal(t, total, patched.TotalLimit)
-	_, _, err = s.PatchVoucher(ctx, "cmp_CREATE", voucher.Patch{FlashSale: &flash})
-	requireCode(t, err, voucher.CodeCampaignBudget)
+	_, patched, err = s.PatchVoucher(ctx, "cmp_CREATE", voucher.Patch{FlashSale: &flash})
+	require.NoError(t, err)
+	require.True(t, patched.FlashSale)
+	budget, err := s.Voucher(ctx, "cmp_CREATE")
+	require.NoError(t, err)
+	require.True(t, budget.Campaign)
+	require.True(t, budget.FlashSale)
+	newVoucher(t, s, "PLAIN", 1, 1)
+	plain, err := s.Voucher(ctx, "PLAIN")
+	require.NoError(t, err)
+	require.False(t, plain.Campaign)
 }
 
 // TestCampaignCollisionsRetried hands the store a generator that repeats

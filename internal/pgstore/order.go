@@ -50,7 +50,7 @@ func (s *Store) AbandonOrder(ctx context.Context, code string, h voucher.Hold, n
 	var inserted bool
 	err := s.rerunRolledBack(ctx, func() error {
 		return scanRedemption(s.pool.QueryRow(ctx, qAbandonOrder, h.OrderID, code, h.CustomerID, h.OrderAmount,
-			h.DiscountAmount, h.ReservedAt, h.ExpiresAt, now), &r, &inserted)
+			h.DiscountAmount, h.ReservedAt, h.ExpiresAt, now, h.Code), &r, &inserted)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return voucher.Redemption{}, false, voucher.Unavailable(nil, "order %s: a row appeared while it was being fenced; try again", h.OrderID)

@@ -255,13 +255,15 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 		discounts  = make([]int64, n)
 		reservedAt = make([]time.Time, n)
 		expiresAt  = make([]time.Time, n)
+		unique     = make([]string, n)
 	)
 	for i, e := range events {
 		orderIDs[i], codes[i], customers[i] = e.OrderID, e.Code, e.CustomerID
 		amounts[i], discounts[i] = e.OrderAmount, e.DiscountAmount
 		reservedAt[i], expiresAt[i] = e.ReservedAt, e.ExpiresAt
+		unique[i] = e.CampaignCode
 	}
-	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt)
+	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, unique)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +317,7 @@ func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (vouc
 	)
 	err := s.rerunRolledBack(ctx, func() error {
 		return s.pool.QueryRow(ctx, qApplyReplace, e.OrderID, e.Code, e.CustomerID, e.OrderAmount, e.DiscountAmount,
-			e.ReservedAt, e.ExpiresAt, e.ReplacesOrderID).Scan(&inserted, &code, &customer)
+			e.ReservedAt, e.ExpiresAt, e.ReplacesOrderID, e.CampaignCode).Scan(&inserted, &code, &customer)
 	})
 	if err != nil {
 		if reason, refused := refusal(err, e); refused {
@@ -346,6 +348,8 @@ func refusal(err error, e voucher.ReservedEvent) (string, bool) {
 		return "check_violation: " + pgErr.ConstraintName, true
 	case code == sqlstatePerUserLimit:
 		return "per_user_limit: " + pgErr.Message, true
+	case code == sqlstateUniqueViolation && pgErr.ConstraintName == "voucher_redemption_code_live_idx":
+		return fmt.Sprintf("code_used: campaign code %s is held by another order", e.CampaignCode), true
 	case len(code) == 5 && (code[:2] == "22" || code[:2] == "23"):
 		// Other data exceptions and integrity violations: a malformed event.
 		return fmt.Sprintf("invalid event (%s): %s", code, pgErr.Message), true

@@ -26,10 +26,15 @@ func scanVoucher(row pgx.Row, v *voucher.Voucher, extra ...any) error {
 	return nil
 }
 
-// scanVoucherCounts scans voucher_get's columns: the voucher and its live
-// counts.
+// scanVoucherCounts scans a voucher and its live counts.
 func scanVoucherCounts(row pgx.Row, v *voucher.Voucher) error {
 	return scanVoucher(row, v, &v.Reserved, &v.Confirmed)
+}
+
+// scanVoucherGet scans voucher_get's columns: the voucher, its live counts
+// and its campaign flag.
+func scanVoucherGet(row pgx.Row, v *voucher.Voucher) error {
+	return scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign)
 }
 
 func voucherNotFound(code string) error {
@@ -66,7 +71,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 // Voucher returns a voucher with live Reserved and Confirmed counts.
 func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
 	var v voucher.Voucher
-	if err := scanVoucherCounts(s.pool.QueryRow(ctx, qVoucherGet, code), &v); err != nil {
+	if err := scanVoucherGet(s.pool.QueryRow(ctx, qVoucherGet, code), &v); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return voucher.Voucher{}, voucherNotFound(code)
 		}
@@ -126,10 +131,6 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		return recordAudit(ctx, tx, code, voucher.PatchAction(p), voucher.ActorOf(ctx),
 			voucher.AuditFields(before), voucher.AuditFields(after))
 	})
-	if state, pgErr := pgCode(err); state == sqlstateCheckViolation && pgErr.ConstraintName == "voucher_campaign_not_flash" {
-		return voucher.Voucher{}, voucher.Voucher{}, voucher.Errorf(voucher.CodeCampaignBudget,
-			"%s is a campaign's budget: campaign codes reserve through PostgreSQL, so it cannot be a flash sale", code)
-	}
 	if err != nil {
 		return voucher.Voucher{}, voucher.Voucher{}, interpretError(err)
 	}
@@ -157,7 +158,7 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot
 	var snap voucher.Snapshot
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
-			if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherGet, code), &snap.Voucher); err != nil {
+			if err := scanVoucherGet(tx.QueryRow(ctx, qVoucherGet, code), &snap.Voucher); err != nil {
 				if errors.Is(err, pgx.ErrNoRows) {
 					return voucherNotFound(code)
 				}

@@ -25,20 +25,20 @@ func TestConformanceValidateScript(t *testing.T) {
 		code, perUser := setUpGateCase(t, g, i, c)
 		last := len(c.Requests) - 1
 		for j, r := range c.Requests[:last] {
-			d, err := g.Reserve(ctx, code, perUser, caseHold(i, r.Customer, r.Order, r.OrderAmount()))
+			d, err := g.Reserve(ctx, code, perUser, requestHold(c, i, r))
 			require.NoError(t, err)
 			requireGateAnswer(t, c, j, d.Outcome)
 		}
 		before, err := g.Inspect(ctx, code)
 		require.NoError(t, err)
 		r := c.Requests[last]
-		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer)
+		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex))
 		require.NoError(t, err)
 		requireGateAnswer(t, c, last, d.Outcome)
 		after, err := g.Inspect(ctx, code)
 		require.NoError(t, err)
 		require.Equal(t, before, after, "%s: validate.lua changed the voucher", c.Name)
-		d, err = g.Reserve(ctx, code, perUser, caseHold(i, r.Customer, r.Order, r.OrderAmount()))
+		d, err = g.Reserve(ctx, code, perUser, requestHold(c, i, r))
 		require.NoError(t, err)
 		requireGateAnswer(t, c, last, d.Outcome)
 	}

@@ -16,6 +16,23 @@ func caseHold(i int, customer string, order string, amount int64) voucher.Hold {
 		DiscountAmount: 100_000, ReservedAt: conformance.Now, ExpiresAt: conformance.Now.Add(conformance.TTL)}
 }
 
+// caseCode is the campaign code step or request k of case i presents, ""
+// for a voucher's case: a campaign case's budget is gated under its own
+// code (the campaign id), its codes carried by the holds.
+func caseCode(c conformance.Case, i, k int) string {
+	if !c.Voucher.Campaign {
+		return ""
+	}
+	return conformance.CampaignCode(i, k)
+}
+
+// requestHold is the hold request r of case i asks the gate to store.
+func requestHold(c conformance.Case, i int, r conformance.Request) voucher.Hold {
+	h := caseHold(i, r.Customer, r.Order, r.OrderAmount())
+	h.Code = caseCode(c, i, r.CodeIndex)
+	return h
+}
+
 // setUpGateCase loads case i's voucher into g and runs its steps. A confirm
 // changes nothing in the gate: a held use stays held.
 func setUpGateCase(t *testing.T, g *Gate, i int, c conformance.Case) (code string, perUser int32) {
@@ -29,7 +46,9 @@ func setUpGateCase(t *testing.T, g *Gate, i int, c conformance.Case) (code strin
 		require.False(t, st.OtherVoucher, "%s: the gate has no other voucher", c.Name)
 		switch st.Kind {
 		case conformance.StepReserve:
-			d, err := g.Reserve(ctx, v.Code, v.PerUserLimit, caseHold(i, st.Customer, st.Order, conformance.Amount))
+			h := caseHold(i, st.Customer, st.Order, conformance.Amount)
+			h.Code = caseCode(c, i, st.CodeIndex)
+			d, err := g.Reserve(ctx, v.Code, v.PerUserLimit, h)
 			require.NoError(t, err)
 			require.Equal(t, voucher.GateTaken, d.Outcome, "%s: step %+v", c.Name, st)
 		case conformance.StepRelease:
@@ -65,7 +84,7 @@ func TestConformanceScript(t *testing.T) {
 		}
 		code, perUser := setUpGateCase(t, g, i, c)
 		for j, r := range c.Requests {
-			d, err := g.Reserve(ctx, code, perUser, caseHold(i, r.Customer, r.Order, r.OrderAmount()))
+			d, err := g.Reserve(ctx, code, perUser, requestHold(c, i, r))
 			require.NoError(t, err)
 			requireGateAnswer(t, c, j, d.Outcome)
 		}
@@ -95,9 +114,9 @@ func TestConformanceSoldOutCache(t *testing.T) {
 		}
 		orders, err := client.Do(ctx, client.B().Hgetall().Key(k.orders).Build()).AsStrMap()
 		require.NoError(t, err)
-		e := &soldOutEntry{orders: orders}
+		e := &soldOutEntry{orders: orders, codes: heldCodes(orders)}
 		for j, r := range c.Requests {
-			d, ok := e.decide(conformance.OrderID(i, r.Order), r.Customer, false)
+			d, ok := e.decide(conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex), false)
 			require.True(t, ok, "%s: request %d: the copy cannot answer", c.Name, j)
 			requireGateAnswer(t, c, j, d.Outcome)
 		}

@@ -205,8 +205,14 @@ func (g *Gate) SoldOutHits() uint64 { return g.soldOut.hits.Load() }
 // answered from the copy without a Redis call, as reserve.lua would answer
 // them: GateSoldOut for an unknown orderId; GateReplay, GateReleased or
 // GateConflict (with the stored hold) for a known one; a pending hold, and a
-// replay of a pending (Kafka mode) request, still ask Redis. soldOutCache describes what the copy may miss; it never
-// oversells.
+// replay of a pending (Kafka mode) request, still ask Redis; GateCodeUsed for
+// an unknown orderId with a campaign code a held or pending hold of the copy
+// holds. soldOutCache describes what the copy may miss; it never oversells.
+//
+// A campaign's hold (hold.Code set, code the campaign id) also takes its
+// code in the budget's codes hash: GateCodeUsed when another order holds
+// it, before the quota and the stock are looked at; an orderId known with
+// another code is GateConflict.
 func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hold voucher.Hold) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
@@ -214,11 +220,14 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	if err := checkOrderID(hold.OrderID); err != nil {
 		return voucher.GateDecision{}, err
 	}
+	if err := checkCampaignCode(hold.Code); err != nil {
+		return voucher.GateDecision{}, err
+	}
 	if perUserLimit <= 0 {
 		return voucher.GateDecision{}, voucher.Errorf(voucher.CodeInvalidRequest, "perUserLimit must be > 0")
 	}
 	if e := g.soldOut.get(code); e != nil {
-		if d, ok := e.decide(hold.OrderID, hold.CustomerID, hold.Pending); ok {
+		if d, ok := e.decide(hold.OrderID, hold.CustomerID, hold.Code, hold.Pending); ok {
 			d.Local = true
 			g.soldOut.hits.Add(1)
 			if g.cfg.OnSoldOutHit != nil {
@@ -246,6 +255,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 			hold.CustomerID,
 			strconv.FormatInt(int64(perUserLimit), 10),
 			encodeHold(state, hold),
+			hold.Code,
 		}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "reserve", code)
@@ -274,6 +284,8 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	case reserveSoldOut:
 		d.Outcome = voucher.GateSoldOut
 		g.markSoldOut(code, epoch, third)
+	case reserveCodeUsed:
+		d.Outcome = voucher.GateCodeUsed
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown reserve status %d", status), "reserve", code)
 	}
@@ -382,7 +394,7 @@ func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.R
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := releaseScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version}, []string{orderID, m}).AsInt64()
+	n, err := releaseScript.Exec(ctx, client, k.script(), []string{orderID, m}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "release", code)
 	}
@@ -394,7 +406,10 @@ func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.R
 
 // Load writes the snapshot if the voucher is not loaded, and reports whether
 // it wrote. Remaining is s.Remaining() (totalLimit - held); held orders are
-// stored as held, released ones as released markers.
+// stored as held, released ones as released markers. An order of a
+// campaign's budget made with one of its codes (its VoucherCode is that
+// code, not the budget's) keeps the code in its hold, and the codes of the
+// held ones are held again in the budget's codes hash.
 func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 	code := s.Voucher.Code
 	if err := checkCode(code); err != nil {
@@ -433,12 +448,13 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 			DiscountAmount: r.DiscountAmount,
 			ReservedAt:     r.CreatedAt,
 			ExpiresAt:      r.ExpiresAt,
+			Code:           campaignCodeOf(r, code),
 		}))
 	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withBulkTimeout(ctx)
 	defer cancel()
-	wrote, err := loadScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version}, args).AsInt64()
+	wrote, err := loadScript.Exec(ctx, client, k.script(), args).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "load", code)
 	}
@@ -487,7 +503,7 @@ func (g *Gate) AdjustLimit(ctx context.Context, v voucher.Voucher, delta int64) 
 	k := keysFor(g.cfg.KeyPrefix, v.Code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err = adjustScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version},
+	err = adjustScript.Exec(ctx, client, k.script(),
 		[]string{strconv.FormatInt(delta, 10), strconv.FormatInt(expireAt, 10)}).Error()
 	// Clear even on error: the script may have run, and a cleared cache
 	// costs one Redis call at most.
@@ -585,6 +601,25 @@ func interpretError(err error, op, code string) error {
 		return voucher.Unavailable(err, "redis %s", op)
 	}
 	return voucher.Unavailable(err, "redis %s %s", op, code)
+}
+
+// campaignCodeOf is the campaign code redemption r of the voucher keyed
+// under code was made with: its VoucherCode when that is not code (a
+// campaign's redemption answers with its code), else "".
+func campaignCodeOf(r voucher.Redemption, code string) string {
+	if r.VoucherCode != "" && r.VoucherCode != code {
+		return r.VoucherCode
+	}
+	return ""
+}
+
+// checkCampaignCode rejects a hold's campaign code that would break the
+// hold encoding; "" (a voucher's hold) is fine.
+func checkCampaignCode(code string) error {
+	if code != "" && !voucher.ValidCode(code) {
+		return voucher.Errorf(voucher.CodeInvalidRequest, "invalid campaign code %q", code)
+	}
+	return nil
 }
 
 // checkCode rejects codes that would break the key layout (braces, colons);

@@ -21,15 +21,18 @@ var errBadHold = errors.New("redisgate: malformed hold")
 
 // encodeHold renders a hold as the value of the orders hash:
 //
-//	STATE|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner]
+//	STATE|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code]]
 //
 // A compact, fixed field order keeps each hold to a few dozen bytes (a sale
 // of a million uses stays small) and lets the scripts read the state and the
 // customer with one pattern match. A zero time is written as 0. The owner,
 // the instance that took the use and writes it to the store, is left out
-// when unknown (holds loaded or adopted from the store). A customerId never
-// holds '|' (voucher.ValidCustomerID); an integer id is written as its
-// decimal digits, as releases with integer ids wrote it.
+// when unknown (holds loaded or adopted from the store), and empty when a
+// code follows. The code is the campaign code a hold of a campaign's budget
+// was taken with (h.Code); a voucher's hold has none, so its value is what
+// it was before campaigns. A customerId never holds '|'
+// (voucher.ValidCustomerID), nor does a code (voucher.ValidCode); an integer
+// id is written as its decimal digits, as releases with integer ids wrote it.
 func encodeHold(state byte, h voucher.Hold) string {
 	b := make([]byte, 0, 64)
 	b = append(b, state, '|')
@@ -42,9 +45,13 @@ func encodeHold(state byte, h voucher.Hold) string {
 	b = strconv.AppendInt(b, unixMilli(h.ReservedAt), 10)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, unixMilli(h.ExpiresAt), 10)
-	if h.Owner != "" {
+	if h.Owner != "" || h.Code != "" {
 		b = append(b, '|')
 		b = append(b, h.Owner...)
+	}
+	if h.Code != "" {
+		b = append(b, '|')
+		b = append(b, h.Code...)
 	}
 	return string(b)
 }
@@ -53,7 +60,7 @@ func encodeHold(state byte, h voucher.Hold) string {
 // value (it is the hash field) and is copied into the result.
 func decodeHold(orderID, s string) (voucher.Hold, error) {
 	parts := strings.Split(s, "|")
-	if (len(parts) != 6 && len(parts) != 7) || len(parts[0]) != 1 {
+	if len(parts) < 6 || len(parts) > 8 || len(parts[0]) != 1 {
 		return voucher.Hold{}, errBadHold
 	}
 	if !voucher.ValidCustomerID(parts[1]) {
@@ -75,11 +82,17 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 		ReservedAt:     fromUnixMilli(nums[2]),
 		ExpiresAt:      fromUnixMilli(nums[3]),
 	}
-	if len(parts) == 7 {
-		if !validOwner(parts[6]) {
-			return voucher.Hold{}, errBadHold
-		}
+	switch {
+	case len(parts) == 7 && !validOwner(parts[6]):
+		return voucher.Hold{}, errBadHold
+	case len(parts) == 8 && (parts[6] != "" && !validOwner(parts[6]) || !voucher.ValidCode(parts[7])):
+		return voucher.Hold{}, errBadHold
+	}
+	if len(parts) >= 7 {
 		h.Owner = parts[6]
+	}
+	if len(parts) == 8 {
+		h.Code = parts[7]
 	}
 	switch parts[0][0] {
 	case stateHeld:

@@ -24,6 +24,9 @@ func TestHoldRoundTrip(t *testing.T) {
 		{"released", stateReleased, voucher.Hold{OrderID: "o", CustomerID: "9223372036854775807", Released: true}, "R|9223372036854775807|0|0|0|0"},
 		{"with its owner", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "a1b2-c3_d4"}, "H|3|0|0|0|0|a1b2-c3_d4"},
 		{"string customer", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "cus_9X:a.b-c@d.e+f"}, "H|cus_9X:a.b-c@d.e+f|0|0|0|0"},
+		{"campaign code", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "3", Code: "WELCOME-7KQ4"}, "H|3|0|0|0|0||WELCOME-7KQ4"},
+		{"campaign code and owner", statePending, voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "i-1", Code: "K_1", Pending: true},
+			"P|3|0|0|0|0|i-1|K_1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +43,8 @@ func TestHoldRoundTrip(t *testing.T) {
 func TestDecodeHoldRejectsGarbage(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "H", "H|1|2|3|4", "X|1|2|3|4|5", "HH|1|2|3|4|5", "H|a b|2|3|4|5", "H||2|3|4|5", "H|1|x|3|4|5",
-		"H|1|2|3|4|5|", "H|1|2|3|4|5|a|b", "H|1|2|3|4|5|a{b}", "H|1|2|3|4|5|a b"} {
+		"H|1|2|3|4|5|", "H|1|2|3|4|5|a|b|c", "H|1|2|3|4|5|a{b}", "H|1|2|3|4|5|a b", "H|1|2|3|4|5|a|", "H|1|2|3|4|5||b c",
+		"H|1|2|3|4|5|a b|c"} {
 		_, err := decodeHold("o", s)
 		require.ErrorIs(t, err, errBadHold, s)
 	}

@@ -26,7 +26,7 @@ func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, err
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withBulkTimeout(ctx)
 	defer cancel()
-	res, err := inspectScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders}, nil).ToArray()
+	res, err := inspectScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes}, nil).ToArray()
 	if err != nil {
 		return voucher.GateState{}, interpretError(err, "inspect", code)
 	}
@@ -52,7 +52,7 @@ func decodeState(res []rueidis.RedisMessage) (voucher.GateState, error) {
 	if loaded == 0 {
 		return voucher.GateState{}, nil
 	}
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return voucher.GateState{}, errBadReply
 	}
 	st := voucher.GateState{Loaded: true}
@@ -84,20 +84,33 @@ func decodeState(res []rueidis.RedisMessage) (voucher.GateState, error) {
 		}
 		st.Orders[orders[i]] = h
 	}
+	codes, err := res[4].AsStrSlice()
+	if err != nil {
+		return voucher.GateState{}, err
+	}
+	st.Codes = make(map[string]string, len(codes)/2)
+	for i := 0; i+1 < len(codes); i += 2 {
+		st.Codes[codes[i]] = codes[i+1]
+	}
 	return st, nil
 }
 
 // Adopt records a hold the database has and the gate lost (reconciliation):
 // it takes a use for hold.OrderID, even below zero remaining, only if the
 // orderId is unknown to the gate and the voucher is loaded. It reports
-// whether it changed anything. The hold is stored as held (durable). An
-// adoption clears the sold-out cache of code in this process, whose copy of
-// the orders lacks the hold.
+// whether it changed anything. The hold is stored as held (durable); a
+// campaign's hold (hold.Code set) takes its code, whichever order the gate
+// had it held by (the database holds each code once). An adoption clears
+// the sold-out cache of code in this process, whose copy of the orders lacks
+// the hold.
 func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
 	if err := checkCode(code); err != nil {
 		return false, err
 	}
 	if err := checkOrderID(hold.OrderID); err != nil {
+		return false, err
+	}
+	if err := checkCampaignCode(hold.Code); err != nil {
 		return false, err
 	}
 	client, err := g.conn()
@@ -107,8 +120,8 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := adoptScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version}, []string{
-		hold.OrderID, hold.CustomerID, encodeHold(stateHeld, hold),
+	n, err := adoptScript.Exec(ctx, client, k.script(), []string{
+		hold.OrderID, hold.CustomerID, encodeHold(stateHeld, hold), hold.Code,
 	}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "adopt", code)

@@ -13,6 +13,11 @@ type keys struct {
 	users     string // hash customerId -> held count
 	orders    string // hash orderId -> encoded hold
 	lock      string // string: warm-up lock token
+	// codes is, for a campaign's budget (whose code is the campaign id), the
+	// hash campaign code -> orderId of the order holding it (held or
+	// pending). It grows only with use: a code is absent until an order
+	// takes it, and its field goes when that order gives its use back.
+	codes string
 	// version is a counter that every script changing the orders hash
 	// increments (load included), so a process can tell that its copy of
 	// the orders (see soldOutCache) is still exact without reading them. It
@@ -32,13 +37,18 @@ func keysFor(prefix, code string) keys {
 		orders:    base + "orders",
 		lock:      base + "lock",
 		version:   base + "version",
+		codes:     base + "codes",
 	}
 }
 
 // all lists the keys Forget deletes: all of a voucher's but the version,
 // which must keep growing so that a copy made before the Forget never
 // matches the state after the next load.
-func (k keys) all() []string { return []string{k.remaining, k.users, k.orders, k.lock} }
+func (k keys) all() []string { return []string{k.remaining, k.users, k.orders, k.lock, k.codes} }
+
+// script is the common KEYS layout of the scripts that decide or change
+// holds: remaining, users, orders, version, codes.
+func (k keys) script() []string { return []string{k.remaining, k.users, k.orders, k.version, k.codes} }
 
 // maxCachedKeys bounds keyCache; past it the cache starts over.
 const maxCachedKeys = 100_000
@@ -58,7 +68,7 @@ func (c *keyCache) reserve(prefix, code string) []string {
 		return v.([]string)
 	}
 	k := keysFor(prefix, code)
-	ks := []string{k.remaining, k.users, k.orders, k.version}
+	ks := k.script()
 	if c.n.Add(1) > maxCachedKeys {
 		c.m.Clear()
 		c.n.Store(0)

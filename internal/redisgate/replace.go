@@ -12,10 +12,10 @@ import (
 const replaceNotHeld = 8
 
 // Validate answers what Reserve would decide for orderID ("" leaves the
-// orderId checks out) and customerID with validate.lua, which writes
-// nothing. While the voucher is in the sold-out cache the copy answers, as
-// it does for Reserve.
-func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID string) (voucher.GateDecision, error) {
+// orderId checks out), customerID and campaignCode ("" for a voucher) with
+// validate.lua, which writes nothing. While the voucher is in the sold-out
+// cache the copy answers, as it does for Reserve.
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
 	}
@@ -24,15 +24,18 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 			return voucher.GateDecision{}, err
 		}
 	}
+	if err := checkCampaignCode(campaignCode); err != nil {
+		return voucher.GateDecision{}, err
+	}
 	if perUserLimit <= 0 {
 		return voucher.GateDecision{}, voucher.Errorf(voucher.CodeInvalidRequest, "perUserLimit must be > 0")
 	}
 	if e := g.soldOut.get(code); e != nil && orderID != "" {
-		if d, ok := e.decide(orderID, customerID, false); ok {
+		if d, ok := e.decide(orderID, customerID, campaignCode, false); ok {
 			return d, nil
 		}
 	} else if e != nil {
-		return voucher.GateDecision{Outcome: voucher.GateSoldOut}, nil
+		return e.decideUnknown(campaignCode), nil
 	}
 	client, err := g.conn()
 	if err != nil {
@@ -41,8 +44,8 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders},
-		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10)}).ToArray()
+	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes},
+		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10), campaignCode}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "validate", code)
 	}
@@ -65,6 +68,8 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 		d.Outcome = voucher.GateQuotaHeld
 	case reserveSoldOut:
 		d.Outcome = voucher.GateSoldOut
+	case reserveCodeUsed:
+		d.Outcome = voucher.GateCodeUsed
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown validate status %d", status), "validate", code)
 	}
@@ -73,7 +78,9 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 
 // Replace takes the use of replaces, hold.CustomerID's held hold, for
 // hold.OrderID with replace.lua: one atomic step in which the counts do not
-// move. hold.Pending stores the new hold as pending (Kafka mode). It never
+// move. hold.Pending stores the new hold as pending (Kafka mode). A
+// campaign's hold (hold.Code set) frees the replaced order's code and takes
+// its own, GateCodeUsed when an order other than replaces holds it. It never
 // answers from the sold-out cache, and clears it when it replaced.
 func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, replaces string) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
@@ -83,6 +90,9 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		return voucher.GateDecision{}, err
 	}
 	if err := checkOrderID(replaces); err != nil {
+		return voucher.GateDecision{}, err
+	}
+	if err := checkCampaignCode(hold.Code); err != nil {
 		return voucher.GateDecision{}, err
 	}
 	client, err := g.conn()
@@ -96,8 +106,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := replaceScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version},
-		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces}).ToArray()
+	res, err := replaceScript.Exec(ctx, client, k.script(),
+		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "replace", code)
 	}
@@ -119,6 +129,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		d.Outcome = voucher.GateNotLoaded
 	case replaceNotHeld:
 		d.Outcome = voucher.GateNotHeld
+	case reserveCodeUsed:
+		d.Outcome = voucher.GateCodeUsed
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown replace status %d", status), "replace", code)
 	}
@@ -138,7 +150,7 @@ func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string) (b
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := unreplaceScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.version},
+	n, err := unreplaceScript.Exec(ctx, client, k.script(),
 		[]string{orderID, replaces}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "unreplace", code)

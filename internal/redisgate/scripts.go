@@ -65,4 +65,5 @@ const (
 	reserveNotLoaded = 5
 	reserveQuotaHeld = 6
 	reserveSoldOut   = 7
+	reserveCodeUsed  = 9
 )

@@ -57,6 +57,15 @@ const skipRecheck = time.Minute
 //     answered replay instead of taking a use: the service then writes it
 //     through PostgreSQL, which checks the stock itself.
 //
+// For a campaign's budget (whose code is the campaign id) the entry is the
+// budget's: sold out for every code of the campaign. An unknown orderId
+// whose campaign code a held or pending hold of the copy holds is answered
+// GateCodeUsed, as reserve.lua checks the code before the stock; any other
+// code is sold out. A code freed elsewhere after the copy is answered
+// GateCodeUsed until the entry expires, like any use given back elsewhere
+// (while the budget is sold out, the code could not take a use anyway
+// unless that release also gave the use back).
+//
 // During a rolling upgrade from a gate without versions, its writes do not
 // bump the version, and the window above grows to copyMaxAge for vouchers it
 // changes. The cache never oversells: a hit never takes a use. Everything this
@@ -100,6 +109,9 @@ type soldOutEntry struct {
 	// orders maps every orderId Redis knew when the code was sold out to its
 	// encoded hold.
 	orders map[string]string
+	// codes holds the campaign codes of the held and pending holds of
+	// orders (a campaign's budget; empty for a voucher).
+	codes map[string]struct{}
 	// skip marks a code whose orders are too many to copy: it is not cached
 	// (and not read again) until until.
 	skip bool
@@ -123,16 +135,18 @@ func (c *soldOutCache) get(code string) *soldOutEntry {
 }
 
 // decide answers a reservation from the copy as reserve.lua would: an
-// unknown orderId is sold out; a known one is a conflict (other customer),
-// released, or a replay with its hold. ok is false when Redis must answer:
+// unknown orderId is sold out, or code used when its campaign code (code,
+// "" for a voucher) is held in the copy; a known one is a conflict (other
+// customer or campaign code), released, or a replay with its hold. ok is
+// false when Redis must answer:
 // a pending hold (its commit, here or elsewhere, would not be seen, and the
 // service waits for it by asking again), a replay asked for a pending request
 // (Kafka mode, where the replay is answered from the gate alone and a release
 // elsewhere must be seen), or a value this package cannot read.
-func (e *soldOutEntry) decide(orderID string, customerID string, pendingRequest bool) (d voucher.GateDecision, ok bool) {
+func (e *soldOutEntry) decide(orderID, customerID, code string, pendingRequest bool) (d voucher.GateDecision, ok bool) {
 	stored, known := e.orders[orderID]
 	if !known {
-		return voucher.GateDecision{Outcome: voucher.GateSoldOut}, true
+		return e.decideUnknown(code), true
 	}
 	h, err := decodeHold(orderID, stored)
 	if err != nil || h.Pending {
@@ -140,7 +154,7 @@ func (e *soldOutEntry) decide(orderID string, customerID string, pendingRequest 
 	}
 	d.Hold = h
 	switch {
-	case h.CustomerID != customerID:
+	case h.CustomerID != customerID || h.Code != code:
 		d.Outcome = voucher.GateConflict
 	case h.Released:
 		d.Outcome = voucher.GateReleased
@@ -150,6 +164,37 @@ func (e *soldOutEntry) decide(orderID string, customerID string, pendingRequest 
 		d.Outcome = voucher.GateReplay
 	}
 	return d, true
+}
+
+// decideUnknown answers for an orderId the copy does not know, with
+// campaign code code ("" for a voucher).
+func (e *soldOutEntry) decideUnknown(code string) voucher.GateDecision {
+	if _, used := e.codes[code]; used && code != "" {
+		return voucher.GateDecision{Outcome: voucher.GateCodeUsed}
+	}
+	return voucher.GateDecision{Outcome: voucher.GateSoldOut}
+}
+
+// heldCodes returns the campaign codes the held and pending holds of orders
+// hold; nil when none does (a voucher). A value this package cannot read is
+// left out: decide asks Redis for its own orderId, and a code it might hold
+// is at worst answered sold out, which is what the budget is.
+func heldCodes(orders map[string]string) map[string]struct{} {
+	var codes map[string]struct{}
+	for id, v := range orders {
+		if len(v) == 0 || v[0] == stateReleased {
+			continue
+		}
+		h, err := decodeHold(id, v)
+		if err != nil || h.Code == "" {
+			continue
+		}
+		if codes == nil {
+			codes = make(map[string]struct{})
+		}
+		codes[h.Code] = struct{}{}
+	}
+	return codes
 }
 
 // begin returns the epoch to pass to renew, startFetch and the stores: read
@@ -176,7 +221,7 @@ func (c *soldOutCache) renew(code string, epoch uint64, version string) bool {
 	if version == "" || e.version != version || !now.Before(e.copied.Add(copyMaxAge)) {
 		return false
 	}
-	c.store(code, epoch, &soldOutEntry{until: now.Add(c.ttl), copied: e.copied, version: e.version, orders: e.orders})
+	c.store(code, epoch, &soldOutEntry{until: now.Add(c.ttl), copied: e.copied, version: e.version, orders: e.orders, codes: e.codes})
 	return true
 }
 
@@ -202,7 +247,7 @@ func (c *soldOutCache) endFetch(code string) { c.fetching.Delete(code) }
 // set caches code as sold out with a copy of its orders read at since (a
 // time before the read began), for the TTL from since.
 func (c *soldOutCache) set(code string, epoch uint64, since time.Time, version string, orders map[string]string) {
-	c.store(code, epoch, &soldOutEntry{until: since.Add(c.ttl), copied: since, version: version, orders: orders})
+	c.store(code, epoch, &soldOutEntry{until: since.Add(c.ttl), copied: since, version: version, orders: orders, codes: heldCodes(orders)})
 }
 
 // skipCode leaves code out of the cache for skipRecheck: its orders are too

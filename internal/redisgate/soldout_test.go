@@ -142,7 +142,7 @@ func TestSoldOutEntryDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d, ok := e.decide(tc.orderID, tc.customer, tc.pending)
+			d, ok := e.decide(tc.orderID, tc.customer, "", tc.pending)
 			require.Equal(t, !tc.redis, ok)
 			require.Equal(t, tc.want, d)
 		})

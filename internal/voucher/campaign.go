@@ -182,9 +182,6 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	if err := n.Validate(s.cfg.Clock()); err != nil {
 		return Campaign{}, err
 	}
-	if n.Budget.FlashSale {
-		return Campaign{}, Errorf(CodeInvalidRequest, "flashSale campaigns are not supported: campaign codes reserve through PostgreSQL")
-	}
 	cs, err := s.campaignStore()
 	if err != nil {
 		return Campaign{}, err
@@ -195,7 +192,17 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	}
 	c := Campaign{ID: id, Name: n.Name, CodePrefix: n.CodePrefix, CodeLength: n.CodeLength, Budget: n.Budget}
 	c.Budget.Code = id
-	return cs.CreateCampaign(ctx, c, n.CodeCount, generator(n.CodePrefix, n.CodeLength))
+	created, err := cs.CreateCampaign(ctx, c, n.CodeCount, generator(n.CodePrefix, n.CodeLength))
+	if err != nil {
+		return Campaign{}, err
+	}
+	if created.Budget.FlashSale && s.gate != nil {
+		// As for a flash voucher: the budget's keys, with no code held yet.
+		if _, err := s.Warmup(ctx, created.ID); err != nil {
+			s.log.WarnContext(ctx, "warm-up after create failed; will load on first use", "campaign", created.ID, "err", err)
+		}
+	}
+	return created, nil
 }
 
 // AddCampaignCodes generates n more codes for campaign id.
@@ -263,7 +270,9 @@ func campaignNotFound(id string) error {
 }
 
 // campaignOf resolves a code that names no voucher: the budget of the
-// campaign it belongs to, or CodeVoucherNotFound.
+// campaign it belongs to, or CodeVoucherNotFound. A code found is
+// remembered (campaignIDs): a campaign code never changes campaign nor
+// becomes a voucher's code, so the entry never goes stale.
 func (s *Service) campaignOf(ctx context.Context, code string) (Voucher, error) {
 	cs, ok := s.store.(CampaignStore)
 	if !ok {
@@ -273,5 +282,87 @@ func (s *Service) campaignOf(ctx context.Context, code string) (Voucher, error) 
 	if err != nil {
 		return Voucher{}, err
 	}
+	s.rememberCampaign(code, id)
 	return s.cachedVoucher(ctx, id)
+}
+
+// rememberCampaign notes that code is a code of campaign id, for
+// resolveKnown and for resolving code while the store cannot be read.
+func (s *Service) rememberCampaign(code, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.campaignIDs) >= maxCampaignIDs {
+		s.campaignIDs = make(map[string]string)
+	}
+	s.campaignIDs[code] = id
+}
+
+// maxCampaignIDs bounds the campaign codes Service.campaignIDs remembers;
+// past it the map starts over. An entry is two short strings and a map
+// slot, about 100 bytes: the bound is about 10 MB.
+const maxCampaignIDs = 100_000
+
+// campaignID returns the campaign this process resolved code to before.
+func (s *Service) campaignID(code string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.campaignIDs[code]
+	return id, ok
+}
+
+// resolve returns the voucher code names, or the budget of the campaign
+// whose code it is (whose Code is then the campaign id, not code), for a
+// reservation or a validation. It reads the store as for a code never seen:
+// an answer must not come faster for a code someone used before, which
+// would tell a guesser that the code exists. Only when the store cannot be
+// read does a code this process resolved before go by the campaign it
+// resolved to (the budget's definition then comes from the voucher cache,
+// which serves flash vouchers stale in Kafka mode: the sale goes on).
+func (s *Service) resolve(ctx context.Context, code string, now time.Time) (Voucher, error) {
+	v, err := s.cachedVoucherAt(ctx, code, now)
+	if IsCode(err, CodeVoucherNotFound) {
+		v, err = s.campaignOf(ctx, code)
+	}
+	if IsCode(err, CodeUnavailable) {
+		if id, ok := s.campaignID(code); ok {
+			return s.cachedVoucherAt(ctx, id, now)
+		}
+	}
+	return v, err
+}
+
+// resolveKnown is resolve for the calls that act on a reservation the
+// caller made (confirm, release, extension, reads, the expiry job): a code
+// this process resolved before goes by its campaign without reading the
+// store.
+func (s *Service) resolveKnown(ctx context.Context, code string, now time.Time) (Voucher, error) {
+	if id, ok := s.campaignID(code); ok {
+		return s.cachedVoucherAt(ctx, id, now)
+	}
+	return s.resolve(ctx, code, now)
+}
+
+// campaignCodeOf is the campaign code a request for code presents when v is
+// what code resolved to: code itself when v is a campaign's budget reached
+// through one of its codes, "" for a voucher.
+func campaignCodeOf(code string, v Voucher) string {
+	if v.Code != code {
+		return code
+	}
+	return ""
+}
+
+// flashGate says where the gate keeps code's holds: gateCode is the
+// voucher's code, or for a campaign code its campaign's id (campaignCode is
+// then code; "" for a voucher or a budget asked by its own id). ok is false
+// when code names no flash voucher or flash campaign, or cannot be read.
+func (s *Service) flashGate(ctx context.Context, code string) (gateCode, campaignCode string, ok bool) {
+	if s.gate == nil {
+		return "", "", false
+	}
+	v, err := s.resolveKnown(ctx, code, s.cfg.Clock())
+	if err != nil || !v.FlashSale {
+		return "", "", false
+	}
+	return v.Code, campaignCodeOf(code, v), true
 }

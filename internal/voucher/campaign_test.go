@@ -1,7 +1,9 @@
 package voucher
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,4 +66,96 @@ func TestNewCampaignValidate(t *testing.T) {
 		err := n.Validate(now)
 		require.True(t, IsCode(err, CodeInvalidRequest), "%s: %v", name, err)
 	}
+}
+
+// campaignFakeStore holds one campaign's budget and codes and counts the
+// look-ups; down makes every read unavailable.
+type campaignFakeStore struct {
+	Store
+	CampaignStore
+	budget Voucher
+	codes  map[string]string
+
+	mu                      sync.Mutex
+	voucherReads, codeReads int
+	down                    bool
+}
+
+func (s *campaignFakeStore) Voucher(_ context.Context, code string) (Voucher, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.voucherReads++
+	switch {
+	case s.down:
+		return Voucher{}, Unavailable(nil, "down")
+	case code == s.budget.Code:
+		return s.budget, nil
+	}
+	return Voucher{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
+}
+
+func (s *campaignFakeStore) CodeCampaign(_ context.Context, code string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.codeReads++
+	if s.down {
+		return "", Unavailable(nil, "down")
+	}
+	if id, ok := s.codes[code]; ok {
+		return id, nil
+	}
+	return "", Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
+}
+
+func (s *campaignFakeStore) reads() (vouchers, codes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.voucherReads, s.codeReads
+}
+
+// A reservation reads a campaign code's campaign every time (a code used
+// before must not answer faster than one never seen); the calls on a
+// reservation made (flashGate: confirm, release, extension, expiry) go by
+// the campaign resolved before. While the store is down, a code resolved
+// before still resolves; a code never seen is unavailable (nothing is asked
+// of the gate). The budget's own id is no code to reserve.
+func TestCampaignCodeResolution(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now()
+	st := &campaignFakeStore{
+		budget: Voucher{Code: "cmp_RESOLVE00001", DiscountAmount: 1, TotalLimit: 5, PerUserLimit: 1,
+			StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), FlashSale: true, Campaign: true},
+		codes: map[string]string{"K-1": "cmp_RESOLVE00001", "K-2": "cmp_RESOLVE00001"},
+	}
+	s, err := NewService(ServiceConfig{Store: st, VoucherCacheTTL: time.Hour})
+	require.NoError(t, err)
+
+	v, err := s.resolve(ctx, "K-1", now)
+	require.NoError(t, err)
+	require.Equal(t, "cmp_RESOLVE00001", v.Code)
+	require.Equal(t, "K-1", campaignCodeOf("K-1", v))
+	vouchers, codes := st.reads()
+	require.Equal(t, [2]int{2, 1}, [2]int{vouchers, codes}, "the code's miss, the budget; the code's campaign")
+	_, err = s.resolve(ctx, "K-1", now)
+	require.NoError(t, err)
+	vouchers, codes = st.reads()
+	require.Equal(t, [2]int{3, 2}, [2]int{vouchers, codes}, "a reservation reads the code again")
+	v, err = s.resolveKnown(ctx, "K-1", now)
+	require.NoError(t, err)
+	require.Equal(t, "cmp_RESOLVE00001", v.Code)
+	vouchers, codes = st.reads()
+	require.Equal(t, [2]int{3, 2}, [2]int{vouchers, codes}, "a call on a reservation reads nothing")
+
+	st.mu.Lock()
+	st.down = true
+	st.mu.Unlock()
+	v, err = s.resolve(ctx, "K-1", now)
+	require.NoError(t, err, "a code seen before")
+	require.Equal(t, "cmp_RESOLVE00001", v.Code)
+	_, err = s.resolve(ctx, "K-2", now)
+	require.True(t, IsCode(err, CodeUnavailable), "a code never seen: %v", err)
+
+	_, err = s.Reserve(ctx, ReserveRequest{Code: "cmp_RESOLVE00001", CustomerID: "1", OrderID: "o-1", OrderAmount: 10})
+	require.True(t, IsCode(err, CodeVoucherNotFound), "the budget's own id: %v", err)
 }

@@ -20,10 +20,7 @@ const (
 	CodeVoucherNotFound ErrorCode = "VOUCHER_NOT_FOUND"
 	CodeVoucherExists   ErrorCode = "VOUCHER_EXISTS"
 	// CodeCampaignNotFound: no campaign has this id.
-	CodeCampaignNotFound ErrorCode = "CAMPAIGN_NOT_FOUND"
-	// CodeCampaignBudget refuses to make a campaign's budget a flash sale:
-	// campaign codes reserve through the store.
-	CodeCampaignBudget      ErrorCode = "CAMPAIGN_BUDGET"
+	CodeCampaignNotFound    ErrorCode = "CAMPAIGN_NOT_FOUND"
 	CodeLimitBelowHeld      ErrorCode = "LIMIT_BELOW_HELD"
 	CodeReservationNotFound ErrorCode = "RESERVATION_NOT_FOUND"
 	CodeReservationReleased ErrorCode = "RESERVATION_RELEASED"

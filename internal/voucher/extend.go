@@ -67,14 +67,11 @@ func (s *Service) Extend(ctx context.Context, code, orderID string, d time.Durat
 
 // extendInGate records a new expiry in the gate's copy of a flash hold.
 func (s *Service) extendInGate(ctx context.Context, code, orderID string, expiresAt time.Time) {
-	if s.gate == nil {
+	gateCode, _, ok := s.flashGate(ctx, code)
+	if !ok {
 		return
 	}
-	v, err := s.cachedVoucher(ctx, code)
-	if err != nil || !v.FlashSale {
-		return
-	}
-	if _, err := s.gate.Extend(ctx, code, orderID, expiresAt); err != nil {
+	if _, err := s.gate.Extend(ctx, gateCode, orderID, expiresAt); err != nil {
 		// The store is right; only a replay's expiresAt is stale, and the
 		// hold leaves the gate with the store's release all the same.
 		s.log.WarnContext(ctx, "extended in the database but not in the gate; replays answer the old expiresAt",

@@ -105,9 +105,10 @@ func (s *Service) notCommitted(ctx context.Context, code string, hold Hold) (Res
 // acknowledged. The store is asked first: the order may since have been
 // confirmed, or released by the expiry job a moment before the gate heard of
 // it. Only a row the consumer has not written yet is answered from the hold;
-// then nothing can have changed it.
+// then nothing can have changed it. A campaign's row is asked for by its
+// campaign code (h.Code), code being the campaign id the gate keys it under.
 func (s *Service) replayDurable(ctx context.Context, code string, h Hold) (Reservation, error) {
-	row, err := s.store.Redemption(ctx, code, h.OrderID)
+	row, err := s.store.Redemption(ctx, h.CodeOr(code), h.OrderID)
 	switch {
 	case IsCode(err, CodeReservationNotFound):
 		return Reservation{Redemption: holdRedemption(code, h, StatusReserved), Replay: true}, nil
@@ -179,7 +180,7 @@ type storedOrder struct {
 // event: a replay of an orderId the store knew before would carry that
 // earlier reservation's time.
 func ownEvent(code string, hold Hold, row Redemption) bool {
-	return row.VoucherCode == code && row.CustomerID == hold.CustomerID && row.Status == StatusReserved &&
+	return row.VoucherCode == hold.CodeOr(code) && row.CustomerID == hold.CustomerID && row.Status == StatusReserved &&
 		row.CreatedAt.Equal(hold.ReservedAt) && row.OrderAmount == hold.OrderAmount
 }
 
@@ -198,10 +199,10 @@ func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold,
 	case so.err != nil:
 		// Not found, or the store is unavailable: the gate's claim decided.
 		return Reservation{}, false, nil
-	case row.VoucherCode != code || row.CustomerID != hold.CustomerID:
+	case row.VoucherCode != hold.CodeOr(code) || row.CustomerID != hold.CustomerID:
 		s.giveBack(ctx, code, hold, ModeFlashKafka, nil)
 		_ = s.gate.UnclaimOrder(ctx, hold.OrderID, code)
-		return Reservation{}, true, orderConflict(code, hold.OrderID, row.VoucherCode)
+		return Reservation{}, true, orderConflict(hold.CodeOr(code), hold.OrderID, row.VoucherCode)
 	case row.Status == StatusReleased:
 		if hold.Replaces != "" {
 			s.giveBack(ctx, code, hold, ModeFlashKafka, nil)
@@ -221,10 +222,12 @@ func (s *Service) settleStoredOrder(ctx context.Context, code string, hold Hold,
 	return Reservation{Redemption: row, Replay: true}, true, nil
 }
 
-// holdRedemption is the redemption a gate hold stands for, with status st.
+// holdRedemption is the redemption a gate hold of the voucher keyed under
+// code stands for, with status st; a campaign's hold answers with its
+// campaign code, as the store does.
 func holdRedemption(code string, h Hold, st Status) Redemption {
 	return Redemption{
-		OrderID: h.OrderID, VoucherCode: code, CustomerID: h.CustomerID,
+		OrderID: h.OrderID, VoucherCode: h.CodeOr(code), CustomerID: h.CustomerID,
 		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount, Status: st,
 		CreatedAt: h.ReservedAt, UpdatedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt,
 	}
@@ -236,10 +239,11 @@ func holdRedemption(code string, h Hold, st Status) Redemption {
 // the consumer wrote it meanwhile: either way the caller runs its store
 // operation again.
 func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool, error) {
-	if !s.kafkaFlash(ctx, code) {
+	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
+	if !kafka {
 		return false, nil
 	}
-	h, found, err := s.gateHold(ctx, code, orderID)
+	h, found, err := s.gateHold(ctx, gateCode, campaignCode, orderID)
 	if errors.Is(err, errInStoreNow) {
 		return true, nil
 	}
@@ -252,26 +256,39 @@ func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool
 	if h.Pending {
 		return false, Unavailable(nil, "reservation %s is still being written; retry", orderID)
 	}
-	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{EventFromHold(code, h)})
+	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{EventFromHold(gateCode, h)})
 	if err != nil {
 		return false, err
 	}
 	if len(results) == 1 && results[0].Outcome == Rejected {
+		if cerr := s.cfg.Events.CaughtUp(ctx); cerr != nil {
+			// The gate's hold does not say whether it replaced an order; an
+			// event of the consumer still to come may be what the store
+			// needs first (the replacement of an order holding the same
+			// campaign code): retry once the consumer has caught up.
+			return false, &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: cerr,
+				Message: "reservation " + orderID + " is still being written; retry"}
+		}
 		return false, Errorf(CodeInternal, "the database rejected reservation %s: %s", orderID, results[0].Reason)
 	}
 	return true, nil
 }
 
 // gateHold looks orderID up in the gate for a Kafka-mode voucher whose store
-// row is missing. An orderId the gate does not know is only known to be
+// row is missing: under gateCode, a hold of campaignCode ("" for a
+// voucher's); a hold of the orderId with another campaign code is not this
+// reservation, and found is false. An orderId the gate does not know is only known to be
 // absent when the gate has the voucher loaded (every reservation since the
 // load went through it) or when the consumer has caught up (the store has
 // every event): a voucher gone from Redis while events wait in Kafka answers
 // Unavailable rather than a 404 for a reservation that stands.
-func (s *Service) gateHold(ctx context.Context, code, orderID string) (Hold, bool, error) {
+func (s *Service) gateHold(ctx context.Context, code, campaignCode, orderID string) (Hold, bool, error) {
 	h, found, err := s.gate.Lookup(ctx, code, orderID)
-	if err != nil || found {
+	if err != nil {
 		return h, found, err
+	}
+	if found {
+		return h, h.Code == campaignCode, nil
 	}
 	loaded, err := s.gate.Loaded(ctx, code)
 	if err != nil {
@@ -286,7 +303,11 @@ func (s *Service) gateHold(ctx context.Context, code, orderID string) (Hold, boo
 	}
 	// The consumer may have written the row between the caller's look at
 	// the store and catching up: ask again before calling the order absent.
-	if _, err := s.store.Redemption(ctx, code, orderID); !IsCode(err, CodeReservationNotFound) {
+	asked := code
+	if campaignCode != "" {
+		asked = campaignCode
+	}
+	if _, err := s.store.Redemption(ctx, asked, orderID); !IsCode(err, CodeReservationNotFound) {
 		if err == nil {
 			err = errInStoreNow
 		}
@@ -300,11 +321,11 @@ func (s *Service) gateHold(ctx context.Context, code, orderID string) (Hold, boo
 var errInStoreNow = errors.New("the reservation reached the database meanwhile")
 
 // kafkaFlash reports whether code's reservations go through Kafka: a flash
-// voucher in Kafka mode.
-func (s *Service) kafkaFlash(ctx context.Context, code string) bool {
-	if s.cfg.FlashWrites != FlashKafka || s.gate == nil {
-		return false
+// voucher or flash campaign in Kafka mode; gateCode and campaignCode are
+// as flashGate returns them.
+func (s *Service) kafkaFlash(ctx context.Context, code string) (gateCode, campaignCode string, ok bool) {
+	if s.cfg.FlashWrites != FlashKafka {
+		return "", "", false
 	}
-	v, err := s.cachedVoucher(ctx, code)
-	return err == nil && v.FlashSale
+	return s.flashGate(ctx, code)
 }

@@ -18,20 +18,22 @@ type unsettledWrite struct {
 // is unknown (the row may have been committed) the gate keeps the use:
 // giving it back could let the gate hand out a use the store holds. A
 // retry of the orderId settles it (the store is idempotent by orderId);
-// SettleUnknown does otherwise.
-func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, hold Hold) (Reservation, error) {
+// SettleUnknown does otherwise. gateCode is the code the gate keeps the
+// hold under (for a campaign code, its campaign's id); the store is asked
+// with req.Code, which records a campaign code on the redemption.
+func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, gateCode string, hold Hold) (Reservation, error) {
 	res, err := s.reserveStandard(ctx, req)
 	if err == nil {
 		return res, nil
 	}
 	if IsOutcomeUnknown(err) {
 		s.mu.Lock()
-		s.unsettled[orderKey{req.Code, req.OrderID}] = unsettledWrite{hold: hold, since: s.cfg.Clock()}
+		s.unsettled[orderKey{gateCode, req.OrderID}] = unsettledWrite{hold: hold, since: s.cfg.Clock()}
 		s.mu.Unlock()
 		s.log.WarnContext(ctx, "durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
 		return Reservation{}, err
 	}
-	s.giveBack(ctx, req.Code, hold, ModeFlashSync, err)
+	s.giveBack(ctx, gateCode, hold, ModeFlashSync, err)
 	return Reservation{}, err
 }
 
@@ -65,7 +67,8 @@ func (s *Service) giveBack(ctx context.Context, code string, hold Hold, mode Mod
 // replay), ORDER_RELEASED or ORDER_CONFLICT when the store has one. Without
 // a row the answer is gateErr, marked OutcomeUnknown in Kafka mode while
 // the consumer has not caught up (the order's event may be on its way).
-func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr error) (Reservation, error) {
+// gateCode is the code the gate keeps req's holds under.
+func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateCode string, gateErr error) (Reservation, error) {
 	row, err := s.store.Redemption(ctx, req.Code, req.OrderID)
 	switch {
 	case err == nil && row.CustomerID != req.CustomerID:
@@ -80,7 +83,7 @@ func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr erro
 		}
 	}
 	s.mu.Lock()
-	_, unsettled := s.unsettled[orderKey{req.Code, req.OrderID}]
+	_, unsettled := s.unsettled[orderKey{gateCode, req.OrderID}]
 	s.mu.Unlock()
 	if unsettled {
 		// This instance's write of the order ended with an unknown outcome
@@ -90,8 +93,8 @@ func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateErr erro
 	return Reservation{}, gateErr
 }
 
-// settled drops orderID from the unsettled orders: a retry got an answer
-// from the store.
+// settled drops orderID, whose hold the gate keeps under code, from the
+// unsettled orders: a retry got an answer from the store.
 func (s *Service) settled(code, orderID string) {
 	s.mu.Lock()
 	delete(s.unsettled, orderKey{code, orderID})

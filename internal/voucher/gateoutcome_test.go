@@ -26,6 +26,13 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 	gateDown := Unavailable(errors.New("connection refused"), "redis reserve")
 	standard := flashVoucher()
 	standard.FlashSale = false
+	// A flash campaign whose code is SALE: the gate keys it under the
+	// budget's id, the hold and the store's row carry SALE.
+	budget := flashVoucher()
+	budget.Code, budget.Campaign = "cmp_SALE", true
+	campaignHold := func() Hold { h := hold(false, time.Minute); h.Code = "SALE"; return h }
+	releasedRow := row
+	releasedRow.Status = StatusReleased
 
 	type want struct {
 		code      ErrorCode // "" for a reservation
@@ -53,6 +60,13 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 		{name: "standard voucher never asks the gate", mode: FlashSync, voucher: standard,
 			decision: GateDecision{Outcome: GateSoldOut}, want: want{reserves: 1}},
 
+		{name: "campaign code held by another order", mode: FlashSync, voucher: budget,
+			decision: GateDecision{Outcome: GateCodeUsed}, want: want{code: CodeAlreadyUsed}},
+		{name: "campaign replay released in the store", mode: FlashKafka, voucher: budget,
+			decision: GateDecision{Outcome: GateReplay, Hold: campaignHold()}, rows: []Redemption{releasedRow},
+			want: want{code: CodeOrderReleased}},
+		{name: "campaign replay before the consumer", mode: FlashKafka, voucher: budget,
+			decision: GateDecision{Outcome: GateReplay, Hold: campaignHold()}, want: want{replay: true}},
 		{name: "taken", mode: FlashSync, decision: GateDecision{Outcome: GateTaken, Remaining: 9},
 			want: want{reserves: 1}},
 		{name: "taken", mode: FlashKafka, decision: GateDecision{Outcome: GateTaken, Remaining: 9},

@@ -124,6 +124,8 @@ const (
 	// GateNotHeld: the order a replacement names is not the customer's
 	// held hold on the voucher (Replace).
 	GateNotHeld
+	// GateCodeUsed: the campaign code is held by another order.
+	GateCodeUsed
 )
 
 // String names the outcome for logs and metrics.
@@ -145,6 +147,8 @@ func (o GateOutcome) String() string {
 		return "sold_out"
 	case GateNotHeld:
 		return "not_held"
+	case GateCodeUsed:
+		return "code_used"
 	}
 	return "unknown"
 }
@@ -170,6 +174,20 @@ type Hold struct {
 	// orderId whose use it takes over; the gate does not store it (the
 	// replaced order's released marker records the step).
 	Replaces string
+	// Code is the campaign code a hold of a campaign's budget was taken
+	// with; empty for a voucher's hold. The gate keeps the code held by
+	// this order while the hold holds a use (held or pending), and an
+	// orderId asked again with another code is a conflict.
+	Code string
+}
+
+// CodeOr is the code a reservation of h names: h.Code for a campaign's
+// hold, else gateCode, the voucher the gate keeps it under.
+func (h Hold) CodeOr(gateCode string) string {
+	if h.Code != "" {
+		return h.Code
+	}
+	return gateCode
 }
 
 // GateDecision is the gate's answer. Hold is filled for GateReplay.
@@ -197,14 +215,21 @@ const (
 	ReleaseForget
 )
 
-// Gate is the atomic check-and-take of flash vouchers (Redis).
+// Gate is the atomic check-and-take of flash vouchers (Redis). Every
+// method names a voucher by the code its keys are under: a voucher's own
+// code, or for a flash campaign the campaign id (its budget's code), with
+// the campaign code a reservation presents carried in Hold.Code (and in
+// the campaignCode argument of Validate).
 type Gate interface {
-	// Reserve checks and takes a use atomically for hold.OrderID.
+	// Reserve checks and takes a use atomically for hold.OrderID; a
+	// campaign's hold (hold.Code set) also takes its code, GateCodeUsed
+	// when another order holds it.
 	Reserve(ctx context.Context, code string, perUserLimit int32, hold Hold) (GateDecision, error)
 	// Validate answers what Reserve would decide for orderID (optional: ""
-	// skips the orderId checks) and customerID, taking nothing: GateTaken
-	// for a use it would take, the other outcomes as Reserve gives them.
-	Validate(ctx context.Context, code string, perUserLimit int32, orderID string, customerID string) (GateDecision, error)
+	// skips the orderId checks), customerID and campaignCode ("" for a
+	// voucher), taking nothing: GateTaken for a use it would take, the
+	// other outcomes as Reserve gives them.
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (GateDecision, error)
 	// Replace takes the use of replaces, customerID's held (not pending,
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the
@@ -284,6 +309,9 @@ type GateState struct {
 	// Orders maps every known orderId to its hold: held, pending (Pending)
 	// or released (Released).
 	Orders map[string]Hold
+	// Codes maps each campaign code held in the gate to the orderId
+	// holding it (a flash campaign's budget only).
+	Codes map[string]string
 }
 
 // Held is the number of orders holding a use (held or pending).
@@ -317,7 +345,18 @@ type ReservedEvent struct {
 	// EventVersionReplace; others as EventVersion, which older consumers
 	// read.
 	ReplacesOrderID string
+	// CampaignCode is, for a use of a flash campaign (Code is then the
+	// campaign id, its budget's code), the campaign code the reservation
+	// presented: the consumer records it on the redemption. Such an event
+	// is written as version EventVersionCampaign.
+	CampaignCode string
 }
+
+// EventVersionCampaign is the version of a ReservedEvent of a campaign code
+// (CampaignCode set), replacing or not. A consumer that knows only
+// EventVersion or EventVersionReplace refuses it (dead letter) rather than
+// write the use without its code, which would let the code be used twice.
+const EventVersionCampaign = 3
 
 // EventVersionReplace is the version of a ReservedEvent that replaces an
 // order. A consumer that knows only EventVersion refuses it (dead letter)
@@ -330,14 +369,19 @@ func EventFromHold(code string, h Hold) ReservedEvent {
 	return ReservedEvent{
 		Version: EventVersion, Code: code, CustomerID: h.CustomerID, OrderID: h.OrderID,
 		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount,
-		ReservedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt, ReplacesOrderID: h.Replaces,
+		ReservedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt, ReplacesOrderID: h.Replaces, CampaignCode: h.Code,
 	}
 }
 
-// Redemption is the redemption the event describes, RESERVED.
+// Redemption is the redemption the event describes, RESERVED; a campaign's
+// answers with its campaign code, as the store does.
 func (e ReservedEvent) Redemption() Redemption {
+	code := e.Code
+	if e.CampaignCode != "" {
+		code = e.CampaignCode
+	}
 	return Redemption{
-		OrderID: e.OrderID, VoucherCode: e.Code, CustomerID: e.CustomerID,
+		OrderID: e.OrderID, VoucherCode: code, CustomerID: e.CustomerID,
 		OrderAmount: e.OrderAmount, DiscountAmount: e.DiscountAmount,
 		Status: StatusReserved, CreatedAt: e.ReservedAt, UpdatedAt: e.ReservedAt, ExpiresAt: e.ExpiresAt,
 	}

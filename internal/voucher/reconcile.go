@@ -133,7 +133,8 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	for _, id := range rep.Missing {
 		r := rows[id]
 		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
-			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt}
+			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+			Code: campaignCodeOf(r.VoucherCode, snap.Voucher)}
 		if _, err := s.gate.Adopt(ctx, code, h); err != nil {
 			return rep, err
 		}

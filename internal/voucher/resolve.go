@@ -39,27 +39,32 @@ type Resolution struct {
 // validation of code goes by. A code in the definition cache is answered
 // from it with pre nil. Any other code, known or not, is read with one
 // ResolveCode when the store has it (pre is then that read, of orderID's
-// row too); a store without it is asked for the voucher, then for the
-// campaign. Vouchers are cached, campaign codes never: a code someone
-// looks up twice costs the same again, known or not.
+// row too); a store without it is asked as resolve asks. Vouchers are
+// cached, campaign codes never: a code someone looks up twice costs the
+// same again, known or not. Only when the store cannot be read does a
+// campaign code this process resolved before go by the campaign it
+// resolved to, as in resolve.
 func (s *Service) definition(ctx context.Context, code, orderID string, now time.Time) (v Voucher, pre *Resolution, err error) {
 	r, ok := s.store.(CodeResolver)
 	if !ok || s.cached(code) {
-		v, err = s.cachedVoucherAt(ctx, code, now)
-		if IsCode(err, CodeVoucherNotFound) {
-			// A campaign code: v is its campaign's budget, and the store
-			// resolves the code again in the reservation itself.
-			v, err = s.campaignOf(ctx, code)
-		}
+		v, err = s.resolve(ctx, code, now)
 		return v, nil, err
 	}
 	res, err := r.ResolveCode(ctx, code, orderID)
 	switch {
+	case IsCode(err, CodeUnavailable):
+		if id, ok := s.campaignID(code); ok {
+			v, err = s.cachedVoucherAt(ctx, id, now)
+			return v, nil, err
+		}
+		return Voucher{}, nil, err
 	case err != nil:
 		return Voucher{}, nil, err
 	case !res.Found:
 		return Voucher{}, nil, Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
-	case !res.ByCampaign:
+	case res.ByCampaign:
+		s.rememberCampaign(code, res.Voucher.Code)
+	default:
 		s.remember(code, res.Voucher, now)
 	}
 	return res.Voucher, &res, nil

@@ -163,6 +163,9 @@ type Service struct {
 	// absentSince records, per instance id seen without a live heartbeat,
 	// when that was first seen (confirmedDead); guarded by mu.
 	absentSince map[string]time.Time
+	// campaignIDs maps campaign codes this process resolved to their
+	// campaign's id (campaignOf), at most maxCampaignIDs; guarded by mu.
+	campaignIDs map[string]string
 }
 
 type orderKey struct{ code, orderID string }
@@ -252,8 +255,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	return &Service{cfg: cfg, store: cfg.Store, gate: cfg.Gate, obs: cfg.Observer, log: cfg.Logger,
 		cache: map[string]cachedVoucher{}, refreshing: map[string]bool{},
 		unsettled: map[orderKey]unsettledWrite{}, unknownStandard: map[orderKey]struct{}{},
-		absentSince: map[string]time.Time{},
-		guess:       guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}}}, nil
+		absentSince: map[string]time.Time{}, campaignIDs: map[string]string{},
+		guess: guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}}}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -330,6 +333,10 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	if err := s.guessCheck(req.CustomerID); err != nil {
 		return Reservation{}, err
 	}
+	// A campaign code resolves to its campaign's budget (v.Code is then the
+	// campaign id): in standard mode the store resolves the code again in
+	// the reservation itself; a flash campaign is gated under the budget's
+	// keys with the code in the hold.
 	v, pre, err := s.definition(ctx, req.Code, req.OrderID, start)
 	if err != nil {
 		s.guessNoted(req.CustomerID, err)
@@ -338,6 +345,10 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	// The one place customerIds are normalised: every mode, the store and
 	// the gate see (and keep, and answer) the voucher's form only.
 	req.CustomerID = v.CustomerIDNormalization.Apply(req.CustomerID)
+	if v.Campaign && v.Code == req.Code {
+		// A budget is reserved only through its codes.
+		return Reservation{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: req.Code})
+	}
 	// Threshold events once the answer is decided (thresholds.go), of the
 	// voucher or campaign budget whose stock moved.
 	defer func() {
@@ -473,12 +484,16 @@ const (
 )
 
 // reserveFlash runs the gate and then the durable write of the configured
-// mode. fellBack reports that the standard path answered instead.
+// mode. fellBack reports that the standard path answered instead. v is the
+// voucher, or the budget of the campaign whose code req names: the gate
+// keys are then the budget's (v.Code, the campaign id) and the hold
+// carries the code.
 func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Voucher, now time.Time) (res Reservation, fellBack bool, err error) {
+	gateCode, campaignCode := v.Code, campaignCodeOf(req.Code, v)
 	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
 		// A known orderId is answered as such even after the window closed,
 		// as the standard path does.
-		known, kerr := s.knownOrder(ctx, req)
+		known, kerr := s.knownOrder(ctx, req, gateCode, campaignCode)
 		switch {
 		case known != nil:
 			return *known, false, nil
@@ -493,29 +508,29 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 	hold := Hold{
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
 		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: at, ExpiresAt: at.Add(s.cfg.ReservationTTL),
-		Pending: kafka, Owner: s.cfg.Instance, Replaces: req.ReplacesOrderID,
+		Pending: kafka, Owner: s.cfg.Instance, Replaces: req.ReplacesOrderID, Code: campaignCode,
 	}
 	for attempt := 0; ; attempt++ {
 		var dec GateDecision
 		var err error
 		if hold.Replaces != "" {
-			dec, err = s.gate.Replace(ctx, req.Code, hold, hold.Replaces)
+			dec, err = s.gate.Replace(ctx, gateCode, hold, hold.Replaces)
 		} else {
-			dec, err = s.gate.Reserve(ctx, req.Code, v.PerUserLimit, hold)
+			dec, err = s.gate.Reserve(ctx, gateCode, v.PerUserLimit, hold)
 		}
 		if err != nil {
 			if s.cfg.FlashFallback && !kafka {
 				res, err := s.reserveStandard(ctx, req)
 				return res, true, err
 			}
-			res, err := s.gateDown(ctx, req, err)
+			res, err := s.gateDown(ctx, req, gateCode, err)
 			return res, false, err
 		}
 		s.obs.GateDecided(dec.Outcome)
 		switch dec.Outcome {
 		case GateTaken:
 			if kafka {
-				res, err := s.publish(ctx, req.Code, hold)
+				res, err := s.publish(ctx, gateCode, hold)
 				if err == nil && !res.Replay && hold.Replaces == "" {
 					// The gate's count is the atomic step in this mode;
 					// the store learns of the take later.
@@ -523,7 +538,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				}
 				return res, false, err
 			}
-			res, err := s.writeTaken(ctx, req, hold)
+			res, err := s.writeTaken(ctx, req, gateCode, hold)
 			return res, false, err
 		case GateReplay:
 			if !kafka {
@@ -534,12 +549,12 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				// it was: the gate holds a use for it.
 				res, err := s.reserveStandard(ctx, req)
 				if !IsCode(err, CodeUnavailable) {
-					s.settled(req.Code, req.OrderID)
+					s.settled(gateCode, req.OrderID)
 				}
 				return res, false, outcomeUnknown(err, req.OrderID)
 			}
 			if !dec.Hold.Pending {
-				res, err := s.replayDurable(ctx, req.Code, dec.Hold)
+				res, err := s.replayDurable(ctx, gateCode, dec.Hold)
 				return res, false, err
 			}
 			// The first request is still waiting for Kafka's ack (or its
@@ -552,17 +567,17 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			if row, err := s.store.Redemption(ctx, req.Code, req.OrderID); err == nil && row.CustomerID == req.CustomerID {
 				if row.Status == StatusReleased {
 					// Released (or fenced) in the store: the hold is stale.
-					if _, err := s.gate.Release(ctx, req.Code, req.OrderID, ReleaseMark); err != nil {
+					if _, err := s.gate.Release(ctx, gateCode, req.OrderID, ReleaseMark); err != nil {
 						s.log.WarnContext(ctx, "stale hold not released in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
 					}
 					return Reservation{}, false, orderReleased(req.OrderID)
 				}
-				if _, err := s.gate.Commit(ctx, req.Code, dec.Hold); err != nil {
+				if _, err := s.gate.Commit(ctx, gateCode, dec.Hold); err != nil {
 					s.log.WarnContext(ctx, "hold not marked durable in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
 				}
 				return Reservation{Redemption: row, Replay: true}, false, nil
 			}
-			if s.fenceOrphan(ctx, req.Code, dec.Hold) {
+			if s.fenceOrphan(ctx, gateCode, dec.Hold) {
 				return Reservation{}, false, Errorf(CodeOrderReleased,
 					"order %s never reached the database and was released; start a new attempt with a new orderId", req.OrderID)
 			}
@@ -577,7 +592,9 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateQuotaHeld:
 			return Reservation{}, false, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
 		case GateSoldOut:
-			return Reservation{}, false, s.soldOutInGate(ctx, req.Code, now)
+			return Reservation{}, false, s.soldOutInGate(ctx, gateCode, now)
+		case GateCodeUsed:
+			return Reservation{}, false, Reject(CodeAlreadyUsed, ReasonCodeUsed, Facts{Voucher: req.Code})
 		case GateNotHeld:
 			return Reservation{}, false, Reject(CodeReplacedOrderNotHeld, "",
 				Facts{Voucher: req.Code, OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
@@ -592,7 +609,7 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 				return Reservation{}, false, &Error{Code: CodeUnavailable, OutcomeUnknown: true,
 					Message: "voucher " + req.Code + " is not loaded into Redis yet and events may still be on their way to the database; retry with the same orderId"}
 			}
-			if _, err := s.Warmup(ctx, req.Code); err != nil && !IsCode(err, CodeUnavailable) {
+			if _, err := s.Warmup(ctx, gateCode); err != nil && !IsCode(err, CodeUnavailable) {
 				return Reservation{}, false, err
 			}
 		default:
@@ -602,14 +619,15 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 }
 
 // knownOrder answers for an orderId the gate or store already knows, used
-// when the voucher itself would reject the request.
-func (s *Service) knownOrder(ctx context.Context, req ReserveRequest) (*Reservation, error) {
-	h, found, err := s.gate.Lookup(ctx, req.Code, req.OrderID)
+// when the voucher itself would reject the request; gateCode and
+// campaignCode are as in reserveFlash.
+func (s *Service) knownOrder(ctx context.Context, req ReserveRequest, gateCode, campaignCode string) (*Reservation, error) {
+	h, found, err := s.gate.Lookup(ctx, gateCode, req.OrderID)
 	if err != nil || !found {
 		return nil, err
 	}
 	switch {
-	case h.CustomerID != req.CustomerID:
+	case h.CustomerID != req.CustomerID || h.Code != campaignCode:
 		return nil, orderConflict(req.Code, req.OrderID, "")
 	case h.Released:
 		return nil, orderReleased(req.OrderID)
@@ -628,10 +646,14 @@ func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redempt
 		return Redemption{}, Errorf(CodeReservationNotFound, "reservation %q of voucher %q not found", orderID, code)
 	}
 	r, err := s.store.Redemption(ctx, code, orderID)
-	if err == nil || !IsCode(err, CodeReservationNotFound) || !s.kafkaFlash(ctx, code) {
+	if err == nil || !IsCode(err, CodeReservationNotFound) {
 		return r, err
 	}
-	h, found, gerr := s.gateHold(ctx, code, orderID)
+	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
+	if !kafka {
+		return r, err
+	}
+	h, found, gerr := s.gateHold(ctx, gateCode, campaignCode, orderID)
 	if errors.Is(gerr, errInStoreNow) {
 		return s.store.Redemption(ctx, code, orderID)
 	}
@@ -680,11 +702,12 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 // not have applied yet: the store would still confirm the replaced order.
 // A gate that cannot be read says nothing; the store decides.
 func (s *Service) releasedInGate(ctx context.Context, code, orderID string) bool {
-	if !s.kafkaFlash(ctx, code) {
+	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
+	if !kafka {
 		return false
 	}
-	h, found, err := s.gate.Lookup(ctx, code, orderID)
-	return err == nil && found && h.Released
+	h, found, err := s.gate.Lookup(ctx, gateCode, orderID)
+	return err == nil && found && h.Released && h.Code == campaignCode
 }
 
 // Release gives a reservation's use back (order cancelled, refunded or
@@ -712,16 +735,16 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Redemption
 	return r, nil
 }
 
-// releaseInGate marks orderID released in the gate for a flash voucher.
+// releaseInGate marks orderID released in the gate for a flash voucher or
+// flash campaign (code a campaign code or the campaign's id), freeing the
+// campaign code it held. The store released the order already, so the
+// orderId is this code's.
 func (s *Service) releaseInGate(ctx context.Context, code, orderID string) {
-	if s.gate == nil {
+	gateCode, _, ok := s.flashGate(ctx, code)
+	if !ok {
 		return
 	}
-	v, err := s.cachedVoucher(ctx, code)
-	if err != nil || !v.FlashSale {
-		return
-	}
-	if _, err := s.gate.Release(ctx, code, orderID, ReleaseMark); err != nil {
+	if _, err := s.gate.Release(ctx, gateCode, orderID, ReleaseMark); err != nil {
 		s.log.ErrorContext(ctx, "released in the database but not in the gate; reconciliation will repair", "code", code, "orderId", orderID, "err", err)
 	}
 }

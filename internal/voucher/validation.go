@@ -122,11 +122,15 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 	if err := s.guessCheck(req.CustomerID); err != nil {
 		return Validation{}, err
 	}
+	// A campaign code resolves to its budget, as in Reserve.
 	now := s.cfg.Clock()
 	vc, pre, err := s.definition(ctx, req.Code, req.OrderID, now)
 	if err != nil {
 		s.guessNoted(req.CustomerID, err)
 		return Validation{}, err
+	}
+	if vc.Campaign && vc.Code == req.Code {
+		return Validation{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: req.Code})
 	}
 	// As Reserve: the voucher's form of the customerId, before anything is
 	// asked of the store or the gate.
@@ -157,15 +161,16 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 
 // validateFlash is reserveFlash without the take and the durable write.
 func (s *Service) validateFlash(ctx context.Context, req ValidateRequest, v Voucher, now time.Time) (StoreValidation, error) {
+	gateCode, campaignCode := v.Code, campaignCodeOf(req.Code, v)
 	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
 		if req.OrderID == "" {
 			return StoreValidation{}, err
 		}
-		h, found, lerr := s.gate.Lookup(ctx, req.Code, req.OrderID)
+		h, found, lerr := s.gate.Lookup(ctx, gateCode, req.OrderID)
 		switch {
 		case lerr != nil || !found:
 			return StoreValidation{}, err
-		case h.CustomerID != req.CustomerID:
+		case h.CustomerID != req.CustomerID || h.Code != campaignCode:
 			return StoreValidation{}, orderConflict(req.Code, req.OrderID, "")
 		case h.Released:
 			return StoreValidation{}, orderReleased(req.OrderID)
@@ -173,7 +178,7 @@ func (s *Service) validateFlash(ctx context.Context, req ValidateRequest, v Vouc
 		return StoreValidation{DiscountAmount: h.DiscountAmount, Replay: true}, nil
 	}
 	for attempt := 0; ; attempt++ {
-		dec, err := s.gate.Validate(ctx, req.Code, v.PerUserLimit, req.OrderID, req.CustomerID)
+		dec, err := s.gate.Validate(ctx, gateCode, v.PerUserLimit, req.OrderID, req.CustomerID, campaignCode)
 		if err != nil {
 			if s.cfg.FlashFallback && s.cfg.FlashWrites != FlashKafka {
 				return s.store.Validate(ctx, req, now)
@@ -192,13 +197,15 @@ func (s *Service) validateFlash(ctx context.Context, req ValidateRequest, v Vouc
 		case GateQuotaHeld:
 			return StoreValidation{}, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
 		case GateSoldOut:
-			return StoreValidation{}, s.soldOutInGate(ctx, req.Code, now)
+			return StoreValidation{}, s.soldOutInGate(ctx, gateCode, now)
+		case GateCodeUsed:
+			return StoreValidation{}, Reject(CodeAlreadyUsed, ReasonCodeUsed, Facts{Voucher: req.Code})
 		case GateNotLoaded:
 			if attempt >= notLoadedWarmups {
 				// Read-only in the store: the gate loads from it the same way.
 				return s.store.Validate(ctx, req, now)
 			}
-			if _, err := s.Warmup(ctx, req.Code); err != nil && !IsCode(err, CodeUnavailable) {
+			if _, err := s.Warmup(ctx, gateCode); err != nil && !IsCode(err, CodeUnavailable) {
 				return StoreValidation{}, err
 			}
 		default:

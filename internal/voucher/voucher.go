@@ -85,6 +85,10 @@ type Voucher struct {
 	// Disabled vouchers refuse new reservations; their holds may still be
 	// confirmed or released.
 	Disabled bool
+	// Campaign marks a campaign's budget (its Code is the campaign id): it
+	// is reserved only through one of the campaign's codes, never by its
+	// own code. Filled by Store.Voucher.
+	Campaign bool
 	// CustomerIDNormalization folds the customerIds of reservations before
 	// any per-customer limit is counted; "" means NormalizeNone. Set at
 	// creation only: changing it would split a customer's count in two.

@@ -1,57 +1,14 @@
--- voucherd_apply_replace writes one replacement taken by the gate (Kafka
--- mode) in one transaction: order p_order RESERVED in place of p_replaces.
--- When p_replaces is still the customer's RESERVED hold on p_code it becomes
--- RELEASED and the counts do not move (the use passes from one order to the
--- other, as it did in the gate). When it is not (the expiry job or a
--- release got there first and gave its use back) the new order takes a use
--- like voucherd_apply_reserved, under the same limits (23514 over the total
--- limit, VD002 over the per-user limit: the event is refused). A known
--- p_order changes nothing. Lock order: p_replaces's row, the new row, the
--- customer's counter, the voucher row. It returns whether this call
--- inserted p_order and whose p_order is.
+-- voucherd_apply_replace is voucherd_apply_replace_code for a voucher's
+-- replacement (no campaign code): the entry point of releases that knew no
+-- flash campaign, kept with its arguments and result columns.
 CREATE OR REPLACE FUNCTION voucherd_apply_replace(
     p_order text, p_code text, p_customer text, p_amount bigint, p_discount bigint,
     p_reserved_at timestamptz, p_expires_at timestamptz, p_replaces text,
     OUT o_inserted boolean, OUT o_voucher_code text, OUT o_customer text)
 LANGUAGE plpgsql AS $$
-DECLARE
-    old voucher_redemption%ROWTYPE;
-    v_limit integer;
-    v_held integer;
 BEGIN
-    SELECT x.* INTO old FROM voucher_redemption x WHERE x.order_id = p_replaces FOR UPDATE;
-
-    INSERT INTO voucher_redemption AS x
-        (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at)
-    VALUES (p_order, p_code, p_customer, voucherd_customer_legacy(p_customer), p_amount, p_discount, 'RESERVED', p_reserved_at, p_reserved_at, p_expires_at)
-    ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING;
-    IF NOT FOUND THEN
-        SELECT false, x.voucher_code, x.customer INTO o_inserted, o_voucher_code, o_customer
-        FROM voucher_redemption x WHERE x.order_id = p_order;
-        RETURN;
-    END IF;
-    o_inserted := true;
-    o_voucher_code := p_code;
-    o_customer := p_customer;
-
-    IF old.order_id IS NOT NULL AND old.voucher_code = p_code AND old.customer = p_customer
-       AND old.status = 'RESERVED' THEN
-        UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_reserved_at
-        WHERE x.order_id = p_replaces;
-        RETURN;
-    END IF;
-
-    INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
-    VALUES (p_code, p_customer, voucherd_customer_legacy(p_customer), 1)
-    ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey DO UPDATE SET held = u.held + 1
-    RETURNING u.held INTO v_held;
-    UPDATE voucher v SET used_count = v.used_count + 1 WHERE v.code = p_code
-    RETURNING v.per_user_limit INTO v_limit;
-    IF v_held > v_limit THEN
-        RAISE EXCEPTION USING ERRCODE = 'VD002',
-            MESSAGE = format('customer %s would hold %s uses of voucher %s, above its perUserLimit %s',
-                             p_customer, v_held, p_code, v_limit);
-    END IF;
+    SELECT x.o_inserted, x.o_voucher_code, x.o_customer INTO o_inserted, o_voucher_code, o_customer
+    FROM voucherd_apply_replace_code(p_order, p_code, p_customer, p_amount, p_discount,
+                                     p_reserved_at, p_expires_at, p_replaces, NULL) AS x;
 END
 $$;

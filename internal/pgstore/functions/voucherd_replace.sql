@@ -2,7 +2,11 @@
 -- p_replaces, the same customer's RESERVED hold on p_code, in one
 -- transaction: p_replaces becomes RELEASED and p_order RESERVED, and
 -- neither the voucher's used_count nor the customer's counter moves, so no
--- other reservation can take the use in between. A known p_order is
+-- other reservation can take the use in between. p_code may be a campaign
+-- code, as in voucherd_reserve_one: the budget then stands for the voucher,
+-- p_replaces is the customer's hold on the campaign (with any of its codes),
+-- whose code comes free, and p_order holds p_code (CODE_USED when an order
+-- other than p_replaces holds it). A known p_order is
 -- answered as voucherd_reserve_one answers it (a replay of an earlier
 -- replacement included). p_replaces not being that hold is
 -- REPLACED_ORDER_NOT_HELD; p_order not eligible is NOT_ELIGIBLE; both roll
@@ -23,11 +27,18 @@ DECLARE
     r voucher_redemption%ROWTYPE;
     old voucher_redemption%ROWTYPE;
     v_verdict text;
+    v_unique text;  -- the campaign code presented, NULL for a voucher
 BEGIN
     o_used := 0;
     o_total := 0;
     SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
     IF NOT FOUND THEN
+        SELECT x.* INTO v FROM voucher x JOIN campaign_code c ON c.campaign_id = x.code WHERE c.code = p_code;
+        IF FOUND THEN
+            v_unique := p_code;
+        END IF;
+    END IF;
+    IF v.code IS NULL OR v.campaign AND v_unique IS NULL THEN
         PERFORM voucherd_reject('VOUCHER_NOT_FOUND', format('voucher=%s', p_code));
     END IF;
 
@@ -45,7 +56,7 @@ BEGIN
     END IF;
 
     SELECT x.* INTO old FROM voucher_redemption x WHERE x.order_id = p_replaces FOR UPDATE;
-    IF NOT FOUND OR old.voucher_code <> p_code OR old.customer <> p_customer OR old.status <> 'RESERVED' THEN
+    IF NOT FOUND OR old.voucher_code <> v.code OR old.customer <> p_customer OR old.status <> 'RESERVED' THEN
         -- The lock may have been waited for behind this very replacement
         -- (a retry whose first attempt was committing): p_order is known
         -- now, and a retry is answered as such, not as a refusal.
@@ -68,16 +79,31 @@ BEGIN
         PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
     END IF;
 
+    IF v_unique IS NOT NULL AND EXISTS (
+        SELECT 1 FROM voucher_redemption x
+        WHERE x.code = v_unique AND x.status <> 'RELEASED' AND x.order_id <> p_replaces) THEN
+        PERFORM voucherd_reject('ALREADY_USED', format('voucher=%s', p_code), 'CODE_USED');
+    END IF;
+
+    -- p_replaces first, so that its code (p_code itself, maybe) is free for
+    -- p_order; put back as it was when p_order cannot be inserted.
+    UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now WHERE x.order_id = p_replaces;
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at)
-    VALUES (p_order, p_code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
-            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl)
-    ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
+         expires_at, code)
+    VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
+            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl,
+            v_unique)
+    ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;
     IF NOT FOUND THEN
-        -- A concurrent request with the same orderId committed first.
+        -- A concurrent request with the same orderId, or holding the same
+        -- campaign code, committed first.
+        UPDATE voucher_redemption x SET status = old.status, updated_at = old.updated_at WHERE x.order_id = p_replaces;
         SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
+        IF NOT FOUND AND v_unique IS NOT NULL THEN
+            PERFORM voucherd_reject('ALREADY_USED', format('voucher=%s', p_code), 'CODE_USED');
+        END IF;
         v_verdict := voucherd_order_verdict(r, p_code, p_customer);
         IF v_verdict <> '' THEN
             PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
@@ -86,18 +112,17 @@ BEGIN
         replay := true;
         RETURN;
     END IF;
-    UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now WHERE x.order_id = p_replaces;
 
     -- The voucher row under its lock: a concurrent PATCH that made the
     -- order ineligible is seen here. The counts stay as they are.
     PERFORM 1 FROM voucher x
-    WHERE x.code = p_code
+    WHERE x.code = v.code
       AND NOT x.disabled
       AND x.starts_at <= p_now AND p_now < x.ends_at
       AND x.min_order_amount <= p_amount
     FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+        SELECT x.* INTO v FROM voucher x WHERE x.code = v.code;
         PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount),
             voucherd_eligibility(v, p_amount, p_now));
     END IF;

@@ -1,10 +1,12 @@
 -- voucher_get: a voucher with live counts of RESERVED and CONFIRMED
--- redemptions (index voucher_redemption_code_status_created_idx).
+-- redemptions (index voucher_redemption_code_status_created_idx), and
+-- whether it is a campaign's budget.
 -- $1 code
 SELECT v.code, coalesce(v.discount_amount, 0), v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
        coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0), v.customer_id_normalization,
        (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'RESERVED')::integer,
-       (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'CONFIRMED')::integer
+       (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'CONFIRMED')::integer,
+       v.campaign
 FROM voucher v
 WHERE v.code = $1

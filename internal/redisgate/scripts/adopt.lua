@@ -6,10 +6,14 @@
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
+-- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId, a string (voucher.ValidCustomerID: never '|')
--- ARGV[3] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs"
+-- ARGV[3] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs[||code]"
+-- ARGV[4] -> the campaign code the order holds, '' for a voucher: the database
+--            holds it for this order (at most one live order per code), so
+--            it is this order's in the gate from now on
 --
 -- Returns:
 --   1 if the hold was recorded and a use taken
@@ -25,11 +29,14 @@ redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
 redis.call('INCR', KEYS[4])
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])
+end
 
 -- As in reserve.lua: keys created here get the voucher's expiry.
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
-  for i = 2, 4 do
+  for i = 2, 5 do
     if redis.call('PTTL', KEYS[i]) == -1 then
       redis.call('PEXPIRE', KEYS[i], ttl)
     end

@@ -8,12 +8,15 @@
 --                                      orders; incremented, never reset, so that
 --                                      no state after this load has the version
 --                                      of one before it
+-- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it,
+--                                      rebuilt from the held orders' code field
 --
 -- ARGV[1] -> expireAt, unix milliseconds: PEXPIREAT of every key
 -- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
 -- ARGV[3] -> n, the number of customers with held uses
 -- ARGV[4 .. 3+2n]   -> customerId, held count pairs
--- ARGV[4+2n .. end] -> orderId, encoded hold pairs ("H|..." held, "R|..." released)
+-- ARGV[4+2n .. end] -> orderId, encoded hold pairs ("H|..." held, "R|..." released);
+--                      a campaign's hold ends with its code ("...||CODE")
 --
 -- Returns:
 --   1 if the snapshot was written
@@ -23,7 +26,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 -- Leftovers of an earlier load (a key evicted or deleted by hand) must not
 -- mix with the snapshot.
-redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5])
 
 local expireAt = ARGV[1]
 redis.call('SET', KEYS[1], ARGV[2])
@@ -50,4 +53,28 @@ end
 local n = tonumber(ARGV[3])
 hsetPairs(KEYS[2], 4, 3 + 2 * n)
 hsetPairs(KEYS[3], 4 + 2 * n, #ARGV)
+
+-- The codes held by held orders: only a campaign's holds carry one, so a
+-- voucher writes nothing here.
+local codes = {}
+for i = 4 + 2 * n, #ARGV - 1, 2 do
+  local v = ARGV[i + 1]
+  if string.sub(v, 1, 1) == 'H' then
+    local code = string.match(v, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$')
+    if code then
+      codes[#codes + 1] = code
+      codes[#codes + 1] = ARGV[i]
+      if #codes >= chunk then
+        redis.call('HSET', KEYS[5], unpack(codes))
+        codes = {}
+      end
+    end
+  end
+end
+if #codes > 0 then
+  redis.call('HSET', KEYS[5], unpack(codes))
+end
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  redis.call('PEXPIREAT', KEYS[5], expireAt)
+end
 return 1

@@ -1,10 +1,12 @@
--- release.lua: gives the use of an orderId back if it holds one (H or P).
--- Safe to repeat: a second call finds no held orderId and returns 0.
+-- release.lua: gives the use of an orderId back if it holds one (H or P),
+-- and frees the campaign code it holds. Safe to repeat: a second call finds
+-- no held orderId and returns 0.
 --
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
+-- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> mode: "mark" keeps the orderId as released ("R|..."), so a late
@@ -36,6 +38,10 @@ if ARGV[2] == 'forget' then
   redis.call('HDEL', KEYS[3], ARGV[1])
 else
   redis.call('HSET', KEYS[3], ARGV[1], 'R' .. string.sub(stored, 2))
+end
+local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$')
+if code and redis.call('HGET', KEYS[5], code) == ARGV[1] then
+  redis.call('HDEL', KEYS[5], code)
 end
 if redis.call('INCR', KEYS[4]) == 1 then
   -- Created here (loaded before versions existed): the voucher's expiry.

@@ -1,11 +1,13 @@
 -- unreplace.lua: undoes replace.lua after the durable write of the
--- replacement provably failed: the replaced orderId holds its use again
--- and the new orderId is forgotten (the client may retry it). The counts do
--- not move, as they did not in replace.lua.
+-- replacement provably failed: the replaced orderId holds its use (and its
+-- campaign code) again and the new orderId is forgotten, its code freed (the
+-- client may retry it). The counts do not move, as they did not in
+-- replace.lua.
 --
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
+-- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- (KEYS[2], the users hash, is passed for the common key layout and not used.)
 --
 -- ARGV[1] -> new orderId
@@ -14,6 +16,7 @@
 -- Returns 1 when it undid the replacement, 0 when the two orders are not in
 -- the state replace.lua left them in (same customer, new held or pending,
 -- replaced released), or the voucher is not loaded.
+local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$'
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -29,5 +32,13 @@ if (nstate ~= 'H' and nstate ~= 'P') or ostate ~= 'R' or ncust ~= ocust then
 end
 redis.call('HSET', KEYS[3], ARGV[2], 'H' .. string.sub(old, 2))
 redis.call('HDEL', KEYS[3], ARGV[1])
+local ncode = string.match(new, codePattern)
+if ncode and redis.call('HGET', KEYS[5], ncode) == ARGV[1] then
+  redis.call('HDEL', KEYS[5], ncode)
+end
+local ocode = string.match(old, codePattern)
+if ocode then
+  redis.call('HSET', KEYS[5], ocode, ARGV[2])
+end
 redis.call('INCR', KEYS[4])
 return 1

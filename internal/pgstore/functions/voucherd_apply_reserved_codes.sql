@@ -1,0 +1,99 @@
+-- voucherd_apply_reserved_codes writes reservations taken by the gate
+-- (Kafka mode): it inserts the redemptions it does not know yet, raises each
+-- customer's counter and then each voucher's used_count once by the number
+-- inserted for it. p_unique holds, per event, the campaign code a use of a
+-- flash campaign was taken with (p_codes is then the campaign id), NULL or ''
+-- for a voucher's; it is recorded on the redemption. It returns, for each
+-- known orderId of the batch, whether this call inserted it and whose it is.
+-- Any refusal (unknown voucher: 23503; over the total limit: 23514; over a
+-- per-user limit: VD002; a campaign code of another campaign: 23514
+-- voucher_redemption_code_campaign; a campaign code a live redemption holds:
+-- 23505 voucher_redemption_code_live_idx) fails the whole call, and the
+-- caller retries the events one by one.
+CREATE OR REPLACE FUNCTION voucherd_apply_reserved_codes(
+    p_order_ids text[], p_codes text[], p_customers text[], p_amounts bigint[],
+    p_discounts bigint[], p_reserved_at timestamptz[], p_expires_at timestamptz[], p_unique text[])
+RETURNS TABLE (o_order_id text, o_inserted boolean, o_voucher_code text, o_customer text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ins text[];
+    v_limit integer;
+    c record;
+    b record;
+BEGIN
+    -- A use of a campaign names one of its codes, and a code names its own
+    -- campaign (the service resolved it before the gate; the database
+    -- checks it as it checks the voucher).
+    SELECT coalesce(e.u, '') AS u, e.code INTO b
+    FROM unnest(p_codes, p_unique) AS e(code, u)
+    LEFT JOIN campaign_code k ON k.code = e.u
+    LEFT JOIN voucher w ON w.code = e.code
+    WHERE CASE WHEN coalesce(e.u, '') = '' THEN coalesce(w.campaign, false)
+               ELSE k.campaign_id IS DISTINCT FROM e.code END
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '23514', CONSTRAINT = 'voucher_redemption_code_campaign',
+            MESSAGE = format('code %L is not a code of campaign %s', b.u, b.code);
+    END IF;
+
+    -- Sorted by orderId (lock order); for a duplicate orderId in the batch the
+    -- first occurrence wins.
+    WITH ins AS (
+        INSERT INTO voucher_redemption AS x
+            (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
+             expires_at, code)
+        SELECT e.order_id, e.code, e.customer, voucherd_customer_legacy(e.customer), e.amount, e.discount, 'RESERVED', e.reserved_at, e.reserved_at, e.expires_at,
+               nullif(e.u, '')
+        FROM unnest(p_order_ids, p_codes, p_customers, p_amounts, p_discounts, p_reserved_at, p_expires_at,
+                    coalesce(p_unique, array_fill(NULL::text, ARRAY[cardinality(p_order_ids)])))
+             WITH ORDINALITY AS e(order_id, code, customer, amount, discount, reserved_at, expires_at, u, n)
+        ORDER BY e.order_id, e.n
+        ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
+        RETURNING x.order_id
+    )
+    SELECT coalesce(array_agg(ins.order_id), '{}') INTO v_ins FROM ins;
+
+    IF cardinality(v_ins) > 0 THEN
+        FOR c IN
+            SELECT x.voucher_code, x.customer, x.customer_id, count(*)::integer AS n
+            FROM voucher_redemption x WHERE x.order_id = ANY (v_ins)
+            GROUP BY x.voucher_code, x.customer, x.customer_id
+            ORDER BY x.voucher_code, x.customer
+        LOOP
+            INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
+            VALUES (c.voucher_code, c.customer, c.customer_id, c.n)
+            ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey
+                DO UPDATE SET held = u.held + excluded.held;
+        END LOOP;
+
+        FOR c IN
+            SELECT x.voucher_code, count(*)::integer AS n
+            FROM voucher_redemption x WHERE x.order_id = ANY (v_ins)
+            GROUP BY x.voucher_code
+            ORDER BY x.voucher_code
+        LOOP
+            UPDATE voucher v SET used_count = v.used_count + c.n
+            WHERE v.code = c.voucher_code
+            RETURNING v.per_user_limit INTO v_limit;
+
+            -- Checked under the voucher row lock, so a concurrent PATCH of
+            -- per_user_limit is seen.
+            SELECT u.customer, u.held INTO b FROM voucher_customer_usage u
+            WHERE u.voucher_code = c.voucher_code AND u.held > v_limit
+              AND u.customer IN (
+                  SELECT x.customer FROM voucher_redemption x
+                  WHERE x.order_id = ANY (v_ins) AND x.voucher_code = c.voucher_code)
+            LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'VD002',
+                    MESSAGE = format('customer %s would hold %s uses of voucher %s, above its perUserLimit %s',
+                                     b.customer, b.held, c.voucher_code, v_limit);
+            END IF;
+        END LOOP;
+    END IF;
+
+    RETURN QUERY
+        SELECT x.order_id, x.order_id = ANY (v_ins), x.voucher_code, x.customer
+        FROM voucher_redemption x WHERE x.order_id = ANY (p_order_ids);
+END
+$$;
