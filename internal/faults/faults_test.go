@@ -84,9 +84,9 @@ func splitComma(s string) []string {
 }
 
 // campaignModes are the write modes the campaign scenario runs in (each
-// with the seed of that mode's voucher scenario). A mode joins the list
-// once campaigns can be flash sales in it.
-var campaignModes = []string{modeStandard}
+// with the seed of that mode's voucher scenario; a flash campaign in the
+// flash modes).
+var campaignModes = []string{modeStandard, modeSync, modeKafka}
 
 // scenario is one flash sale under one nemesis schedule: of a voucher, or
 // with campaign set of a campaign of unique codes sharing one budget.
