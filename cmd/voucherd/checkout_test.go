@@ -115,6 +115,59 @@ func TestReplaceRefusals(t *testing.T) {
 	})
 }
 
+// A confirmed order is not replaced (in Kafka mode also while the
+// consumer has not applied anything: the gate knows the confirmation), and
+// a replacement's new order confirmed at once, before the consumer applied
+// the replacement, is the replacement: the replaced order ends RELEASED,
+// one use is held for it, and the customer's next reservation is refused
+// by the per-customer limit, not granted then lost.
+func TestReplaceAndConfirmInEveryOrder(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		code := s.createVoucher(voucherSpec{TotalLimit: 5})
+		require.Equal(t, http.StatusCreated, s.reserve(code, 1, "c-1", 5000).status)
+		s.confirmEventually(code, "c-1")
+		r := s.replace(code, 1, "c-2", "c-1", 5000)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"))
+
+		require.Equal(t, http.StatusCreated, s.reserve(code, 2, "d-1", 5000).status)
+		r = s.replace(code, 2, "d-2", "d-1", 5000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		s.confirmEventually(code, "d-2")
+		c := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/d-1/confirm", nil)
+		require.Equal(t, http.StatusConflict, c.status, string(c.raw))
+		require.Equal(t, "RESERVATION_RELEASED", c.str("error"))
+		r = s.reserve(code, 2, "d-3", 5000)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "ALREADY_USED", r.str("error"))
+
+		s.settle(code, 2)
+		st := s.state(code)
+		require.Equal(t, 2, st.usedCount)
+		require.Equal(t, 2, st.confirmed)
+		require.Equal(t, 1, st.released, "d-1, replaced")
+		s.assertConsistent(code)
+	})
+}
+
+// confirmEventually confirms orderID, retrying the 503 a Kafka-mode
+// confirmation answers while the reservation is still being written.
+func (s *stack) confirmEventually(code, orderID string) {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/"+orderID+"/confirm", nil)
+		if r.status == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		require.Equal(s.t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(s.t, "CONFIRMED", r.str("status"), string(r.raw))
+		return
+	}
+}
+
 // A validation answers what the reservation then answers, and takes
 // nothing.
 func TestValidationAgreesWithReservation(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -331,9 +332,12 @@ func (r reconcileReport) settled() bool {
 		len(r.Missing) == 0 && len(r.Uncommitted) == 0
 }
 
+// errNotLoaded: reconciliation found the voucher not loaded into Redis.
+var errNotLoaded = errors.New("voucher not loaded into Redis")
+
 // reconcile runs repairing reconciliations until a dry run finds Redis and
-// PostgreSQL in agreement, or timeout; it returns the rounds and the last
-// report.
+// PostgreSQL in agreement, or timeout, or the voucher is not loaded
+// (errNotLoaded); it returns the rounds and the last report.
 func (c *cluster) reconcile(code string, timeout time.Duration) (int, reconcileReport, error) {
 	deadline := time.Now().Add(timeout)
 	var last reconcileReport
@@ -349,6 +353,11 @@ func (c *cluster) reconcile(code string, timeout time.Duration) (int, reconcileR
 		lastErr = err
 		if err == nil && last.settled() {
 			return round, last, nil
+		}
+		if err == nil && !last.Loaded {
+			// Redis lost the voucher and nothing loaded it again: the
+			// caller warms it up; waiting changes nothing.
+			return round, last, errNotLoaded
 		}
 		if time.Now().After(deadline) {
 			if lastErr == nil {

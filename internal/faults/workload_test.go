@@ -14,9 +14,8 @@ import (
 // pool (so per-customer quotas bind), release and confirm some of their
 // reservations, and probe idempotency with replays and conflicting
 // customers. On a voucher, customers also retry "after a failed payment":
-// a new order replacing their hold (replacesOrderId; not in Kafka mode,
-// see sharesFor), and a probe names another customer's order as the one
-// replaced. On a campaign
+// a new order replacing their hold (replacesOrderId), and a probe names
+// another customer's order as the one replaced. On a campaign
 // (spec.Codes), each reservation presents one code, a few hot codes
 // drawing a share of them so that orders race for one code, and replays
 // of an order name its code or another one. Every attempt that gets no
@@ -47,8 +46,7 @@ type workload struct {
 	// a check-then-act write path loses updates.
 	rush time.Duration
 	seed uint64
-	// shares is the mix of operations (voucherShares, kafkaShares or
-	// campaignShares).
+	// shares is the mix of operations (voucherShares or campaignShares).
 	shares shares
 
 	seq        atomic.Int64
@@ -108,24 +106,18 @@ func (w *workload) run(soft context.Context, hardDeadline time.Time) {
 // in [0, 100): a new reservation (always, while the client holds nothing),
 // a release, a confirm, another customer's orderId, a replacement of a
 // hold and a replacement naming another customer's order (vouchers only),
-// and a late retry of one of the client's orders after the rest. Kafka
-// mode replaces no hold of the client's own (docs/faults.md, finding 12):
-// its share goes to new reservations.
+// and a late retry of one of the client's orders after the rest.
 var (
 	voucherShares  = shares{reserve: 50, release: 70, confirm: 80, conflict: 86, replace: 92, replaceOther: 94}
-	kafkaShares    = shares{reserve: 56, release: 76, confirm: 86, conflict: 92, replace: 92, replaceOther: 94}
 	campaignShares = shares{reserve: 55, release: 75, confirm: 85, conflict: 91, replace: 91, replaceOther: 91}
 )
 
 type shares struct{ reserve, release, confirm, conflict, replace, replaceOther int }
 
-// sharesFor is the mix of operations of a scenario in mode on spec.
-func sharesFor(mode string, spec VoucherSpec) shares {
-	switch {
-	case spec.Campaign():
+// sharesFor is the mix of operations of a scenario on spec.
+func sharesFor(spec VoucherSpec) shares {
+	if spec.Campaign() {
 		return campaignShares
-	case mode == modeKafka:
-		return kafkaShares
 	}
 	return voucherShares
 }

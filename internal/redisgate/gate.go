@@ -439,7 +439,10 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 	args[2] = strconv.Itoa(n)
 	for _, r := range s.Orders {
 		state := byte(stateReleased)
-		if r.Status.Held() {
+		switch {
+		case r.Status == voucher.StatusConfirmed:
+			state = stateConfirmed
+		case r.Status.Held():
 			state = stateHeld
 		}
 		args = append(args, r.OrderID, encodeHold(state, voucher.Hold{

@@ -14,6 +14,10 @@ const (
 	stateHeld     = 'H' // holds a use, durable (or sync mode)
 	statePending  = 'P' // holds a use, event not acknowledged yet (Kafka mode)
 	stateReleased = 'R' // gave its use back; marks the orderId as used up
+	// stateConfirmed: holds a use whose order a Kafka-mode confirmation
+	// is making (or made) final; it is no longer a hold a replacement may
+	// take over (Gate.Confirm).
+	stateConfirmed = 'C'
 )
 
 // errBadHold is returned by decodeHold for a value this package did not write.
@@ -21,7 +25,7 @@ var errBadHold = errors.New("redisgate: malformed hold")
 
 // encodeHold renders a hold as the value of the orders hash:
 //
-//	STATE|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code]]
+//	STATE|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces]]]
 //
 // A compact, fixed field order keeps each hold to a few dozen bytes (a sale
 // of a million uses stays small) and lets the scripts read the state and the
@@ -30,9 +34,13 @@ var errBadHold = errors.New("redisgate: malformed hold")
 // when unknown (holds loaded or adopted from the store), and empty when a
 // code follows. The code is the campaign code a hold of a campaign's budget
 // was taken with (h.Code); a voucher's hold has none, so its value is what
-// it was before campaigns. A customerId never holds '|'
-// (voucher.ValidCustomerID), nor does a code (voucher.ValidCode); an integer
-// id is written as its decimal digits, as releases with integer ids wrote it.
+// it was before campaigns. replaces is the orderId a replacement's hold took
+// the use of (h.Replaces), so that whoever writes the hold to the store
+// writes the replacement, not a second use; the owner and code are then
+// written, empty when absent. A customerId never holds '|'
+// (voucher.ValidCustomerID), nor does a code (voucher.ValidCode) or an
+// orderId (voucher.ValidOrderID); an integer id is written as its decimal
+// digits, as releases with integer ids wrote it.
 func encodeHold(state byte, h voucher.Hold) string {
 	b := make([]byte, 0, 64)
 	b = append(b, state, '|')
@@ -45,13 +53,17 @@ func encodeHold(state byte, h voucher.Hold) string {
 	b = strconv.AppendInt(b, unixMilli(h.ReservedAt), 10)
 	b = append(b, '|')
 	b = strconv.AppendInt(b, unixMilli(h.ExpiresAt), 10)
-	if h.Owner != "" || h.Code != "" {
+	if h.Owner != "" || h.Code != "" || h.Replaces != "" {
 		b = append(b, '|')
 		b = append(b, h.Owner...)
 	}
-	if h.Code != "" {
+	if h.Code != "" || h.Replaces != "" {
 		b = append(b, '|')
 		b = append(b, h.Code...)
+	}
+	if h.Replaces != "" {
+		b = append(b, '|')
+		b = append(b, h.Replaces...)
 	}
 	return string(b)
 }
@@ -60,7 +72,7 @@ func encodeHold(state byte, h voucher.Hold) string {
 // value (it is the hash field) and is copied into the result.
 func decodeHold(orderID, s string) (voucher.Hold, error) {
 	parts := strings.Split(s, "|")
-	if len(parts) < 6 || len(parts) > 8 || len(parts[0]) != 1 {
+	if len(parts) < 6 || len(parts) > 9 || len(parts[0]) != 1 {
 		return voucher.Hold{}, errBadHold
 	}
 	if !voucher.ValidCustomerID(parts[1]) {
@@ -87,15 +99,23 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 		return voucher.Hold{}, errBadHold
 	case len(parts) == 8 && (parts[6] != "" && !validOwner(parts[6]) || !voucher.ValidCode(parts[7])):
 		return voucher.Hold{}, errBadHold
+	case len(parts) == 9 && (parts[6] != "" && !validOwner(parts[6]) ||
+		parts[7] != "" && !voucher.ValidCode(parts[7]) || !voucher.ValidOrderID(parts[8])):
+		return voucher.Hold{}, errBadHold
 	}
 	if len(parts) >= 7 {
 		h.Owner = parts[6]
 	}
-	if len(parts) == 8 {
+	if len(parts) >= 8 {
 		h.Code = parts[7]
+	}
+	if len(parts) == 9 {
+		h.Replaces = parts[8]
 	}
 	switch parts[0][0] {
 	case stateHeld:
+	case stateConfirmed:
+		h.Confirmed = true
 	case statePending:
 		h.Pending = true
 	case stateReleased:
@@ -104,6 +124,15 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 		return voucher.Hold{}, errBadHold
 	}
 	return h, nil
+}
+
+// heldState is the state of a hold that holds a use durably: confirmed or
+// held.
+func heldState(h voucher.Hold) byte {
+	if h.Confirmed {
+		return stateConfirmed
+	}
+	return stateHeld
 }
 
 // unixMilli is t in unix milliseconds, 0 for the zero time.

@@ -27,6 +27,11 @@ func TestHoldRoundTrip(t *testing.T) {
 		{"campaign code", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "3", Code: "WELCOME-7KQ4"}, "H|3|0|0|0|0||WELCOME-7KQ4"},
 		{"campaign code and owner", statePending, voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "i-1", Code: "K_1", Pending: true},
 			"P|3|0|0|0|0|i-1|K_1"},
+		{"confirmed", stateConfirmed, voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "i-1", Confirmed: true}, "C|3|0|0|0|0|i-1"},
+		{"replacement", statePending, voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "i-1", Replaces: "ord-1", Pending: true},
+			"P|3|0|0|0|0|i-1||ord-1"},
+		{"replacement with a campaign code", stateHeld, voucher.Hold{OrderID: "o", CustomerID: "3", Code: "K_1", Replaces: "ord-1"},
+			"H|3|0|0|0|0||K_1|ord-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,7 +48,7 @@ func TestHoldRoundTrip(t *testing.T) {
 func TestDecodeHoldRejectsGarbage(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "H", "H|1|2|3|4", "X|1|2|3|4|5", "HH|1|2|3|4|5", "H|a b|2|3|4|5", "H||2|3|4|5", "H|1|x|3|4|5",
-		"H|1|2|3|4|5|", "H|1|2|3|4|5|a|b|c", "H|1|2|3|4|5|a{b}", "H|1|2|3|4|5|a b", "H|1|2|3|4|5|a|", "H|1|2|3|4|5||b c",
+		"H|1|2|3|4|5|", "H|1|2|3|4|5|a|b|c|d", "H|1|2|3|4|5|a|b|", "H|1|2|3|4|5|a|b|c d", "H|1|2|3|4|5|||", "H|1|2|3|4|5|a{b}", "H|1|2|3|4|5|a b", "H|1|2|3|4|5|a|", "H|1|2|3|4|5||b c",
 		"H|1|2|3|4|5|a b|c"} {
 		_, err := decodeHold("o", s)
 		require.ErrorIs(t, err, errBadHold, s)
@@ -55,6 +60,7 @@ func FuzzDecodeHold(f *testing.F) {
 	f.Add("R|1|0|0|0|0")
 	f.Add("P|-1|-2|-3|-4|-5")
 	f.Add("H|1|2|3|4|5|owner-1")
+	f.Add("C|1|2|3|4|5|owner-1|K_1|ord-1")
 	f.Fuzz(func(t *testing.T, s string) {
 		h, err := decodeHold("o", s)
 		if err != nil {
@@ -67,6 +73,8 @@ func FuzzDecodeHold(f *testing.F) {
 			state = statePending
 		case h.Released:
 			state = stateReleased
+		case h.Confirmed:
+			state = stateConfirmed
 		}
 		again, err := decodeHold("o", encodeHold(state, h))
 		require.NoError(t, err)

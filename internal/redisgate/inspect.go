@@ -98,7 +98,8 @@ func decodeState(res []rueidis.RedisMessage) (voucher.GateState, error) {
 // Adopt records a hold the database has and the gate lost (reconciliation):
 // it takes a use for hold.OrderID, even below zero remaining, only if the
 // orderId is unknown to the gate and the voucher is loaded. It reports
-// whether it changed anything. The hold is stored as held (durable); a
+// whether it changed anything. The hold is stored as held (durable), or
+// confirmed when hold.Confirmed (a CONFIRMED row); a
 // campaign's hold (hold.Code set) takes its code, whichever order the gate
 // had it held by (the database holds each code once). An adoption clears
 // the sold-out cache of code in this process, whose copy of the orders lacks
@@ -121,7 +122,7 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
 	n, err := adoptScript.Exec(ctx, client, k.script(), []string{
-		hold.OrderID, hold.CustomerID, encodeHold(stateHeld, hold), hold.Code,
+		hold.OrderID, hold.CustomerID, encodeHold(heldState(hold), hold), hold.Code,
 	}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "adopt", code)

@@ -103,6 +103,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	if hold.Pending {
 		state = statePending
 	}
+	// The hold keeps the order it replaced (encodeHold).
+	hold.Replaces = replaces
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()

@@ -237,7 +237,11 @@ func holdRedemption(code string, h Hold, st Status) Redemption {
 // yet, with the consumer's own idempotent function, so that confirm and
 // release can act on it. It reports whether there was one to apply, or
 // the consumer wrote it meanwhile: either way the caller runs its store
-// operation again.
+// operation again. A replacement's hold is written as the replacement
+// (the hold carries the order it replaced), and only once the replaced
+// order is in the store or the consumer has caught up: written before the
+// replaced order's own event, it would take a second use (Unavailable
+// until then).
 func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool, error) {
 	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
 	if !kafka {
@@ -256,22 +260,44 @@ func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool
 	if h.Pending {
 		return false, Unavailable(nil, "reservation %s is still being written; retry", orderID)
 	}
+	if h.Replaces != "" {
+		if err := s.replacedInStore(ctx, orderID, h.Replaces); err != nil {
+			return false, err
+		}
+	}
 	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{EventFromHold(gateCode, h)})
 	if err != nil {
 		return false, err
 	}
 	if len(results) == 1 && results[0].Outcome == Rejected {
 		if cerr := s.cfg.Events.CaughtUp(ctx); cerr != nil {
-			// The gate's hold does not say whether it replaced an order; an
-			// event of the consumer still to come may be what the store
-			// needs first (the replacement of an order holding the same
-			// campaign code): retry once the consumer has caught up.
+			// An event of the consumer still to come may be what the store
+			// needs first (the release or replacement of an order holding
+			// the same campaign code): retry once the consumer has caught
+			// up.
 			return false, &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: cerr,
 				Message: "reservation " + orderID + " is still being written; retry"}
 		}
 		return false, Errorf(CodeInternal, "the database rejected reservation %s: %s", orderID, results[0].Reason)
 	}
 	return true, nil
+}
+
+// replacedInStore returns nil when the order a replacement's hold replaced
+// is in the store, or when the consumer has caught up (its event, if any,
+// was applied): the replacement may then be written. Otherwise the
+// replaced order's event is still on its way, and orderID is answered as
+// still being written.
+func (s *Service) replacedInStore(ctx context.Context, orderID, replaced string) error {
+	_, err := s.store.Order(ctx, replaced)
+	if !IsCode(err, CodeReservationNotFound) {
+		return err
+	}
+	if cerr := s.cfg.Events.CaughtUp(ctx); cerr != nil {
+		return &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: cerr,
+			Message: "reservation " + orderID + " is still being written; retry"}
+	}
+	return nil
 }
 
 // gateHold looks orderID up in the gate for a Kafka-mode voucher whose store

@@ -102,6 +102,24 @@ type Snapshot struct {
 // Remaining is TotalLimit minus held.
 func (s Snapshot) Remaining() int64 { return int64(s.Voucher.TotalLimit) - int64(s.Held) }
 
+// GateConfirmation is what Gate.Confirm found.
+type GateConfirmation int
+
+// Gate confirmations.
+const (
+	// GateConfirmUnknown: the voucher is not loaded, or the orderId is
+	// unknown to the gate or held with another campaign code.
+	GateConfirmUnknown GateConfirmation = iota
+	// GateConfirmMarked: the hold is marked confirmed (now or before).
+	GateConfirmMarked
+	// GateConfirmPending: the hold's reservation event is not acknowledged
+	// yet; nothing changed.
+	GateConfirmPending
+	// GateConfirmReleased: the orderId is released (a replacement took its
+	// use over, or a release reached the gate).
+	GateConfirmReleased
+)
+
 // GateOutcome is what the gate decided for one reservation.
 type GateOutcome int
 
@@ -164,6 +182,10 @@ type Hold struct {
 	ExpiresAt      time.Time
 	// Released is true for a released orderId's marker (Lookup only).
 	Released bool
+	// Confirmed is true for a hold whose order is confirmed, or being
+	// confirmed in Kafka mode (Gate.Confirm): it holds its use, and no
+	// replacement may take it over.
+	Confirmed bool
 	// Pending is true between taking a use and the durable write (Kafka
 	// mode); a replay must not answer 201 from a pending hold.
 	Pending bool
@@ -171,8 +193,9 @@ type Hold struct {
 	// the store; empty for holds loaded or adopted from the store.
 	Owner string
 	// Replaces is, for a hold the service takes with Gate.Replace, the
-	// orderId whose use it takes over; the gate does not store it (the
-	// replaced order's released marker records the step).
+	// orderId whose use it takes over; the gate keeps it with the hold, so
+	// that a hold written to the store from the gate (applyFromGate) is
+	// written as the replacement it is.
 	Replaces string
 	// Code is the campaign code a hold of a campaign's budget was taken
 	// with; empty for a voucher's hold. The gate keeps the code held by
@@ -240,6 +263,13 @@ type Gate interface {
 	// replaces holds its use again and orderID is forgotten. It reports
 	// whether it changed anything.
 	Unreplace(ctx context.Context, code, orderID, replaces string) (bool, error)
+	// Confirm marks orderID's held hold confirmed before a Kafka-mode
+	// confirmation is written to the store, so that no replacement takes
+	// it over from then on; campaignCode is the code the confirmation
+	// names ("" for a voucher). GateConfirmUnknown: the gate has nothing
+	// to go by (voucher not loaded, orderId unknown or held with another
+	// code) and the store decides.
+	Confirm(ctx context.Context, code, orderID, campaignCode string) (GateConfirmation, error)
 	// Lookup returns what the gate knows of orderID; found is false when it
 	// knows nothing (or the voucher is not loaded).
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)

@@ -134,7 +134,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		r := rows[id]
 		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
 			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-			Code: campaignCodeOf(r.VoucherCode, snap.Voucher)}
+			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, snap.Voucher)}
 		if _, err := s.gate.Adopt(ctx, code, h); err != nil {
 			return rep, err
 		}

@@ -677,8 +677,8 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	if s.releasedInGate(wctx, code, orderID) {
-		return Redemption{}, Errorf(CodeReservationReleased, "reservation %s of voucher %s was released", orderID, code)
+	if err := s.confirmInGate(wctx, code, orderID); err != nil {
+		return Redemption{}, err
 	}
 	r, err := s.store.Confirm(wctx, code, orderID, s.cfg.Clock())
 	if err != nil && IsCode(err, CodeReservationNotFound) {
@@ -696,18 +696,52 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 	return r, err
 }
 
-// releasedInGate reports whether, in Kafka mode, the gate marks orderID of
-// a flash voucher released. Every release reaches the store before the
-// gate except a replacement (Gate.Replace), whose event the consumer may
-// not have applied yet: the store would still confirm the replaced order.
-// A gate that cannot be read says nothing; the store decides.
-func (s *Service) releasedInGate(ctx context.Context, code, orderID string) bool {
+// confirmInGate marks orderID of a flash voucher confirmed in the gate
+// before the store confirms it, in Kafka mode: there a replacement is
+// decided by the gate alone (its store write comes later from the
+// consumer), so the gate must know a confirmation from the moment it is
+// under way, or a replacement could release an order the store confirms.
+// A replacement that came first left the order released in the gate:
+// RESERVATION_RELEASED, whatever the store says while the consumer has
+// not applied it. A pending hold whose row the store has (the consumer
+// wrote it before the producer's ack came back) is made durable first;
+// without the row, the reservation is still being written: 503. A gate
+// that cannot be read answers 503: confirming without it could let a
+// replacement take the order over. Nothing in the gate (voucher not
+// loaded, orderId unknown): the store decides, and a later load takes the
+// confirmation from the store.
+func (s *Service) confirmInGate(ctx context.Context, code, orderID string) error {
 	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
 	if !kafka {
-		return false
+		return nil
 	}
-	h, found, err := s.gate.Lookup(ctx, gateCode, orderID)
-	return err == nil && found && h.Released && h.Code == campaignCode
+	for attempt := 0; ; attempt++ {
+		found, err := s.gate.Confirm(ctx, gateCode, orderID, campaignCode)
+		if err != nil {
+			return Unavailable(err, "voucher %s: the confirmation of %s cannot be recorded in Redis; retry", code, orderID)
+		}
+		switch found {
+		case GateConfirmReleased:
+			return Errorf(CodeReservationReleased, "reservation %s of voucher %s was released", orderID, code)
+		case GateConfirmPending:
+			if attempt > 0 {
+				return Unavailable(nil, "reservation %s is still being written; retry", orderID)
+			}
+			h, found, err := s.gate.Lookup(ctx, gateCode, orderID)
+			if err != nil || !found || !h.Pending {
+				continue
+			}
+			row, err := s.store.Redemption(ctx, code, orderID)
+			if err != nil || row.Status != StatusReserved && row.Status != StatusConfirmed {
+				return Unavailable(err, "reservation %s is still being written; retry", orderID)
+			}
+			if _, err := s.gate.Commit(ctx, gateCode, h); err != nil {
+				return Unavailable(err, "reservation %s is still being written; retry", orderID)
+			}
+		default:
+			return nil
+		}
+	}
 }
 
 // Release gives a reservation's use back (order cancelled, refunded or

@@ -1,5 +1,5 @@
 -- clamp.lua: lowers remaining to totalLimit minus the holds the gate records
--- (H and P orders), if it is above; never raises it (a hold the gate lost is
+-- (H, P and C orders), if it is above; never raises it (a hold the gate lost is
 -- adopted first, and a lower counter only undersells). Reads every order:
 -- for reconciliation, not the hot path.
 --
@@ -19,7 +19,7 @@ local before = tonumber(rem)
 local held = 0
 for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
   local state = string.sub(v, 1, 1)
-  if state == 'H' or state == 'P' then
+  if state == 'H' or state == 'P' or state == 'C' then
     held = held + 1
   end
 end

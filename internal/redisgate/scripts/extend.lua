@@ -1,4 +1,4 @@
--- extend.lua: sets the expiry recorded in an orderId's hold (H or P) to a
+-- extend.lua: sets the expiry recorded in an orderId's hold (H, P or C) to a
 -- later one, so that a replay answers with the expiry the database has
 -- after a hold extension. A released marker, an unknown orderId or an
 -- earlier expiry is left as it is.
@@ -17,7 +17,7 @@ if not stored then
   return 0
 end
 local state = string.sub(stored, 1, 1)
-if state ~= 'H' and state ~= 'P' then
+if state ~= 'H' and state ~= 'P' and state ~= 'C' then
   return 0
 end
 -- The expiry is the sixth field; an owner may follow it (hold.go).

@@ -15,7 +15,8 @@
 -- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
 -- ARGV[3] -> n, the number of customers with held uses
 -- ARGV[4 .. 3+2n]   -> customerId, held count pairs
--- ARGV[4+2n .. end] -> orderId, encoded hold pairs ("H|..." held, "R|..." released);
+-- ARGV[4+2n .. end] -> orderId, encoded hold pairs ("H|..." held, "C|..." confirmed,
+--                      "R|..." released);
 --                      a campaign's hold ends with its code ("...||CODE")
 --
 -- Returns:
@@ -59,8 +60,9 @@ hsetPairs(KEYS[3], 4 + 2 * n, #ARGV)
 local codes = {}
 for i = 4 + 2 * n, #ARGV - 1, 2 do
   local v = ARGV[i + 1]
-  if string.sub(v, 1, 1) == 'H' then
-    local code = string.match(v, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$')
+  local state = string.sub(v, 1, 1)
+  if state == 'H' or state == 'C' then
+    local code = string.match(v, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)')
     if code then
       codes[#codes + 1] = code
       codes[#codes + 1] = ARGV[i]

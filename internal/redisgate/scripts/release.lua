@@ -1,4 +1,4 @@
--- release.lua: gives the use of an orderId back if it holds one (H or P),
+-- release.lua: gives the use of an orderId back if it holds one (H, P or C),
 -- and frees the campaign code it holds. Safe to repeat: a second call finds
 -- no held orderId and returns 0.
 --
@@ -26,7 +26,7 @@ if not stored then
   return 0
 end
 local state, cust = string.match(stored, '^(%a)|([^|]*)|')
-if state ~= 'H' and state ~= 'P' then
+if state ~= 'H' and state ~= 'P' and state ~= 'C' then
   return 0
 end
 
@@ -39,7 +39,7 @@ if ARGV[2] == 'forget' then
 else
   redis.call('HSET', KEYS[3], ARGV[1], 'R' .. string.sub(stored, 2))
 end
-local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$')
+local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)')
 if code and redis.call('HGET', KEYS[5], code) == ARGV[1] then
   redis.call('HDEL', KEYS[5], code)
 end

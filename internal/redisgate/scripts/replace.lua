@@ -24,10 +24,11 @@
 --   {4, remaining, hold}  released: the new orderId was released
 --   {5, 0}                not loaded
 --   {8, remaining}        not held: the replaced orderId is not this
---                         customer's held (H) hold
+--                         customer's held (H) hold: unknown, released,
+--                         pending, or confirmed (C, confirm.lua)
 --   {9, remaining}        code used: the new code is held by an order other
 --                         than the replaced one
-local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$'
+local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
 local stored = redis.call('HGET', KEYS[3], ARGV[1])
 local rem = redis.call('GET', KEYS[1])
 if stored then

@@ -16,7 +16,7 @@
 -- Returns 1 when it undid the replacement, 0 when the two orders are not in
 -- the state replace.lua left them in (same customer, new held or pending,
 -- replaced released), or the voucher is not loaded.
-local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$'
+local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end

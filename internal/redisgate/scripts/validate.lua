@@ -25,7 +25,7 @@ if ARGV[1] ~= '' then
   local stored = redis.call('HGET', KEYS[3], ARGV[1])
   if stored then
     local state, cust = string.match(stored, '^(%a)|([^|]*)|')
-    local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)$') or ''
+    local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)') or ''
     local r = tonumber(rem) or -1
     if cust ~= ARGV[2] or code ~= ARGV[4] then
       return {3, r, stored}
