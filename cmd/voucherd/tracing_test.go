@@ -199,7 +199,7 @@ func TestTraceKafka(t *testing.T) {
 	s.settle(code, 1)
 
 	spans := s.waitSpans(tid, func(sp []tracetest.SpanStub) bool {
-		_, ok := sqlSpan(sp, "voucherd_apply_reserved")
+		_, ok := sqlSpan(sp, "voucherd_apply_reserved_codes")
 		return ok
 	})
 	server, ok := spanNamed(spans, "POST /vouchers/{code}/reservations")
@@ -213,7 +213,7 @@ func TestTraceKafka(t *testing.T) {
 	receive, ok := spanNamed(spans, s.cfg.KafkaTopic+" receive")
 	require.True(t, ok, "no Kafka receive span in %v", spanNames(spans))
 	require.Equal(t, publish.SpanContext.SpanID(), receive.Parent.SpanID(), "the consumer continues the record's trace")
-	write, ok := sqlSpan(spans, "voucherd_apply_reserved")
+	write, ok := sqlSpan(spans, "voucherd_apply_reserved_codes")
 	require.True(t, ok, "no consumer write span in %v", spanNames(spans))
 	require.True(t, descends(spans, write, server.SpanContext.SpanID()))
 	require.Equal(t, 1, s.state(code).reserved, "the row the trace wrote")

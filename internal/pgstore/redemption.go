@@ -170,7 +170,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]vouc
 }
 
 // ApplyReserved writes reservations taken by the gate (Kafka mode). The batch
-// is one statement (voucherd_apply_reserved): the new redemptions, then each
+// is one statement (voucherd_apply_reserved_codes): the new redemptions, then each
 // customer's counter and each voucher's used_count raised once by the number
 // inserted for it. A known orderId changes nothing (AlreadyApplied; Rejected
 // when it belongs to another voucher or customer).
