@@ -161,6 +161,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 					a.metrics.DriftRepairs.WithLabelValues("stale").Add(float64(len(r.Stale)))
 					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
 					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))
+					a.metrics.DriftRepairs.WithLabelValues("unconfirmed").Add(float64(len(r.Unconfirmed)))
 				}
 			},
 		})

@@ -98,3 +98,39 @@ func TestReconciliationRepairsOrphanAndNeverRaisesTheCounter(t *testing.T) {
 	require.Equal(t, 3, st.usedCount)
 	require.Equal(t, 3, st.reserved)
 }
+
+// TestReconciliationMarksConfirmedOrders: in Kafka mode a Redis hold whose
+// row is CONFIRMED but that Redis holds as a plain hold (a load read the
+// order before its confirmation committed) is reported unconfirmed and
+// marked by the repair, after which a replacement naming the order is
+// refused, as it is for any confirmed order.
+func TestReconciliationMarksConfirmedOrders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{kafka: true})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "k-1", 5000).status)
+	s.settle(code, 1)
+	s.assertConsistentAfterReconcile(code)
+	// The confirmation reaches PostgreSQL without Redis knowing, as when a
+	// load wrote the hold after the confirmation's mark found nothing.
+	_, err := s.db.Exec(ctx, `UPDATE voucher_redemption SET status = 'CONFIRMED' WHERE order_id = 'k-1'`)
+	require.NoError(t, err)
+
+	r := s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, []any{"k-1"}, r.body["unconfirmed"], string(r.raw))
+	r = s.reconcile(code)
+	require.Equal(t, []any{"k-1"}, r.body["unconfirmed"], string(r.raw))
+	h, found, err := s.app.gate.Lookup(ctx, code, "k-1")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.True(t, h.Confirmed)
+	r = s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil)
+	require.Equal(t, []any{}, r.body["unconfirmed"], string(r.raw))
+
+	rep := s.replace(code, 1, "k-2", "k-1", 5000)
+	require.Equal(t, http.StatusConflict, rep.status, string(rep.raw))
+	require.Equal(t, "REPLACED_ORDER_NOT_HELD", rep.str("error"))
+	s.assertConsistent(code)
+}

@@ -324,12 +324,13 @@ type reconcileReport struct {
 	Stale             []string `json:"stale"`
 	Missing           []string `json:"missing"`
 	Uncommitted       []string `json:"uncommitted"`
+	Unconfirmed       []string `json:"unconfirmed"`
 	Skipped           string   `json:"skipped"`
 }
 
 func (r reconcileReport) settled() bool {
 	return r.Loaded && r.Drift == 0 && len(r.InFlight) == 0 && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 &&
-		len(r.Missing) == 0 && len(r.Uncommitted) == 0
+		len(r.Missing) == 0 && len(r.Uncommitted) == 0 && len(r.Unconfirmed) == 0
 }
 
 // errNotLoaded: reconciliation found the voucher not loaded into Redis.

@@ -108,7 +108,7 @@ func (r *Reconcile) runOnce(ctx context.Context) ([]voucher.ReconcileReport, err
 			r.cfg.Logger.Warn("reconciliation drift", "code", rep.Code, "drift", rep.Drift,
 				"redisRemaining", rep.RedisRemaining, "expectedRemaining", rep.ExpectedRemaining,
 				"orphans", len(rep.Orphans), "stale", len(rep.Stale), "missing", len(rep.Missing),
-				"uncommitted", len(rep.Uncommitted), "inFlight", len(rep.InFlight),
+				"uncommitted", len(rep.Uncommitted), "unconfirmed", len(rep.Unconfirmed), "inFlight", len(rep.InFlight),
 				"repaired", rep.Repaired, "skipped", rep.Skipped)
 		}
 	}

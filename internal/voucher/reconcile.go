@@ -43,6 +43,11 @@ type ReconcileReport struct {
 	// Uncommitted are pending gate holds (Kafka mode) whose row exists;
 	// repaired by marking them durable.
 	Uncommitted []string `json:"uncommitted"`
+	// Unconfirmed are gate holds (Kafka mode) whose row is CONFIRMED but
+	// that the gate does not mark confirmed (the voucher was loaded while
+	// the confirmation was being written); repaired by marking them, so
+	// that no replacement takes them over.
+	Unconfirmed []string `json:"unconfirmed"`
 	// ClampedFrom is the counter before a clamp lowered it, when it did.
 	ClampedFrom *int64 `json:"clampedFrom,omitempty"`
 	// Repaired says whether repairs were applied (false for a dry run).
@@ -53,7 +58,8 @@ type ReconcileReport struct {
 
 // Consistent reports whether the report found nothing to repair or report.
 func (r ReconcileReport) Consistent() bool {
-	return r.Drift == 0 && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0
+	return r.Drift == 0 && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
+		len(r.Unconfirmed) == 0
 }
 
 // Reconcile compares a flash voucher's gate state with the store and, when
@@ -61,7 +67,7 @@ func (r ReconcileReport) Consistent() bool {
 // gate hold without a row must be before it counts as an orphan.
 func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (ReconcileReport, error) {
 	rep := ReconcileReport{Code: code, At: s.cfg.Clock().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
-		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}}
+		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}, Unconfirmed: []string{}}
 	if s.gate == nil {
 		return rep, Unavailable(nil, "Redis is not configured")
 	}
@@ -109,6 +115,8 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			rep.Stale = append(rep.Stale, id)
 		case h.Pending:
 			rep.Uncommitted = append(rep.Uncommitted, id)
+		case row.Status == StatusConfirmed && !h.Confirmed && s.cfg.FlashWrites == FlashKafka:
+			rep.Unconfirmed = append(rep.Unconfirmed, id)
 		}
 	}
 	s.findAbandoned(ctx, &rep, gs)
@@ -120,7 +128,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			rep.Missing = append(rep.Missing, id)
 		}
 	}
-	for _, l := range [][]string{rep.InFlight, rep.Abandoned, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted} {
+	for _, l := range [][]string{rep.InFlight, rep.Abandoned, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted, rep.Unconfirmed} {
 		sort.Strings(l)
 	}
 	if !repair || rep.Consistent() {
@@ -141,6 +149,11 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	for _, id := range rep.Uncommitted {
 		if _, err := s.gate.Commit(ctx, code, gs.Orders[id]); err != nil {
+			return rep, err
+		}
+	}
+	for _, id := range rep.Unconfirmed {
+		if _, err := s.gate.Confirm(ctx, code, id, gs.Orders[id].Code); err != nil {
 			return rep, err
 		}
 	}

@@ -677,7 +677,8 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	if err := s.confirmInGate(wctx, code, orderID); err != nil {
+	marked, err := s.confirmInGate(wctx, code, orderID)
+	if err != nil {
 		return Redemption{}, err
 	}
 	r, err := s.store.Confirm(wctx, code, orderID, s.cfg.Clock())
@@ -693,7 +694,25 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 		// to the gate too.
 		s.releaseInGate(wctx, code, orderID)
 	}
+	if err == nil && !marked {
+		s.markConfirmedAfter(wctx, code, orderID)
+	}
 	return r, err
+}
+
+// markConfirmedAfter marks a confirmed order in the gate after the store
+// confirmed it, when the gate had nothing to go by before (Kafka mode): a
+// load that read the order RESERVED just before may have put it in the gate
+// as held meanwhile. A load that writes it later still is repaired by
+// reconciliation (ReconcileReport.Unconfirmed).
+func (s *Service) markConfirmedAfter(ctx context.Context, code, orderID string) {
+	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
+	if !kafka {
+		return
+	}
+	if _, err := s.gate.Confirm(ctx, gateCode, orderID, campaignCode); err != nil {
+		s.log.WarnContext(ctx, "confirmation not marked in the gate; reconciliation will", "code", code, "orderId", orderID, "err", err)
+	}
 }
 
 // confirmInGate marks orderID of a flash voucher confirmed in the gate
@@ -709,23 +728,24 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 // that cannot be read answers 503: confirming without it could let a
 // replacement take the order over. Nothing in the gate (voucher not
 // loaded, orderId unknown): the store decides, and a later load takes the
-// confirmation from the store.
-func (s *Service) confirmInGate(ctx context.Context, code, orderID string) error {
+// confirmation from the store. marked reports that the gate has the mark,
+// or that no mark is needed (not a Kafka-mode flash voucher).
+func (s *Service) confirmInGate(ctx context.Context, code, orderID string) (marked bool, err error) {
 	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
 	if !kafka {
-		return nil
+		return true, nil
 	}
 	for attempt := 0; ; attempt++ {
 		found, err := s.gate.Confirm(ctx, gateCode, orderID, campaignCode)
 		if err != nil {
-			return Unavailable(err, "voucher %s: the confirmation of %s cannot be recorded in Redis; retry", code, orderID)
+			return false, Unavailable(err, "voucher %s: the confirmation of %s cannot be recorded in Redis; retry", code, orderID)
 		}
 		switch found {
 		case GateConfirmReleased:
-			return Errorf(CodeReservationReleased, "reservation %s of voucher %s was released", orderID, code)
+			return false, Errorf(CodeReservationReleased, "reservation %s of voucher %s was released", orderID, code)
 		case GateConfirmPending:
 			if attempt > 0 {
-				return Unavailable(nil, "reservation %s is still being written; retry", orderID)
+				return false, Unavailable(nil, "reservation %s is still being written; retry", orderID)
 			}
 			h, found, err := s.gate.Lookup(ctx, gateCode, orderID)
 			if err != nil || !found || !h.Pending {
@@ -733,13 +753,13 @@ func (s *Service) confirmInGate(ctx context.Context, code, orderID string) error
 			}
 			row, err := s.store.Redemption(ctx, code, orderID)
 			if err != nil || row.Status != StatusReserved && row.Status != StatusConfirmed {
-				return Unavailable(err, "reservation %s is still being written; retry", orderID)
+				return false, Unavailable(err, "reservation %s is still being written; retry", orderID)
 			}
 			if _, err := s.gate.Commit(ctx, gateCode, h); err != nil {
-				return Unavailable(err, "reservation %s is still being written; retry", orderID)
+				return false, Unavailable(err, "reservation %s is still being written; retry", orderID)
 			}
 		default:
-			return nil
+			return found == GateConfirmMarked, nil
 		}
 	}
 }
