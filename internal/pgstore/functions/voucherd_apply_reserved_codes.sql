@@ -10,6 +10,12 @@
 -- voucher_redemption_code_campaign; a campaign code a live redemption holds:
 -- 23505 voucher_redemption_code_live_idx) fails the whole call, and the
 -- caller retries the events one by one.
+--
+-- The statements that look redemptions up by an array of orderIds run
+-- through EXECUTE, so that each call plans them for the table's current
+-- size: a plan cached while the table was nearly empty (the first events of
+-- a database autovacuum has not analyzed yet) scans the whole table, and
+-- PL/pgSQL would keep reusing it on every later call.
 CREATE OR REPLACE FUNCTION voucherd_apply_reserved_codes(
     p_order_ids text[], p_codes text[], p_customers text[], p_amounts bigint[],
     p_discounts bigint[], p_reserved_at timestamptz[], p_expires_at timestamptz[], p_unique text[])
@@ -18,6 +24,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_ins text[];
     v_limit integer;
+    v_over bigint;    -- customers over the limit found (0 or 1)
     c record;
     b record;
 BEGIN
@@ -54,11 +61,11 @@ BEGIN
     SELECT coalesce(array_agg(ins.order_id), '{}') INTO v_ins FROM ins;
 
     IF cardinality(v_ins) > 0 THEN
-        FOR c IN
-            SELECT x.voucher_code, x.customer, x.customer_id, count(*)::integer AS n
-            FROM voucher_redemption x WHERE x.order_id = ANY (v_ins)
-            GROUP BY x.voucher_code, x.customer, x.customer_id
-            ORDER BY x.voucher_code, x.customer
+        FOR c IN EXECUTE
+            'SELECT x.voucher_code, x.customer, x.customer_id, count(*)::integer AS n
+             FROM voucher_redemption x WHERE x.order_id = ANY ($1)
+             GROUP BY x.voucher_code, x.customer, x.customer_id
+             ORDER BY x.voucher_code, x.customer' USING v_ins
         LOOP
             INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
             VALUES (c.voucher_code, c.customer, c.customer_id, c.n)
@@ -66,11 +73,11 @@ BEGIN
                 DO UPDATE SET held = u.held + excluded.held;
         END LOOP;
 
-        FOR c IN
-            SELECT x.voucher_code, count(*)::integer AS n
-            FROM voucher_redemption x WHERE x.order_id = ANY (v_ins)
-            GROUP BY x.voucher_code
-            ORDER BY x.voucher_code
+        FOR c IN EXECUTE
+            'SELECT x.voucher_code, count(*)::integer AS n
+             FROM voucher_redemption x WHERE x.order_id = ANY ($1)
+             GROUP BY x.voucher_code
+             ORDER BY x.voucher_code' USING v_ins
         LOOP
             UPDATE voucher v SET used_count = v.used_count + c.n
             WHERE v.code = c.voucher_code
@@ -78,13 +85,16 @@ BEGIN
 
             -- Checked under the voucher row lock, so a concurrent PATCH of
             -- per_user_limit is seen.
-            SELECT u.customer, u.held INTO b FROM voucher_customer_usage u
-            WHERE u.voucher_code = c.voucher_code AND u.held > v_limit
-              AND u.customer IN (
-                  SELECT x.customer FROM voucher_redemption x
-                  WHERE x.order_id = ANY (v_ins) AND x.voucher_code = c.voucher_code)
-            LIMIT 1;
-            IF FOUND THEN
+            EXECUTE 'SELECT u.customer, u.held FROM voucher_customer_usage u
+                     WHERE u.voucher_code = $1 AND u.held > $2
+                       AND u.customer IN (
+                           SELECT x.customer FROM voucher_redemption x
+                           WHERE x.order_id = ANY ($3) AND x.voucher_code = $1)
+                     LIMIT 1'
+            INTO b USING c.voucher_code, v_limit, v_ins;
+            -- EXECUTE leaves FOUND as it was; ROW_COUNT is its own.
+            GET DIAGNOSTICS v_over = ROW_COUNT;
+            IF v_over > 0 THEN
                 RAISE EXCEPTION USING ERRCODE = 'VD002',
                     MESSAGE = format('customer %s would hold %s uses of voucher %s, above its perUserLimit %s',
                                      b.customer, b.held, c.voucher_code, v_limit);
@@ -92,8 +102,8 @@ BEGIN
         END LOOP;
     END IF;
 
-    RETURN QUERY
-        SELECT x.order_id, x.order_id = ANY (v_ins), x.voucher_code, x.customer
-        FROM voucher_redemption x WHERE x.order_id = ANY (p_order_ids);
+    RETURN QUERY EXECUTE
+        'SELECT x.order_id, x.order_id = ANY ($1), x.voucher_code, x.customer
+         FROM voucher_redemption x WHERE x.order_id = ANY ($2)' USING v_ins, p_order_ids;
 END
 $$;

@@ -2,6 +2,9 @@
 -- oldest first, and returns them. SKIP LOCKED lets concurrent sweepers split
 -- the work; the status re-check under the row lock makes each row released
 -- once. Counters are given back per customer and per voucher, in lock order.
+-- The lookups by the array of released orderIds run through EXECUTE, planned
+-- for the table's current size on each call, for the reason
+-- voucherd_apply_reserved_codes gives.
 CREATE OR REPLACE FUNCTION voucherd_expire(p_now timestamptz, p_limit integer)
 RETURNS SETOF voucher_redemption LANGUAGE plpgsql AS $$
 DECLARE
@@ -25,11 +28,11 @@ BEGIN
         RETURN;
     END IF;
 
-    FOR c IN
-        SELECT x.voucher_code, x.customer, count(*)::integer AS n
-        FROM voucher_redemption x WHERE x.order_id = ANY (v_ids)
-        GROUP BY x.voucher_code, x.customer
-        ORDER BY x.voucher_code, x.customer
+    FOR c IN EXECUTE
+        'SELECT x.voucher_code, x.customer, count(*)::integer AS n
+         FROM voucher_redemption x WHERE x.order_id = ANY ($1)
+         GROUP BY x.voucher_code, x.customer
+         ORDER BY x.voucher_code, x.customer' USING v_ids
     LOOP
         UPDATE voucher_customer_usage u SET held = u.held - c.n
         WHERE u.voucher_code = c.voucher_code AND u.customer = c.customer;
@@ -39,17 +42,17 @@ BEGIN
         END IF;
     END LOOP;
 
-    FOR c IN
-        SELECT x.voucher_code, count(*)::integer AS n
-        FROM voucher_redemption x WHERE x.order_id = ANY (v_ids)
-        GROUP BY x.voucher_code
-        ORDER BY x.voucher_code
+    FOR c IN EXECUTE
+        'SELECT x.voucher_code, count(*)::integer AS n
+         FROM voucher_redemption x WHERE x.order_id = ANY ($1)
+         GROUP BY x.voucher_code
+         ORDER BY x.voucher_code' USING v_ids
     LOOP
         UPDATE voucher v SET used_count = v.used_count - c.n WHERE v.code = c.voucher_code;
     END LOOP;
 
-    RETURN QUERY
-        SELECT x.* FROM voucher_redemption x WHERE x.order_id = ANY (v_ids)
-        ORDER BY x.expires_at, x.order_id;
+    RETURN QUERY EXECUTE
+        'SELECT x.* FROM voucher_redemption x WHERE x.order_id = ANY ($1)
+         ORDER BY x.expires_at, x.order_id' USING v_ids;
 END
 $$;
