@@ -563,4 +563,22 @@ func TestCheckDatabaseCampaign(t *testing.T) {
 	require.Len(t, bad, 2)
 	require.Contains(t, bad[0], "201 for code K0 but the row has code \"K1\"")
 	require.Contains(t, bad[1], "no attempt of its customer with its code K1")
+
+	// A replacement presenting another code: the replaced row RELEASED
+	// with its own code, the new row with the code presented.
+	repl := seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK))
+	rows := func(a, b Row) DBState { return DBState{Rows: map[string]Row{"a": a, "b": b}} }
+	a := Row{OrderID: "a", Customer: "1", Status: "RELEASED", Code: "K0"}
+	b := Row{OrderID: "b", Customer: "1", Status: "RESERVED", Code: "K1"}
+	require.Empty(t, CheckDatabase(spec, repl, rows(a, b), false))
+	held := a
+	held.Status = "RESERVED"
+	bad = CheckDatabase(spec, repl, rows(held, b), false)
+	require.Len(t, bad, 1)
+	require.Contains(t, bad[0], "replaced by b (201) but its row is RESERVED")
+	wrong := b
+	wrong.Code = "K0"
+	bad = CheckDatabase(spec, repl, rows(a, wrong), false)
+	require.Len(t, bad, 2)
+	require.Contains(t, bad[0], "201 for code K1 but the row has code \"K0\"")
 }
