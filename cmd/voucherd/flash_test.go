@@ -405,6 +405,56 @@ func TestKafkaWarmupRefusedWhileConsumerLags(t *testing.T) {
 	require.Equal(t, http.StatusCreated, s.reserve(next, 2, "lag-2", 100).status)
 }
 
+// TestKafkaFencedReplacementGivesTheUseBackToTheReplacedOrder is
+// docs/faults.md finding 14: a replacement's pending hold whose produce
+// outcome was unknown, with no row and the consumer caught up, is fenced by
+// reconciliation. The replaced order is still RESERVED in the database (the
+// replacement was never written), so the gate gives the use back to it
+// rather than to the stock: before the fix the gate released both, one use
+// too many was left in Redis and the customer's count was one short,
+// which no later reconciliation repaired.
+func TestKafkaFencedReplacementGivesTheUseBackToTheReplacedOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{kafka: true, tweak: func(c *Config) { c.ReconcileGrace = time.Second }})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5, PerUserLimit: 1})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "old-1", 100).status)
+	s.settle(code, 1)
+	require.Eventually(t, func() bool {
+		gs, err := s.app.gate.Inspect(ctx, code)
+		return err == nil && !gs.Orders["old-1"].Pending
+	}, 10*time.Second, 20*time.Millisecond, "the hold is marked durable")
+
+	// The hold of a replacement answered 503 outcomeUnknown an hour ago.
+	now := time.Now()
+	late := voucher.Hold{OrderID: "new-1", CustomerID: "1", OrderAmount: 100, DiscountAmount: 10,
+		ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), Pending: true}
+	d, err := s.app.gate.Replace(ctx, code, late, "old-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+
+	require.Eventually(t, func() bool { return s.app.kafka.log.CaughtUp(ctx) == nil }, 30*time.Second, 50*time.Millisecond)
+	r := s.reconcile(code)
+	require.Equal(t, []any{"new-1"}, r.body["orphans"], string(r.raw))
+	row, err := s.app.store.Redemption(ctx, code, "new-1")
+	require.NoError(t, err, string(r.raw))
+	require.Equal(t, voucher.StatusReleased, row.Status, "the replacement is fenced in the database")
+	row, err = s.app.store.Redemption(ctx, code, "old-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.StatusReserved, row.Status, "the replaced order was never released in the database")
+	gs, err := s.app.gate.Inspect(ctx, code)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, gs.Remaining, "the use stays with the replaced order")
+	require.EqualValues(t, 1, gs.Users["1"])
+	require.False(t, gs.Orders["old-1"].Released, "the replaced order holds its use again in the gate")
+	require.True(t, gs.Orders["new-1"].Released, "a late retry of the fenced order is ORDER_RELEASED")
+
+	r = s.reserve(code, 1, "new-1", 100)
+	require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+	require.Equal(t, "ORDER_RELEASED", r.str("error"))
+	s.assertConsistentAfterReconcile(code)
+}
+
 // TestKafkaOrphanFencedBeforeItIsGivenBack is docs/faults.md finding 8: a
 // pending hold whose produce outcome was unknown, with no row and the
 // consumer caught up, is given back by reconciliation; its event, which the
