@@ -151,7 +151,7 @@ func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 		// whose row is RELEASED is stale).
 		s.log.WarnContext(ctx, "fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
 	}
-	s.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID)
+	s.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID, "replaces", h.Replaces)
 	return true
 }
 
