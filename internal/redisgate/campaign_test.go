@@ -132,7 +132,7 @@ func TestCampaignReplaceInTheGate(t *testing.T) {
 	require.Equal(t, voucher.GateTaken, d.Outcome, "another code")
 	requireCodes(t, g, v.Code, map[string]string{"CODE-B": "o-3", "CODE-Z": "o-9"})
 
-	undone, err := g.Unreplace(ctx, v.Code, "o-3", "o-2", voucher.ReleaseForget)
+	undone, err := g.Unreplace(ctx, v.Code, "o-3", "o-2")
 	require.NoError(t, err)
 	require.True(t, undone)
 	requireCodes(t, g, v.Code, map[string]string{"CODE-A": "o-2", "CODE-Z": "o-9"})

@@ -97,51 +97,13 @@ func TestUnreplace(t *testing.T) {
 	d, err = g.Replace(ctx, v.Code, caseHold(0, "1", "b", 100), conformance.OrderID(0, "a"))
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)
-	undone, err := g.Unreplace(ctx, v.Code, conformance.OrderID(0, "b"), conformance.OrderID(0, "a"), voucher.ReleaseForget)
+	undone, err := g.Unreplace(ctx, v.Code, conformance.OrderID(0, "b"), conformance.OrderID(0, "a"))
 	require.NoError(t, err)
 	require.True(t, undone)
 	after, err := g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
-	undone, err = g.Unreplace(ctx, v.Code, conformance.OrderID(0, "b"), conformance.OrderID(0, "a"), voucher.ReleaseForget)
+	undone, err = g.Unreplace(ctx, v.Code, conformance.OrderID(0, "b"), conformance.OrderID(0, "a"))
 	require.NoError(t, err)
 	require.False(t, undone, "a second undo changes nothing")
-}
-
-// Unreplace with ReleaseMark (a replacement fenced in the store) gives the
-// use back to the replaced order and keeps the new orderId as released, so
-// that a retry of it cannot take the use over again; a campaign's codes
-// follow: the replaced order's code is held by it again, the new one freed.
-func TestUnreplaceMarksTheFencedOrder(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	g := newGate(t, Config{SoldOutTTL: -1})
-	v := conformance.VoucherSpec{TotalLimit: 1, PerUserLimit: 1}.Voucher("UNREPLM")
-	_, err := g.Load(ctx, voucher.Snapshot{Voucher: v})
-	require.NoError(t, err)
-	a := caseHold(0, "1", "a", 100)
-	a.Code = "K0"
-	d, err := g.Reserve(ctx, v.Code, 1, a)
-	require.NoError(t, err)
-	require.Equal(t, voucher.GateTaken, d.Outcome)
-	before, err := g.Inspect(ctx, v.Code)
-	require.NoError(t, err)
-	b := caseHold(0, "1", "b", 100)
-	b.Code, b.Pending = "K1", true
-	d, err = g.Replace(ctx, v.Code, b, a.OrderID)
-	require.NoError(t, err)
-	require.Equal(t, voucher.GateTaken, d.Outcome)
-	undone, err := g.Unreplace(ctx, v.Code, b.OrderID, a.OrderID, voucher.ReleaseMark)
-	require.NoError(t, err)
-	require.True(t, undone)
-	after, err := g.Inspect(ctx, v.Code)
-	require.NoError(t, err)
-	require.Equal(t, before.Remaining, after.Remaining)
-	require.Equal(t, before.Users, after.Users)
-	require.Equal(t, before.Codes, after.Codes, "K0 held by a again, K1 free")
-	require.Equal(t, before.Orders[a.OrderID], after.Orders[a.OrderID])
-	require.True(t, after.Orders[b.OrderID].Released)
-	d, err = g.Replace(ctx, v.Code, b, a.OrderID)
-	require.NoError(t, err)
-	require.Equal(t, voucher.GateReleased, d.Outcome, "a retry of the fenced replacement")
 }

@@ -140,9 +140,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 }
 
 // Unreplace undoes a Replace of replaces by orderID with unreplace.lua and
-// reports whether it did; mode says whether orderID is forgotten or marked
-// released.
-func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string, mode voucher.ReleaseMode) (bool, error) {
+// reports whether it did.
+func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string) (bool, error) {
 	if err := checkCode(code); err != nil {
 		return false, err
 	}
@@ -153,12 +152,8 @@ func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string, mo
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	m := "forget"
-	if mode == voucher.ReleaseMark {
-		m = "mark"
-	}
 	n, err := unreplaceScript.Exec(ctx, client, k.script(),
-		[]string{orderID, replaces, m}).AsInt64()
+		[]string{orderID, replaces}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "unreplace", code)
 	}

@@ -146,31 +146,13 @@ func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 	if err != nil || !inserted {
 		return false
 	}
-	if err := s.releaseFenced(ctx, code, h, ReleaseMark); err != nil {
+	if _, err := s.gate.Release(ctx, code, h.OrderID, ReleaseMark); err != nil {
 		// The store has decided; reconciliation gives the use back (a hold
 		// whose row is RELEASED is stale).
 		s.log.WarnContext(ctx, "fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
 	}
 	s.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID, "replaces", h.Replaces)
 	return true
-}
-
-// releaseFenced settles in the gate a hold whose write will never take a
-// use (fenced in the store, or refused): a plain hold gives its use back; a
-// replacement's hold (h.Replaces) gives it back to the order it replaced
-// (Gate.Unreplace), whose row the store still holds, since the replacement
-// that would have released it was never written. mode says what the gate
-// keeps of h.OrderID. A replacement the gate cannot undo (the two orders
-// no longer as Replace left them) is released as a plain hold.
-func (s *Service) releaseFenced(ctx context.Context, code string, h Hold, mode ReleaseMode) error {
-	if h.Replaces != "" {
-		undone, err := s.gate.Unreplace(ctx, code, h.OrderID, h.Replaces, mode)
-		if err != nil || undone {
-			return err
-		}
-	}
-	_, err := s.gate.Release(ctx, code, h.OrderID, mode)
-	return err
 }
 
 // claimOrder claims the orderId across vouchers in the gate. On an error the

@@ -49,7 +49,7 @@ func (s *Service) giveBack(ctx context.Context, code string, hold Hold, mode Mod
 	s.obs.Compensated(mode)
 	cctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	if _, err := s.gate.Unreplace(cctx, code, hold.OrderID, hold.Replaces, ReleaseForget); err != nil {
+	if _, err := s.gate.Unreplace(cctx, code, hold.OrderID, hold.Replaces); err != nil {
 		// The gate counts the use for the new order, which no row backs,
 		// while the store keeps the replaced one: undersell, repaired by
 		// reconciliation.

@@ -126,7 +126,7 @@ func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool
 	default:
 		mode = ReleaseForget
 	}
-	if err := s.releaseFenced(ctx, code, h, mode); err != nil {
+	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
 		return false, err
 	}
 	s.log.WarnContext(ctx, "gate hold settled without its writer: fenced in the store and given back",

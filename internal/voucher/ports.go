@@ -259,12 +259,10 @@ type Gate interface {
 	// customer's count unchanged. A known hold.OrderID is answered as
 	// Reserve answers it; GateNotHeld when replaces is not such a hold.
 	Replace(ctx context.Context, code string, hold Hold, replaces string) (GateDecision, error)
-	// Unreplace undoes a Replace that will never be written: replaces
-	// holds its use again, and orderID is forgotten (ReleaseForget: its
-	// durable write provably failed) or marked released (ReleaseMark: it
-	// was fenced in the store). It reports whether it changed anything
-	// (false when the two orders are not as Replace left them).
-	Unreplace(ctx context.Context, code, orderID, replaces string, mode ReleaseMode) (bool, error)
+	// Unreplace undoes a Replace whose durable write provably failed:
+	// replaces holds its use again and orderID is forgotten. It reports
+	// whether it changed anything.
+	Unreplace(ctx context.Context, code, orderID, replaces string) (bool, error)
 	// Confirm marks orderID's held hold confirmed before a Kafka-mode
 	// confirmation is written to the store, so that no replacement takes
 	// it over from then on; campaignCode is the code the confirmation

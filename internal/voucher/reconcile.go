@@ -256,7 +256,7 @@ func (s *Service) giveBackOrphan(ctx context.Context, code string, h Hold) error
 		// consumer refuses this hold's event as a conflict, and a retry is
 		// answered ORDER_CONFLICT; forgetting is right.
 	}
-	if err := s.releaseFenced(ctx, code, h, mode); err != nil {
+	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
 		return err
 	}
 	s.log.WarnContext(ctx, "reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", mode == ReleaseMark, "replaces", h.Replaces)

@@ -1,9 +1,8 @@
--- unreplace.lua: undoes replace.lua when the replacement will never be
--- written: the replaced orderId holds its use (and its campaign code) again
--- and the new orderId's code is freed; the new orderId is forgotten (its
--- durable write provably failed: the client may retry it) or marked
--- released (it was fenced in the store: a late retry must not take the use
--- over again). The counts do not move, as they did not in replace.lua.
+-- unreplace.lua: undoes replace.lua after the durable write of the
+-- replacement provably failed: the replaced orderId holds its use (and its
+-- campaign code) again and the new orderId is forgotten, its code freed (the
+-- client may retry it). The counts do not move, as they did not in
+-- replace.lua.
 --
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
@@ -13,8 +12,6 @@
 --
 -- ARGV[1] -> new orderId
 -- ARGV[2] -> replaced orderId
--- ARGV[3] -> mode: "mark" keeps the new orderId as released ("R|..."),
---            "forget" (or absent) deletes it
 --
 -- Returns 1 when it undid the replacement, 0 when the two orders are not in
 -- the state replace.lua left them in (same customer, new held or pending,
@@ -34,11 +31,7 @@ if (nstate ~= 'H' and nstate ~= 'P') or ostate ~= 'R' or ncust ~= ocust then
   return 0
 end
 redis.call('HSET', KEYS[3], ARGV[2], 'H' .. string.sub(old, 2))
-if ARGV[3] == 'mark' then
-  redis.call('HSET', KEYS[3], ARGV[1], 'R' .. string.sub(new, 2))
-else
-  redis.call('HDEL', KEYS[3], ARGV[1])
-end
+redis.call('HDEL', KEYS[3], ARGV[1])
 local ncode = string.match(new, codePattern)
 if ncode and redis.call('HGET', KEYS[5], ncode) == ARGV[1] then
   redis.call('HDEL', KEYS[5], ncode)
