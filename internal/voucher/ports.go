@@ -38,7 +38,10 @@ type Store interface {
 	// use, unless the orderId has a row already (a write of it still in
 	// progress is waited for). It returns the orderId's row and whether
 	// this call inserted it; a write of the order arriving later changes
-	// nothing.
+	// nothing. For a replacement's hold (h.Replaces), when it inserts the
+	// row it also releases the replaced order if that is still the
+	// customer's RESERVED hold, in the same transaction: the gate marked
+	// it released when it let the replacement through.
 	AbandonOrder(ctx context.Context, code string, h Hold, now time.Time) (Redemption, bool, error)
 	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
 	// CodeReservationReleased when released or expired.
