@@ -177,7 +177,7 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	w := &workload{
 		spec: spec, hist: hist, addrs: c.addrs, clients: 8, customers: customers,
 		attemptTimeout: 800 * time.Millisecond, shortTimeouts: 0.03, giveUp503: 0.2, think: 15 * time.Millisecond, rush: 1500 * time.Millisecond, seed: sc.seed,
-		shares: sharesFor(spec), replaceSameCode: replaceSameCodeFor(sc.mode),
+		shares: sharesFor(spec),
 	}
 
 	// The schedule: in the short form three faults of the mode, one at a

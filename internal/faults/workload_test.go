@@ -18,7 +18,7 @@ import (
 // customer's order as the one replaced. On a campaign (spec.Codes), each
 // reservation presents one code, a few hot codes drawing a share of them
 // so that orders race for one code; a replacement presents its replaced
-// order's code or another one (replaceSameCodeFor); replays of an order name
+// order's code or another one (replaceSameCode); replays of an order name
 // its code or another one. Every attempt that gets no
 // definite answer is retried with the same orderId, on the next instance,
 // until one comes or the hard deadline passes; a share of reservations
@@ -49,9 +49,6 @@ type workload struct {
 	seed uint64
 	// shares is the mix of operations (voucherShares or campaignShares).
 	shares shares
-	// replaceSameCode is the share of a campaign's replacements that
-	// present the replaced order's code (replaceSameCodeFor).
-	replaceSameCode float64
 
 	seq        atomic.Int64
 	unresolved atomic.Int64
@@ -74,21 +71,11 @@ type ownedOrder struct {
 const (
 	hotCodes = 4
 	hotShare = 0.3
+	// replaceSameCode is the share of a campaign's replacements that
+	// present the replaced order's code; the others present a code drawn
+	// as a new reservation's (hot ones included, so that CODE_USED comes).
+	replaceSameCode = 0.4
 )
-
-// replaceSameCodeFor is the share of a campaign's replacements that
-// present the replaced order's code in mode; the others present a code
-// drawn as a new reservation's (hot ones included, so that CODE_USED
-// comes). In Kafka mode all of them keep their code: a replacement that
-// frees its code in Redis before its event is written lets another
-// instance's order take the code and have its event refused
-// (docs/faults.md, finding 16, open).
-func replaceSameCodeFor(mode string) float64 {
-	if mode == modeKafka {
-		return 1
-	}
-	return 0.4
-}
 
 // pickCode is the code a new reservation presents.
 func (w *workload) pickCode(rnd *rand.Rand) string {
@@ -191,7 +178,7 @@ func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Ran
 			k := rnd.IntN(len(held))
 			old := held[k]
 			o := ownedOrder{id: newOrder(), cust: old.cust, code: old.code, replaces: old.id}
-			if w.spec.Campaign() && rnd.Float64() >= w.replaceSameCode {
+			if w.spec.Campaign() && rnd.Float64() >= replaceSameCode {
 				o.code = w.pickCode(rnd)
 			}
 			if w.do(c, rnd, Op{Kind: Reserve, Voucher: o.code, Customer: customerName(o.cust), OrderID: o.id, Replaces: old.id}) == OK {
