@@ -356,7 +356,8 @@ func (g *Gate) Lookup(ctx context.Context, code, orderID string) (voucher.Hold, 
 
 // Commit marks the pending hold of hold.OrderID durable and reports whether
 // it did. It does nothing for a hold that is not pending (already committed,
-// released, unknown).
+// released, unknown). A replacement's hold frees the campaign code its
+// replaced order kept while it was pending (Replace, commit.lua).
 func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
 	if err := checkCode(code); err != nil {
 		return false, err

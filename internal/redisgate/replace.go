@@ -79,9 +79,11 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 // Replace takes the use of replaces, hold.CustomerID's held hold, for
 // hold.OrderID with replace.lua: one atomic step in which the counts do not
 // move. hold.Pending stores the new hold as pending (Kafka mode). A
-// campaign's hold (hold.Code set) frees the replaced order's code and takes
-// its own, GateCodeUsed when an order other than replaces holds it. It never
-// answers from the sold-out cache, and clears it when it replaced.
+// campaign's hold (hold.Code set) takes its own code, GateCodeUsed when an
+// order other than replaces holds it, and frees the replaced order's code;
+// a pending hold leaves that code with the replaced order until Commit, or
+// until the new hold is released (marked) or the replacement undone. It
+// never answers from the sold-out cache, and clears it when it replaced.
 func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, replaces string) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err

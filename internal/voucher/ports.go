@@ -260,7 +260,11 @@ type Gate interface {
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the
 	// customer's count unchanged. A known hold.OrderID is answered as
-	// Reserve answers it; GateNotHeld when replaces is not such a hold.
+	// Reserve answers it; GateNotHeld when replaces is not such a hold. On
+	// a campaign hold takes its code and replaces's code is freed, but a
+	// pending hold (Kafka mode) leaves that code held by replaces until
+	// Commit (or a ReleaseMark or Unreplace of hold.OrderID): the store
+	// has replaces holding it until the consumer applies the replacement.
 	Replace(ctx context.Context, code string, hold Hold, replaces string) (GateDecision, error)
 	// Unreplace undoes a Replace whose durable write provably failed:
 	// replaces holds its use again and orderID is forgotten. It reports
@@ -278,7 +282,8 @@ type Gate interface {
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
 	// Commit marks a pending hold durable (Kafka mode, after the ack) and
 	// reports whether it did: false when the hold is not pending (already
-	// durable, released, unknown).
+	// durable, released, unknown). A replacement's hold frees the campaign
+	// code its replaced order kept while it was pending (Replace).
 	Commit(ctx context.Context, code string, hold Hold) (bool, error)
 	// Extend sets the expiry the gate records for orderID's hold (the one a
 	// replay answers with), if it holds a use; it reports whether it
