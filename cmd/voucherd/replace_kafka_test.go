@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/voucherd/voucherd/internal/kafkalog"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -183,4 +184,45 @@ func TestKafkaVoucherReplacementWhileItsEventWaits(t *testing.T) {
 	require.Equal(t, 3, st.usedCount)
 	require.Equal(t, 1, st.released, "old-1")
 	s.assertConsistentAfterReconcile(code)
+}
+
+// A code freed by a campaign replacement once its event is acknowledged
+// may be taken by another order and confirmed before the consumer applied
+// the replaced order's own event, which comes earlier in the log. The
+// confirmation writes the new order from Redis (applyFromGate) only once
+// the replaced order is in PostgreSQL or the consumer has caught up: written
+// first, it would hold the code there and the replaced order's event would
+// be refused (a 201 without a row).
+func TestKafkaCodeFreedByReplacementWaitsForTheReplacedOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{kafka: true, tweak: func(c *Config) { c.RunConsumer = false }})
+	r := s.createCampaign(map[string]any{"codeCount": 5, "totalLimit": 5, "perUserLimit": 1, "flashSale": true})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.str("id")
+	codes := s.campaignCodes(id, 100)
+
+	// Nothing is applied: every event waits in Kafka.
+	require.Equal(t, http.StatusCreated, s.reserve(codes[0], 1, "old-1", 100_000).status)
+	res := s.replace(codes[1], 1, "new-1", "old-1", 100_000)
+	require.Equal(t, http.StatusCreated, res.status, string(res.raw))
+	res = s.reserve(codes[0], 2, "other-2", 100_000)
+	require.Equal(t, http.StatusCreated, res.status, "the replacement is acknowledged: its old code is free: %s", res.raw)
+	c := s.do(http.MethodPost, "/vouchers/"+codes[0]+"/reservations/other-2/confirm", nil)
+	require.Equal(t, http.StatusServiceUnavailable, c.status, "old-1 is still to be written: %s", c.raw)
+
+	consumer, err := kafkalog.NewConsumer(kafkaConfig(s.cfg, s.app.log), s.app.store)
+	require.NoError(t, err)
+	consumer.Start(ctx)
+	t.Cleanup(consumer.Stop)
+	s.confirmEventually(codes[0], "other-2")
+	s.caughtUp()
+	require.Zero(t, consumer.Stats().Rejected, "events dead-lettered")
+	for id, want := range map[string]voucher.Status{"old-1": voucher.StatusReleased, "new-1": voucher.StatusReserved, "other-2": voucher.StatusConfirmed} {
+		row, err := s.app.store.Order(ctx, id)
+		require.NoError(t, err, "order %s: 201 without a row", id)
+		require.Equal(t, want, row.Status, id)
+	}
+	require.Equal(t, 2, s.state(id).usedCount)
+	s.assertConsistentAfterReconcile(id)
 }

@@ -181,6 +181,9 @@ func TestCampaignPendingReplacementKeepsTheReplacedCode(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, committed)
 	require.Equal(t, voucher.GateTaken, reserveOutcome(t, g, v.Code, 1, campaignHold("x-1", 9, "CODE-A")))
+	freed, err := g.FreedFrom(ctx, v.Code, "CODE-A")
+	require.NoError(t, err)
+	require.Equal(t, "a-1", freed, "the order whose event x-1's write waits for")
 
 	// Released for good (a fence): both codes come free.
 	replace(pending("c-2", 3, "CODE-D"), "c-1")
@@ -207,6 +210,19 @@ func TestCampaignPendingReplacementKeepsTheReplacedCode(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, committed)
 	requireCodes(t, g, v.Code, map[string]string{"CODE-A": "x-1", "CODE-B": "a-2", "CODE-E": "e-1", "CODE-F": "f-1", "CODE-G": "g-2"})
+	for _, c := range []string{"CODE-C", "CODE-E", "CODE-F", "CODE-G"} {
+		freed, err := g.FreedFrom(ctx, v.Code, c)
+		require.NoError(t, err)
+		require.Empty(t, freed, c)
+	}
+
+	// A load starts over: it waits for the consumer, so every replaced
+	// order is in its snapshot.
+	require.NoError(t, g.Forget(ctx, v.Code))
+	loadEmpty(t, g, v)
+	freed, err = g.FreedFrom(ctx, v.Code, "CODE-A")
+	require.NoError(t, err)
+	require.Empty(t, freed)
 }
 
 // The sold-out cache answers a code kept by an order a pending replacement

@@ -458,7 +458,7 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withBulkTimeout(ctx)
 	defer cancel()
-	wrote, err := loadScript.Exec(ctx, client, k.script(), args).AsInt64()
+	wrote, err := loadScript.Exec(ctx, client, append(k.script(), k.freed), args).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "load", code)
 	}

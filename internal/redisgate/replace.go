@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/redis/rueidis"
+
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -163,4 +165,31 @@ func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string) (b
 		g.soldOut.clear(code)
 	}
 	return n == 1, nil
+}
+
+// FreedFrom returns the order a replacement's commit last freed
+// campaignCode from on the campaign budget keyed under code (commit.lua),
+// "" when none did since the budget was loaded.
+func (g *Gate) FreedFrom(ctx context.Context, code, campaignCode string) (string, error) {
+	if err := checkCode(code); err != nil {
+		return "", err
+	}
+	if err := checkCampaignCode(campaignCode); err != nil {
+		return "", err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return "", interpretError(err, "freed", code)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	orderID, err := client.Do(ctx, client.B().Hget().Key(k.freed).Field(campaignCode).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", interpretError(err, "freed", code)
+	}
+	return orderID, nil
 }

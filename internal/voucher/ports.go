@@ -280,6 +280,11 @@ type Gate interface {
 	// Lookup returns what the gate knows of orderID; found is false when it
 	// knows nothing (or the voucher is not loaded).
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
+	// FreedFrom returns the order that held campaignCode of the campaign
+	// keyed under code until a replacement's Commit freed it, the last one
+	// since the campaign was loaded; "" when none. That order's own event
+	// may not be applied yet while the code's next holders are.
+	FreedFrom(ctx context.Context, code, campaignCode string) (string, error)
 	// Commit marks a pending hold durable (Kafka mode, after the ack) and
 	// reports whether it did: false when the hold is not pending (already
 	// durable, released, unknown). A replacement's hold frees the campaign
