@@ -208,6 +208,40 @@ func TestCampaignSaleNeverOversells(t *testing.T) {
 	s.assertConsistent(id)
 }
 
+// TestCampaignReplacementOfAConfirmedOrder is docs/faults.md finding 15:
+// a replacement naming the customer's CONFIRMED order and presenting a code
+// another order holds is REPLACED_ORDER_NOT_HELD in every mode, as
+// voucherd_replace answers it (the replaced order is checked before the
+// code). In flash-sync mode the gate does not know confirmations, found
+// the code held and answered ALREADY_USED/CODE_USED.
+func TestCampaignReplacementOfAConfirmedOrder(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, m.opts)
+			r := s.createCampaign(map[string]any{"codeCount": 5, "totalLimit": 5, "perUserLimit": 1, "flashSale": m.opts.flash})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			id := r.str("id")
+			codes := s.campaignCodes(id, 100)
+			require.Equal(t, http.StatusCreated, s.reserve(codes[0], 1, "p-1", 100_000).status)
+			require.Equal(t, http.StatusCreated, s.reserve(codes[1], 2, "p-2", 100_000).status)
+			s.settle(id, 2)
+			s.confirmEventually(codes[0], "p-1")
+			res := s.replace(codes[1], 1, "p-3", "p-1", 100_000)
+			require.Equal(t, http.StatusConflict, res.status, string(res.raw))
+			require.Equal(t, "REPLACED_ORDER_NOT_HELD", res.str("error"), string(res.raw))
+			res = s.replace(codes[2], 1, "p-4", "p-1", 100_000)
+			require.Equal(t, http.StatusConflict, res.status, string(res.raw))
+			require.Equal(t, "REPLACED_ORDER_NOT_HELD", res.str("error"), "a free code: %s", res.raw)
+			res = s.replace(codes[0], 2, "p-5", "p-2", 100_000)
+			require.Equal(t, http.StatusConflict, res.status, string(res.raw))
+			require.Equal(t, "ALREADY_USED", res.str("error"), string(res.raw))
+			require.Equal(t, "CODE_USED", res.str("reason"), "the customer's hold, a code the confirmed order holds")
+		})
+	}
+}
+
 // TestCampaignFlash runs a flash campaign in both flash write modes: the
 // answers of a standard campaign (a code once, replay, ORDER_CONFLICT for
 // an orderId asked with another code, the budget and the per-customer limit

@@ -405,6 +405,65 @@ func TestKafkaWarmupRefusedWhileConsumerLags(t *testing.T) {
 	require.Equal(t, http.StatusCreated, s.reserve(next, 2, "lag-2", 100).status)
 }
 
+// TestKafkaFencedReplacementReleasesTheReplacedOrder is docs/faults.md
+// finding 14: a replacement's pending hold whose produce outcome was
+// unknown, with no row and the consumer caught up, is fenced by
+// reconciliation. The gate released the replaced order when it let the
+// replacement through (a retry of it is ORDER_RELEASED), so the fence
+// releases it in the database too: before the fix it stayed RESERVED
+// there, Redis had one use more than PostgreSQL and the customer's count
+// one less, which no reconciliation repaired.
+func TestKafkaFencedReplacementReleasesTheReplacedOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{kafka: true, tweak: func(c *Config) { c.ReconcileGrace = time.Second }})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5, PerUserLimit: 1})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "old-1", 100).status)
+	s.settle(code, 1)
+	require.Eventually(t, func() bool {
+		gs, err := s.app.gate.Inspect(ctx, code)
+		return err == nil && !gs.Orders["old-1"].Pending
+	}, 10*time.Second, 20*time.Millisecond, "the hold is marked durable")
+
+	// The hold of a replacement answered 503 outcomeUnknown an hour ago.
+	now := time.Now()
+	late := voucher.Hold{OrderID: "new-1", CustomerID: "1", OrderAmount: 100, DiscountAmount: 10,
+		ReservedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour), Pending: true}
+	d, err := s.app.gate.Replace(ctx, code, late, "old-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+	r := s.reserve(code, 1, "old-1", 100)
+	require.Equal(t, "ORDER_RELEASED", r.str("error"), "the gate answers for the replaced order: %s", r.raw)
+
+	require.Eventually(t, func() bool { return s.app.kafka.log.CaughtUp(ctx) == nil }, 30*time.Second, 50*time.Millisecond)
+	r = s.reconcile(code)
+	require.Equal(t, []any{"new-1"}, r.body["orphans"], string(r.raw))
+	for _, id := range []string{"new-1", "old-1"} {
+		row, err := s.app.store.Redemption(ctx, code, id)
+		require.NoError(t, err, string(r.raw))
+		require.Equal(t, voucher.StatusReleased, row.Status, "%s is released in the database", id)
+	}
+	st := s.state(code)
+	require.Equal(t, 0, st.usedCount)
+	gs, err := s.app.gate.Inspect(ctx, code)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, gs.Remaining)
+	require.True(t, gs.Orders["new-1"].Released, "a late retry of the fenced order is ORDER_RELEASED")
+
+	// The producer's retry lands now: it takes nothing.
+	late.Replaces = "old-1"
+	require.NoError(t, s.app.kafka.log.PublishReserved(ctx, voucher.EventFromHold(code, late)))
+	require.Eventually(t, func() bool { return s.app.kafka.log.CaughtUp(ctx) == nil }, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, 0, s.state(code).usedCount)
+	for _, id := range []string{"new-1", "old-1"} {
+		r = s.reserve(code, 1, id, 100)
+		require.Equal(t, "ORDER_RELEASED", r.str("error"), "%s: %s", id, r.raw)
+	}
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "next-1", 100).status, "the customer's quota is free")
+	s.settle(code, 1)
+	s.assertConsistentAfterReconcile(code)
+}
+
 // TestKafkaOrphanFencedBeforeItIsGivenBack is docs/faults.md finding 8: a
 // pending hold whose produce outcome was unknown, with no row and the
 // consumer caught up, is given back by reconciliation; its event, which the

@@ -26,6 +26,8 @@ type ReplaceRequest struct {
 	Order    string
 	Replaces string
 	Amount   int64 // Amount when 0
+	// CodeIndex is the campaign code presented, for a campaign case.
+	CodeIndex int
 }
 
 // OrderAmount is the request's order amount.
@@ -61,6 +63,11 @@ var notHeld = Answer{Code: voucher.CodeReplacedOrderNotHeld}
 
 func replace(c string, o, replaces string) ReplaceRequest {
 	return ReplaceRequest{Customer: c, Order: o, Replaces: replaces}
+}
+
+// replaceK is a replacement presenting campaign code k.
+func replaceK(c string, o, replaces string, k int) ReplaceRequest {
+	return ReplaceRequest{Customer: c, Order: o, Replaces: replaces, CodeIndex: k}
 }
 
 // ReplaceCases are the rule of replacesOrderId. Their codes are
@@ -116,4 +123,39 @@ var ReplaceCases = []ReplaceCase{
 		Before:   []Step{reserve("1", "o1"), reserve("2", "o2"), reserve("1", "o3")},
 		Requests: []ReplaceRequest{replace("1", "o4", "o3")}, Want: []Answer{taken},
 		After: []Request{req("3", "o5"), req("1", "o6"), req("1", "o3")}, WantAfter: []Answer{heldOut, {Code: voucher.CodeHeldOut, Or: voucher.CodeAlreadyUsed}, released}},
+
+	// Campaigns: the replaced order is the customer's hold on the campaign
+	// with any of its codes; its code comes free and the new order takes
+	// the code it presents, unless an order other than the replaced one
+	// holds that code (CODE_USED, checked after the replaced order).
+	{Name: "campaign: a replacement keeps its code", Voucher: campaign(2, 1),
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []ReplaceRequest{replaceK("1", "o2", "o1", 0)}, Want: []Answer{taken},
+		After:     []Request{reqK("2", "o3", 0), reqK("1", "o1", 0), reqK("1", "o2", 0)},
+		WantAfter: []Answer{codeUsed, released, replay}},
+	{Name: "campaign: a replacement with another code frees the old one", Voucher: campaign(3, 1),
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []ReplaceRequest{replaceK("1", "o2", "o1", 1)}, Want: []Answer{taken},
+		After: []Request{reqK("2", "o3", 0), reqK("3", "o4", 1)}, WantAfter: []Answer{taken, codeUsed}},
+	{Name: "campaign: a replacement takes over the last use", Voucher: campaign(1, 1),
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []ReplaceRequest{replaceK("1", "o2", "o1", 2)}, Want: []Answer{taken},
+		After: []Request{reqK("2", "o3", 0), reqK("1", "o2", 2)}, WantAfter: []Answer{heldOut, replay}},
+	{Name: "campaign: a replacement presenting a code another order holds", Voucher: campaign(3, 1),
+		Before:   []Step{reserveK("1", "o1", 0), reserveK("2", "o2", 1)},
+		Requests: []ReplaceRequest{replaceK("1", "o3", "o1", 1)}, Want: []Answer{codeUsed},
+		After: []Request{reqK("1", "o1", 0), reqK("3", "o4", 2)}, WantAfter: []Answer{replay, taken}},
+	{Name: "campaign: a replacement presenting a confirmed order's code", Voucher: campaign(3, 1),
+		Before:   []Step{reserveK("2", "o2", 1), confirm("o2"), reserveK("1", "o1", 0)},
+		Requests: []ReplaceRequest{replaceK("1", "o3", "o1", 1)}, Want: []Answer{codeUsed},
+		After: []Request{reqK("1", "o1", 0)}, WantAfter: []Answer{replay}},
+	{Name: "campaign: the replaced order is checked before the code", Voucher: campaign(5, 5),
+		Before:   []Step{reserveK("1", "o1", 0), reserveK("2", "o2", 1)},
+		Requests: []ReplaceRequest{replaceK("3", "o3", "o1", 1)}, Want: []Answer{notHeld},
+		After: []Request{reqK("1", "o1", 0)}, WantAfter: []Answer{replay}},
+	{Name: "campaign: a replacement asked again with another code", Voucher: campaign(2, 1),
+		Before:   []Step{reserveK("1", "o1", 0)},
+		Requests: []ReplaceRequest{replaceK("1", "o2", "o1", 1), replaceK("1", "o2", "o1", 2), replaceK("1", "o2", "o1", 1)},
+		Want:     []Answer{taken, conflict, replay},
+		After:    []Request{reqK("2", "o3", 2)}, WantAfter: []Answer{taken}},
 }

@@ -152,7 +152,7 @@ func TestConformanceReplaceModel(t *testing.T) {
 		steps := cm.steps(c.Before)
 		var reqs, after []modelInput
 		for _, r := range c.Requests {
-			in := cm.input(Reserve, r.Customer, r.Order, 0)
+			in := cm.input(Reserve, r.Customer, r.Order, r.CodeIndex)
 			in.replaces = cm.orderIndex(r.Replaces) + 1
 			reqs = append(reqs, in)
 		}

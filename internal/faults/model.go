@@ -123,8 +123,13 @@ type modelOutput struct{ outcome Outcome }
 // A campaign (nCode > 0) adds its codes: a reserve presents one, a known
 // orderId asked with another code is ORDER_CONFLICT, a code held by a live
 // order is ALREADY_USED (checked before stock and quota, as
-// voucherd_reserve does), and a release frees the order's code. The model
-// knows no replacement on a campaign: voucherd does not offer one.
+// voucherd_reserve does), and a release frees the order's code. A
+// replacement on a campaign (voucherd_replace, replace.lua) presents a code
+// too: the replaced order must be the customer's RESERVED hold on the
+// campaign, with any of its codes (else REPLACED_ORDER_NOT_HELD, checked
+// first); then a code held by a live order other than the replaced one is
+// ALREADY_USED (CODE_USED); else the replaced order's code comes free and
+// the new order holds the code presented (it may be the same code).
 type Model struct {
 	spec   VoucherSpec
 	strict bool
@@ -183,9 +188,6 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 				}
 			}
 			if last.Replaces != "" {
-				if spec.Campaign() {
-					return nil, nil, fmt.Errorf("op %v: the model knows no replacement on a campaign", *last)
-				}
 				replaces = orderIndex(last.Replaces) + 1
 			}
 		}
@@ -427,15 +429,30 @@ func (m *Model) expectReserve(s modelState, in modelInput) (want, alt Outcome, n
 }
 
 // expectReplace is expectReserve for a new orderId that names the order it
-// replaces.
+// replaces. On a campaign the replaced order's code is freed and the
+// presented one taken in the same step; a code held by another live order
+// than the replaced one is ALREADY_USED, checked after the replaced order
+// (as voucherd_replace and replace.lua do).
 func (m *Model) expectReplace(s modelState, in modelInput) (want, alt Outcome, next modelState) {
 	old := in.replaces - 1
 	if st, owner := s.orderState(old); st != orderReserved || owner != in.cust {
 		return ReplacedOrderNotHeld, "", s
 	}
+	if in.code > 0 && s.codes[in.code-1] != 0 && int(s.ocode[old]) != in.code {
+		return AlreadyUsed, "", s
+	}
 	next = s
 	next.orders = next.withOrder(old, orderReleased, in.cust)
 	next.orders = next.withOrder(in.order, orderReserved, in.cust)
+	if in.code > 0 {
+		codes := []byte(s.codes)
+		if oc := s.ocode[old]; oc != 0 {
+			codes[oc-1] = 0
+		}
+		codes[in.code-1] = 1
+		next.codes = string(codes)
+		next.ocode = setByte(s.ocode, in.order, byte(in.code))
+	}
 	return OK, "", next
 }
 

@@ -445,10 +445,84 @@ func TestModelCampaign(t *testing.T) {
 	}
 	_, err := CheckLinearizable(spec, true, seq(resK(1, "a", "cmp_1", OK)), nil, time.Second)
 	require.ErrorContains(t, err, "names no code of the campaign", "the budget's own code is no code of it")
-	replacing := resK(1, "b", "K0", OK)
-	replacing.Replaces = "a"
-	_, err = CheckLinearizable(spec, true, seq(resK(1, "a", "K0", OK), replacing), nil, time.Second)
-	require.ErrorContains(t, err, "no replacement on a campaign")
+}
+
+// replK is a replacement presenting campaign code code.
+func replK(cust int64, order, code, replaces string, out Outcome) Op {
+	op := resK(cust, order, code, out)
+	op.Replaces = replaces
+	return op
+}
+
+// TestModelCampaignReplace: a replacement on a campaign frees the replaced
+// order's code and takes the presented one (the same or another) in one
+// step, with the budget and the customer's count unchanged; a code another
+// live order holds is ALREADY_USED, after the check of the replaced order.
+// A replacement that keeps the old code held, takes a held code, leaks a
+// use or replaces what is not the customer's hold is rejected.
+func TestModelCampaignReplace(t *testing.T) {
+	t.Parallel()
+	one := VoucherSpec{Code: "cmp_1", TotalLimit: 1, PerUserLimit: 1, Codes: []string{"K0", "K1", "K2"}}
+	three := VoucherSpec{Code: "cmp_1", TotalLimit: 3, PerUserLimit: 1, Codes: []string{"K0", "K1", "K2"}}
+	tests := []struct {
+		name   string
+		spec   VoucherSpec
+		strict bool
+		ops    []Op
+		want   porcupine.CheckResult
+	}{
+		{"the same code moves over", three, true, seq(resK(1, "a", "K0", OK), replK(1, "b", "K0", "a", OK),
+			resK(2, "c", "K0", AlreadyUsed), resK(1, "a", "K0", OrderReleased), resK(1, "b", "K0", OK)), porcupine.Ok},
+		{"another code: the old one comes free", three, true, seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK),
+			resK(2, "c", "K0", OK), resK(3, "d", "K1", AlreadyUsed)), porcupine.Ok},
+		{"strict: the old code kept held", three, true, seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK),
+			resK(2, "c", "K0", AlreadyUsed)), porcupine.Illegal},
+		{"the new code not taken", three, true, seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK),
+			resK(2, "c", "K1", OK)), porcupine.Illegal},
+		{"takes over the last use", one, true, seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK),
+			resK(2, "c", "K0", OutOfStock), resK(1, "c", "K2", AlreadyUsed)), porcupine.Ok},
+		{"leaks a use", one, false, seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK),
+			resK(2, "c", "K0", OK)), porcupine.Illegal},
+		{"a code another order holds", three, true, seq(resK(1, "a", "K0", OK), resK(2, "b", "K1", OK),
+			replK(1, "c", "K1", "a", AlreadyUsed), resK(1, "a", "K0", OK), resK(3, "d", "K2", OK)), porcupine.Ok},
+		{"a code another order holds, taken", three, false, seq(resK(1, "a", "K0", OK), resK(2, "b", "K1", OK),
+			replK(1, "c", "K1", "a", OK)), porcupine.Illegal},
+		{"a confirmed order's code", three, true, seq(resK(2, "b", "K1", OK), confK("b", "K1", OK),
+			resK(1, "a", "K0", OK), replK(1, "c", "K1", "a", AlreadyUsed)), porcupine.Ok},
+		{"a released order's code is free", three, true, seq(resK(2, "b", "K1", OK), relK("b", "K1", OK),
+			resK(1, "a", "K0", OK), replK(1, "c", "K1", "a", OK), resK(2, "d", "K0", OK)), porcupine.Ok},
+		{"the replaced order is checked before the code", three, true, seq(resK(1, "a", "K0", OK), resK(2, "b", "K1", OK),
+			replK(3, "c", "K1", "a", ReplacedOrderNotHeld)), porcupine.Ok},
+		{"strict: not held, not code used", three, true, seq(resK(1, "a", "K0", OK), resK(2, "b", "K1", OK),
+			replK(3, "c", "K1", "a", AlreadyUsed)), porcupine.Illegal},
+		{"another customer's order replaced", three, false, seq(resK(1, "a", "K0", OK),
+			replK(2, "b", "K1", "a", OK)), porcupine.Illegal},
+		{"a confirmed order is not replaced", three, true, seq(resK(1, "a", "K0", OK), confK("a", "K0", OK),
+			replK(1, "b", "K0", "a", ReplacedOrderNotHeld), resK(2, "c", "K0", AlreadyUsed)), porcupine.Ok},
+		{"replay of a replacement with another code", three, true, seq(resK(1, "a", "K0", OK),
+			replK(1, "b", "K1", "a", OK), replK(1, "b", "K2", "a", OrderConflict), replK(1, "b", "K1", "a", OK)), porcupine.Ok},
+		{"the new order's release frees its code", one, true, seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK),
+			relK("b", "K1", OK), resK(2, "c", "K1", OK)), porcupine.Ok},
+		{"flash: code used refused in any state", three, false, seq(resK(1, "a", "K0", OK),
+			replK(1, "b", "K1", "a", AlreadyUsed), resK(1, "a", "K0", OK), resK(2, "c", "K1", OK)), porcupine.Ok},
+		{"flash: not held refused in any state", three, false, seq(resK(1, "a", "K0", OK),
+			replK(1, "b", "K1", "a", ReplacedOrderNotHeld), resK(1, "a", "K0", OK)), porcupine.Ok},
+		{"unknown replacement that acted", three, true, seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", Unknown),
+			resK(2, "c", "K0", OK), resK(2, "d", "K1", AlreadyUsed)), porcupine.Ok},
+		{"unknown replacement cannot free a code and keep it", three, false, seq(resK(1, "a", "K0", OK),
+			replK(1, "b", "K1", "a", Unknown), resK(2, "c", "K0", OK), resK(1, "a", "K0", OK)), porcupine.Illegal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := CheckLinearizable(tc.spec, tc.strict, tc.ops, nil, 10*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r.Result, r.Explain)
+			if tc.want == porcupine.Illegal {
+				require.Contains(t, r.Explain, "cannot be placed")
+			}
+		})
+	}
 }
 
 // TestCheckDatabaseReplacement: a replacement answered 201 must leave the
@@ -489,4 +563,22 @@ func TestCheckDatabaseCampaign(t *testing.T) {
 	require.Len(t, bad, 2)
 	require.Contains(t, bad[0], "201 for code K0 but the row has code \"K1\"")
 	require.Contains(t, bad[1], "no attempt of its customer with its code K1")
+
+	// A replacement presenting another code: the replaced row RELEASED
+	// with its own code, the new row with the code presented.
+	repl := seq(resK(1, "a", "K0", OK), replK(1, "b", "K1", "a", OK))
+	rows := func(a, b Row) DBState { return DBState{Rows: map[string]Row{"a": a, "b": b}} }
+	a := Row{OrderID: "a", Customer: "1", Status: "RELEASED", Code: "K0"}
+	b := Row{OrderID: "b", Customer: "1", Status: "RESERVED", Code: "K1"}
+	require.Empty(t, CheckDatabase(spec, repl, rows(a, b), false))
+	held := a
+	held.Status = "RESERVED"
+	bad = CheckDatabase(spec, repl, rows(held, b), false)
+	require.Len(t, bad, 1)
+	require.Contains(t, bad[0], "replaced by b (201) but its row is RESERVED")
+	wrong := b
+	wrong.Code = "K0"
+	bad = CheckDatabase(spec, repl, rows(a, wrong), false)
+	require.Len(t, bad, 2)
+	require.Contains(t, bad[0], "201 for code K1 but the row has code \"K0\"")
 }

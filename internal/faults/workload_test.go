@@ -13,12 +13,13 @@ import (
 // workload is a flash sale: clients reserve uses for customers of a small
 // pool (so per-customer quotas bind), release and confirm some of their
 // reservations, and probe idempotency with replays and conflicting
-// customers. On a voucher, customers also retry "after a failed payment":
-// a new order replacing their hold (replacesOrderId), and a probe names
-// another customer's order as the one replaced. On a campaign
-// (spec.Codes), each reservation presents one code, a few hot codes
-// drawing a share of them so that orders race for one code, and replays
-// of an order name its code or another one. Every attempt that gets no
+// customers. Customers also retry "after a failed payment": a new order
+// replacing their hold (replacesOrderId), and a probe names another
+// customer's order as the one replaced. On a campaign (spec.Codes), each
+// reservation presents one code, a few hot codes drawing a share of them
+// so that orders race for one code; a replacement presents its replaced
+// order's code or another one (replaceSameCode); replays of an order name
+// its code or another one. Every attempt that gets no
 // definite answer is retried with the same orderId, on the next instance,
 // until one comes or the hard deadline passes; a share of reservations
 // answered nothing but plain 503s stops at one, as the contract allows.
@@ -70,6 +71,10 @@ type ownedOrder struct {
 const (
 	hotCodes = 4
 	hotShare = 0.3
+	// replaceSameCode is the share of a campaign's replacements that
+	// present the replaced order's code; the others present a code drawn
+	// as a new reservation's (hot ones included, so that CODE_USED comes).
+	replaceSameCode = 0.4
 )
 
 // pickCode is the code a new reservation presents.
@@ -105,11 +110,11 @@ func (w *workload) run(soft context.Context, hardDeadline time.Time) {
 // The shares of the operations, cumulative percentages of a random draw
 // in [0, 100): a new reservation (always, while the client holds nothing),
 // a release, a confirm, another customer's orderId, a replacement of a
-// hold and a replacement naming another customer's order (vouchers only),
-// and a late retry of one of the client's orders after the rest.
+// hold and a replacement naming another customer's order, and a late retry
+// of one of the client's orders after the rest.
 var (
 	voucherShares  = shares{reserve: 50, release: 70, confirm: 80, conflict: 86, replace: 92, replaceOther: 94}
-	campaignShares = shares{reserve: 55, release: 75, confirm: 85, conflict: 91, replace: 91, replaceOther: 91}
+	campaignShares = shares{reserve: 47, release: 67, confirm: 77, conflict: 83, replace: 89, replaceOther: 91}
 )
 
 type shares struct{ reserve, release, confirm, conflict, replace, replaceOther int }
@@ -167,10 +172,15 @@ func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Ran
 		case r < sh.replace:
 			// The payment of a held order failed: a new order takes its
 			// use over. A confirmed one cannot be replaced
-			// (REPLACED_ORDER_NOT_HELD).
+			// (REPLACED_ORDER_NOT_HELD). On a campaign the new order
+			// presents the old one's code or another (CODE_USED when
+			// another order holds it).
 			k := rnd.IntN(len(held))
 			old := held[k]
 			o := ownedOrder{id: newOrder(), cust: old.cust, code: old.code, replaces: old.id}
+			if w.spec.Campaign() && rnd.Float64() >= replaceSameCode {
+				o.code = w.pickCode(rnd)
+			}
 			if w.do(c, rnd, Op{Kind: Reserve, Voucher: o.code, Customer: customerName(o.cust), OrderID: o.id, Replaces: old.id}) == OK {
 				held = append(held[:k], held[k+1:]...)
 				took(o)
@@ -182,7 +192,11 @@ func (w *workload) client(soft context.Context, id int, c *client, rnd *rand.Ran
 			old := w.known[rnd.IntN(len(w.known))]
 			w.mu.Unlock()
 			other := 1 + (old.cust+rnd.Int64N(int64(w.customers-1)))%int64(w.customers)
-			w.do(c, rnd, Op{Kind: Reserve, Voucher: old.code, Customer: customerName(other), OrderID: newOrder(), Replaces: old.id})
+			code := old.code
+			if w.spec.Campaign() && rnd.IntN(2) == 0 {
+				code = w.pickCode(rnd)
+			}
+			w.do(c, rnd, Op{Kind: Reserve, Voucher: code, Customer: customerName(other), OrderID: newOrder(), Replaces: old.id})
 		default:
 			// A late retry of one of ours: 201 replay or ORDER_RELEASED
 			// (a replaced order included); a retry of a replacement

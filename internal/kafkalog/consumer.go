@@ -268,6 +268,12 @@ func (c *Consumer) apply(ctx context.Context, records []*kgo.Record, res *batchR
 				}
 				dead = append(dead, deadLetter{rec: eventRecs[i], reason: reason})
 				res.Rejected++
+				// Named in the log: its reservation may have been answered
+				// 201, and now has no row.
+				c.cfg.Logger.Warn("kafkalog: event refused by the store; dead-lettered", "topic", c.cfg.Topic,
+					"partition", eventRecs[i].Partition, "offset", eventRecs[i].Offset, "code", events[i].Code,
+					"campaignCode", events[i].CampaignCode, "orderId", events[i].OrderID, "replaces", events[i].ReplacesOrderID,
+					"reason", reason)
 			default:
 				return fmt.Errorf("kafkalog: the store returned unknown outcome %d for order %s", r.Outcome, events[i].OrderID)
 			}

@@ -213,3 +213,56 @@ func TestAbandonOrderFencesALateEvent(t *testing.T) {
 	require.Equal(t, voucher.StatusReserved, row.Status)
 	assertConsistent(t, s, "FENCE")
 }
+
+// AbandonOrder of a replacement's hold (docs/faults.md, finding 14): the
+// gate already marked the replaced order released, so the fence releases
+// it too (its use given back), when it is still the customer's RESERVED
+// hold; a confirmed one, another customer's, or one the new order's row
+// already stands for is left alone. The replacement's late event then
+// changes nothing.
+func TestAbandonReplacementReleasesTheReplacedOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	newVoucher(t, s, "FENCER", 10, 1)
+	_, err := s.ApplyReserved(ctx, []voucher.ReservedEvent{event("FENCER", 1, "r-1"), event("FENCER", 2, "r-2"),
+		event("FENCER", 3, "r-3")})
+	require.NoError(t, err)
+	_, err = s.Confirm(ctx, "FENCER", "r-3", now)
+	require.NoError(t, err)
+	replacing := func(customer int64, orderID, replaces string) voucher.Hold {
+		return voucher.Hold{OrderID: orderID, CustomerID: strconv.FormatInt(customer, 10), OrderAmount: 250_000,
+			DiscountAmount: 100_000, ReservedAt: now, ExpiresAt: now.Add(ttl), Pending: true, Replaces: replaces}
+	}
+	status := func(orderID string) voucher.Status {
+		r, err := s.Redemption(ctx, "FENCER", orderID)
+		require.NoError(t, err)
+		return r.Status
+	}
+
+	row, inserted, err := s.AbandonOrder(ctx, "FENCER", replacing(1, "r-1b", "r-1"), now)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	require.Equal(t, voucher.StatusReleased, row.Status)
+	require.Equal(t, voucher.StatusReleased, status("r-1"), "the replaced order is released with the fence")
+	require.EqualValues(t, 2, readCounts(t, s, "FENCER").UsedCount, "its use is given back")
+	late := voucher.EventFromHold("FENCER", replacing(1, "r-1b", "r-1"))
+	results, err := s.ApplyReserved(ctx, []voucher.ReservedEvent{late})
+	require.NoError(t, err)
+	require.Equal(t, voucher.AlreadyApplied, results[0].Outcome)
+	require.Equal(t, voucher.StatusReleased, status("r-1b"), "the late event changes nothing")
+
+	_, inserted, err = s.AbandonOrder(ctx, "FENCER", replacing(1, "r-2b", "r-2"), now)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	require.Equal(t, voucher.StatusReserved, status("r-2"), "another customer's order is not released")
+	_, inserted, err = s.AbandonOrder(ctx, "FENCER", replacing(3, "r-3b", "r-3"), now)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	require.Equal(t, voucher.StatusConfirmed, status("r-3"), "a confirmed order is not released")
+	_, inserted, err = s.AbandonOrder(ctx, "FENCER", replacing(2, "r-2", "r-2x"), now)
+	require.NoError(t, err)
+	require.False(t, inserted)
+	require.EqualValues(t, 2, readCounts(t, s, "FENCER").UsedCount)
+	assertConsistent(t, s, "FENCER")
+}

@@ -67,15 +67,17 @@ func TestConformanceReplace(t *testing.T) {
 	s := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
 	for i, c := range conformance.ReplaceCases {
 		n := len(conformance.Cases) + i
-		code := setUpCase(t, s, n, conformance.Case{Name: c.Name, Voucher: c.Voucher, Before: c.Before})
+		cc := conformance.Case{Name: c.Name, Voucher: c.Voucher, Before: c.Before}
+		setUpCase(t, s, n, cc)
 		for j, r := range c.Requests {
+			code := requestCode(n, cc, conformance.Request{CodeIndex: r.CodeIndex})
 			got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: r.Customer,
 				OrderID: conformance.OrderID(n, r.Order), ReplacesOrderID: conformance.OrderID(n, r.Replaces),
 				OrderAmount: r.OrderAmount()}, conformance.Now, conformance.TTL))
 			require.True(t, c.Want[j].Accepts(got), "%s: replacement %d: want %s, got %s", c.Name, j, c.Want[j], got)
 		}
 		for j, r := range c.After {
-			got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: r.Customer,
+			got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(n, cc, r), CustomerID: r.Customer,
 				OrderID: conformance.OrderID(n, r.Order), OrderAmount: r.OrderAmount()}, conformance.Now, conformance.TTL))
 			require.True(t, c.WantAfter[j].Accepts(got), "%s: request %d after: want %s, got %s", c.Name, j, c.WantAfter[j], got)
 		}

@@ -141,6 +141,113 @@ func TestCampaignReplaceInTheGate(t *testing.T) {
 	require.EqualValues(t, 3, st.Remaining)
 }
 
+// A pending replacement (Kafka mode) on another code leaves the replaced
+// order's code held by it until the replacement is committed, released
+// for good (marked) or undone: until then PostgreSQL has the replaced order
+// holding it. A forgotten replacement (its orderId another's, its event
+// refused) leaves it too. The same code passes to the new order at once.
+func TestCampaignPendingReplacementKeepsTheReplacedCode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	v := testVoucher("cmp_GATE00000005", 10, 1)
+	loadEmpty(t, g, v)
+	pending := func(orderID string, customer int64, code string) voucher.Hold {
+		h := campaignHold(orderID, customer, code)
+		h.Pending = true
+		return h
+	}
+	replace := func(h voucher.Hold, replaces string) {
+		t.Helper()
+		d, err := g.Replace(ctx, v.Code, h, replaces)
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
+	}
+	for _, h := range []voucher.Hold{campaignHold("a-1", 1, "CODE-A"), campaignHold("c-1", 3, "CODE-C"),
+		campaignHold("e-1", 5, "CODE-E"), campaignHold("f-1", 6, "CODE-F"), campaignHold("g-1", 7, "CODE-G")} {
+		require.Equal(t, voucher.GateTaken, reserveOutcome(t, g, v.Code, 1, h))
+	}
+
+	// Committed: the old code comes free then, not before.
+	replace(pending("a-2", 1, "CODE-B"), "a-1")
+	require.Equal(t, voucher.GateCodeUsed, reserveOutcome(t, g, v.Code, 1, campaignHold("x-1", 9, "CODE-A")))
+	vd, err := g.Validate(ctx, v.Code, 1, "", "9", "CODE-A")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateCodeUsed, vd.Outcome)
+	d, err := g.Reserve(ctx, v.Code, 1, campaignHold("a-1", 1, "CODE-A"))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReleased, d.Outcome, "the replaced order is released at once")
+	committed, err := g.Commit(ctx, v.Code, pending("a-2", 1, "CODE-B"))
+	require.NoError(t, err)
+	require.True(t, committed)
+	require.Equal(t, voucher.GateTaken, reserveOutcome(t, g, v.Code, 1, campaignHold("x-1", 9, "CODE-A")))
+	freed, err := g.FreedFrom(ctx, v.Code, "CODE-A")
+	require.NoError(t, err)
+	require.Equal(t, "a-1", freed, "the order whose event x-1's write waits for")
+
+	// Released for good (a fence): both codes come free.
+	replace(pending("c-2", 3, "CODE-D"), "c-1")
+	gave, err := g.Release(ctx, v.Code, "c-2", voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, gave)
+
+	// Undone: the old order holds its code again, the new code is free.
+	replace(pending("e-2", 5, "CODE-H"), "e-1")
+	undone, err := g.Unreplace(ctx, v.Code, "e-2", "e-1")
+	require.NoError(t, err)
+	require.True(t, undone)
+
+	// Forgotten: the replaced order keeps its code.
+	replace(pending("f-2", 6, "CODE-I"), "f-1")
+	gave, err = g.Release(ctx, v.Code, "f-2", voucher.ReleaseForget)
+	require.NoError(t, err)
+	require.True(t, gave)
+
+	// The same code passes to the new order at once.
+	replace(pending("g-2", 7, "CODE-G"), "g-1")
+	requireCodes(t, g, v.Code, map[string]string{"CODE-A": "x-1", "CODE-B": "a-2", "CODE-E": "e-1", "CODE-F": "f-1", "CODE-G": "g-2"})
+	committed, err = g.Commit(ctx, v.Code, pending("g-2", 7, "CODE-G"))
+	require.NoError(t, err)
+	require.True(t, committed)
+	requireCodes(t, g, v.Code, map[string]string{"CODE-A": "x-1", "CODE-B": "a-2", "CODE-E": "e-1", "CODE-F": "f-1", "CODE-G": "g-2"})
+	for _, c := range []string{"CODE-C", "CODE-E", "CODE-F", "CODE-G"} {
+		freed, err := g.FreedFrom(ctx, v.Code, c)
+		require.NoError(t, err)
+		require.Empty(t, freed, c)
+	}
+
+	// A load starts over: it waits for the consumer, so every replaced
+	// order is in its snapshot.
+	require.NoError(t, g.Forget(ctx, v.Code))
+	loadEmpty(t, g, v)
+	freed, err = g.FreedFrom(ctx, v.Code, "CODE-A")
+	require.NoError(t, err)
+	require.Empty(t, freed)
+}
+
+// The sold-out cache answers a code kept by an order a pending replacement
+// replaced as Redis does: CODE_USED.
+func TestCampaignSoldOutCacheKeepsTheReplacedCode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: time.Hour})
+	v := testVoucher("cmp_GATE00000006", 2, 1)
+	loadEmpty(t, g, v)
+	require.Equal(t, voucher.GateTaken, reserveOutcome(t, g, v.Code, 1, campaignHold("o-1", 1, "CODE-A")))
+	h := campaignHold("o-2", 1, "CODE-B")
+	h.Pending = true
+	d, err := g.Replace(ctx, v.Code, h, "o-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
+	// The last use: the copy is read after the replacement.
+	require.Equal(t, voucher.GateTaken, reserveOutcome(t, g, v.Code, 1, campaignHold("o-3", 3, "CODE-C")))
+	waitSoldOutCached(t, g, v.Code)
+	d, err = g.Reserve(ctx, v.Code, 1, campaignHold("o-4", 4, "CODE-A"))
+	require.NoError(t, err)
+	require.True(t, d.Local)
+	require.Equal(t, voucher.GateCodeUsed.String(), d.Outcome.String())
+}
+
 // A load from a snapshot rebuilds the codes of the held orders only, and an
 // adoption takes its order's code, whichever order the gate had it for.
 func TestCampaignLoadAndAdopt(t *testing.T) {

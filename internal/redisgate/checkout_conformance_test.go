@@ -56,11 +56,14 @@ func TestConformanceReplaceScript(t *testing.T) {
 			continue
 		}
 		n := len(conformance.Cases) + i
-		code, perUser := setUpGateCase(t, g, n, conformance.Case{Name: c.Name, Voucher: c.Voucher, Before: c.Before})
+		cc := conformance.Case{Name: c.Name, Voucher: c.Voucher, Before: c.Before}
+		code, perUser := setUpGateCase(t, g, n, cc)
 		for j, r := range c.Requests {
 			before, err := g.Inspect(ctx, code)
 			require.NoError(t, err)
-			d, err := g.Replace(ctx, code, caseHold(n, r.Customer, r.Order, r.OrderAmount()), conformance.OrderID(n, r.Replaces))
+			h := caseHold(n, r.Customer, r.Order, r.OrderAmount())
+			h.Code = caseCode(cc, n, r.CodeIndex)
+			d, err := g.Replace(ctx, code, h, conformance.OrderID(n, r.Replaces))
 			require.NoError(t, err)
 			want, _ := c.Want[j].Gate()
 			require.Equal(t, want.String(), d.Outcome.String(), "%s: replacement %d", c.Name, j)
@@ -70,7 +73,7 @@ func TestConformanceReplaceScript(t *testing.T) {
 			require.Equal(t, before.Users, after.Users, "%s: replacement %d moved a customer's count", c.Name, j)
 		}
 		for j, r := range c.After {
-			d, err := g.Reserve(ctx, code, perUser, caseHold(n, r.Customer, r.Order, r.OrderAmount()))
+			d, err := g.Reserve(ctx, code, perUser, requestHold(cc, n, r))
 			require.NoError(t, err)
 			requireGateAnswer(t, conformance.Case{Name: c.Name, Want: c.WantAfter}, j, d.Outcome)
 		}

@@ -113,7 +113,7 @@ func (g *Gate) commitBatch(code string, batch []*commitReq) {
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(context.Background())
 	defer cancel()
-	res, err := commitScript.Exec(ctx, client, []string{k.orders, k.version}, ids).ToArray()
+	res, err := commitScript.Exec(ctx, client, []string{k.orders, k.version, k.codes, k.freed}, ids).ToArray()
 	if err == nil && len(res) != len(batch) {
 		err = errCommitReply
 	}

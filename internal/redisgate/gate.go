@@ -356,7 +356,8 @@ func (g *Gate) Lookup(ctx context.Context, code, orderID string) (voucher.Hold, 
 
 // Commit marks the pending hold of hold.OrderID durable and reports whether
 // it did. It does nothing for a hold that is not pending (already committed,
-// released, unknown).
+// released, unknown). A replacement's hold frees the campaign code its
+// replaced order kept while it was pending (Replace, commit.lua).
 func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
 	if err := checkCode(code); err != nil {
 		return false, err
@@ -457,7 +458,7 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withBulkTimeout(ctx)
 	defer cancel()
-	wrote, err := loadScript.Exec(ctx, client, k.script(), args).AsInt64()
+	wrote, err := loadScript.Exec(ctx, client, append(k.script(), k.freed), args).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "load", code)
 	}

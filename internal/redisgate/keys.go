@@ -18,6 +18,12 @@ type keys struct {
 	// pending). It grows only with use: a code is absent until an order
 	// takes it, and its field goes when that order gives its use back.
 	codes string
+	// freed is, for a campaign's budget, the hash campaign code -> orderId
+	// of the replaced order that held it last, written when a
+	// replacement's commit freed the code (commit.lua): that order's own
+	// event may still be on its way to PostgreSQL, ahead of the events of
+	// the code's next holders.
+	freed string
 	// version is a counter that every script changing the orders hash
 	// increments (load included), so a process can tell that its copy of
 	// the orders (see soldOutCache) is still exact without reading them. It
@@ -38,13 +44,16 @@ func keysFor(prefix, code string) keys {
 		lock:      base + "lock",
 		version:   base + "version",
 		codes:     base + "codes",
+		freed:     base + "freed",
 	}
 }
 
 // all lists the keys Forget deletes: all of a voucher's but the version,
 // which must keep growing so that a copy made before the Forget never
 // matches the state after the next load.
-func (k keys) all() []string { return []string{k.remaining, k.users, k.orders, k.lock, k.codes} }
+func (k keys) all() []string {
+	return []string{k.remaining, k.users, k.orders, k.lock, k.codes, k.freed}
+}
 
 // script is the common KEYS layout of the scripts that decide or change
 // holds: remaining, users, orders, version, codes.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/redis/rueidis"
+
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -79,9 +81,11 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 // Replace takes the use of replaces, hold.CustomerID's held hold, for
 // hold.OrderID with replace.lua: one atomic step in which the counts do not
 // move. hold.Pending stores the new hold as pending (Kafka mode). A
-// campaign's hold (hold.Code set) frees the replaced order's code and takes
-// its own, GateCodeUsed when an order other than replaces holds it. It never
-// answers from the sold-out cache, and clears it when it replaced.
+// campaign's hold (hold.Code set) takes its own code, GateCodeUsed when an
+// order other than replaces holds it, and frees the replaced order's code;
+// a pending hold leaves that code with the replaced order until Commit, or
+// until the new hold is released (marked) or the replacement undone. It
+// never answers from the sold-out cache, and clears it when it replaced.
 func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, replaces string) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
@@ -161,4 +165,31 @@ func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string) (b
 		g.soldOut.clear(code)
 	}
 	return n == 1, nil
+}
+
+// FreedFrom returns the order a replacement's commit last freed
+// campaignCode from on the campaign budget keyed under code (commit.lua),
+// "" when none did since the budget was loaded.
+func (g *Gate) FreedFrom(ctx context.Context, code, campaignCode string) (string, error) {
+	if err := checkCode(code); err != nil {
+		return "", err
+	}
+	if err := checkCampaignCode(campaignCode); err != nil {
+		return "", err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return "", interpretError(err, "freed", code)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	orderID, err := client.Do(ctx, client.B().Hget().Key(k.freed).Field(campaignCode).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", interpretError(err, "freed", code)
+	}
+	return orderID, nil
 }

@@ -176,23 +176,36 @@ func (e *soldOutEntry) decideUnknown(code string) voucher.GateDecision {
 }
 
 // heldCodes returns the campaign codes the held and pending holds of orders
-// hold; nil when none does (a voucher). A value this package cannot read is
-// left out: decide asks Redis for its own orderId, and a code it might hold
-// is at worst answered sold out, which is what the budget is.
+// hold, with those that the orders replaced by pending holds keep
+// (replace.lua); nil when none does (a voucher). A value this package
+// cannot read is left out: decide asks Redis for its own orderId, and a
+// code it might hold is at worst answered sold out, which is what the
+// budget is.
 func heldCodes(orders map[string]string) map[string]struct{} {
 	var codes map[string]struct{}
+	add := func(code string) {
+		if codes == nil {
+			codes = make(map[string]struct{})
+		}
+		codes[code] = struct{}{}
+	}
 	for id, v := range orders {
 		if len(v) == 0 || v[0] == stateReleased {
 			continue
 		}
 		h, err := decodeHold(id, v)
-		if err != nil || h.Code == "" {
+		if err != nil {
 			continue
 		}
-		if codes == nil {
-			codes = make(map[string]struct{})
+		if h.Code != "" {
+			add(h.Code)
 		}
-		codes[h.Code] = struct{}{}
+		if !h.Pending || h.Replaces == "" {
+			continue
+		}
+		if old, err := decodeHold(h.Replaces, orders[h.Replaces]); err == nil && old.Released && old.Code != "" {
+			add(old.Code)
+		}
 	}
 	return codes
 }

@@ -151,7 +151,7 @@ func (s *Service) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 		// whose row is RELEASED is stale).
 		s.log.WarnContext(ctx, "fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
 	}
-	s.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID)
+	s.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID, "replaces", h.Replaces)
 	return true
 }
 
@@ -241,7 +241,10 @@ func holdRedemption(code string, h Hold, st Status) Redemption {
 // (the hold carries the order it replaced), and only once the replaced
 // order is in the store or the consumer has caught up: written before the
 // replaced order's own event, it would take a second use (Unavailable
-// until then).
+// until then). A campaign hold's code waits the same way for the order a
+// replacement last freed it from (Gate.FreedFrom): written before that
+// order's own event, it would hold the code, and the consumer would refuse
+// that event.
 func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool, error) {
 	gateCode, campaignCode, kafka := s.kafkaFlash(ctx, code)
 	if !kafka {
@@ -263,6 +266,17 @@ func (s *Service) applyFromGate(ctx context.Context, code, orderID string) (bool
 	if h.Replaces != "" {
 		if err := s.replacedInStore(ctx, orderID, h.Replaces); err != nil {
 			return false, err
+		}
+	}
+	if h.Code != "" {
+		freed, err := s.gate.FreedFrom(ctx, gateCode, h.Code)
+		if err != nil {
+			return false, err
+		}
+		if freed != "" && freed != h.Replaces {
+			if err := s.replacedInStore(ctx, orderID, freed); err != nil {
+				return false, err
+			}
 		}
 	}
 	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{EventFromHold(gateCode, h)})

@@ -130,7 +130,7 @@ func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool
 		return false, err
 	}
 	s.log.WarnContext(ctx, "gate hold settled without its writer: fenced in the store and given back",
-		"code", code, "orderId", h.OrderID, "owner", h.Owner, "fenced", inserted)
+		"code", code, "orderId", h.OrderID, "owner", h.Owner, "fenced", inserted, "replaces", h.Replaces)
 	return false, nil
 }
 

@@ -38,7 +38,10 @@ type Store interface {
 	// use, unless the orderId has a row already (a write of it still in
 	// progress is waited for). It returns the orderId's row and whether
 	// this call inserted it; a write of the order arriving later changes
-	// nothing.
+	// nothing. For a replacement's hold (h.Replaces), when it inserts the
+	// row it also releases the replaced order if that is still the
+	// customer's RESERVED hold, in the same transaction: the gate marked
+	// it released when it let the replacement through.
 	AbandonOrder(ctx context.Context, code string, h Hold, now time.Time) (Redemption, bool, error)
 	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
 	// CodeReservationReleased when released or expired.
@@ -257,7 +260,11 @@ type Gate interface {
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the
 	// customer's count unchanged. A known hold.OrderID is answered as
-	// Reserve answers it; GateNotHeld when replaces is not such a hold.
+	// Reserve answers it; GateNotHeld when replaces is not such a hold. On
+	// a campaign hold takes its code and replaces's code is freed, but a
+	// pending hold (Kafka mode) leaves that code held by replaces until
+	// Commit (or a ReleaseMark or Unreplace of hold.OrderID): the store
+	// has replaces holding it until the consumer applies the replacement.
 	Replace(ctx context.Context, code string, hold Hold, replaces string) (GateDecision, error)
 	// Unreplace undoes a Replace whose durable write provably failed:
 	// replaces holds its use again and orderID is forgotten. It reports
@@ -273,9 +280,15 @@ type Gate interface {
 	// Lookup returns what the gate knows of orderID; found is false when it
 	// knows nothing (or the voucher is not loaded).
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
+	// FreedFrom returns the order that held campaignCode of the campaign
+	// keyed under code until a replacement's Commit freed it, the last one
+	// since the campaign was loaded; "" when none. That order's own event
+	// may not be applied yet while the code's next holders are.
+	FreedFrom(ctx context.Context, code, campaignCode string) (string, error)
 	// Commit marks a pending hold durable (Kafka mode, after the ack) and
 	// reports whether it did: false when the hold is not pending (already
-	// durable, released, unknown).
+	// durable, released, unknown). A replacement's hold frees the campaign
+	// code its replaced order kept while it was pending (Replace).
 	Commit(ctx context.Context, code string, hold Hold) (bool, error)
 	// Extend sets the expiry the gate records for orderID's hold (the one a
 	// replay answers with), if it holds a use; it reports whether it

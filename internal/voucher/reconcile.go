@@ -259,7 +259,7 @@ func (s *Service) giveBackOrphan(ctx context.Context, code string, h Hold) error
 	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
 		return err
 	}
-	s.log.WarnContext(ctx, "reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", mode == ReleaseMark)
+	s.log.WarnContext(ctx, "reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", mode == ReleaseMark, "replaces", h.Replaces)
 	return nil
 }
 

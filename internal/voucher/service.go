@@ -594,6 +594,13 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 		case GateSoldOut:
 			return Reservation{}, false, s.soldOutInGate(ctx, gateCode, now)
 		case GateCodeUsed:
+			if hold.Replaces != "" && !kafka && !s.replacedHeld(ctx, req) {
+				// The replaced order is checked before the code (as
+				// voucherd_replace does), and in sync mode only the store
+				// knows whether it was confirmed.
+				return Reservation{}, false, Reject(CodeReplacedOrderNotHeld, "",
+					Facts{Voucher: req.Code, OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
+			}
 			return Reservation{}, false, Reject(CodeAlreadyUsed, ReasonCodeUsed, Facts{Voucher: req.Code})
 		case GateNotHeld:
 			return Reservation{}, false, Reject(CodeReplacedOrderNotHeld, "",
@@ -616,6 +623,21 @@ func (s *Service) reserveFlash(ctx context.Context, req ReserveRequest, v Vouche
 			return Reservation{}, false, Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
 		}
 	}
+}
+
+// replacedHeld reports whether the order req replaces is, in the store,
+// req's customer's RESERVED hold; true also when the store cannot tell
+// (the gate's answer then stands). The gate's copy of an order does not
+// know of its confirmation in flash-sync mode.
+func (s *Service) replacedHeld(ctx context.Context, req ReserveRequest) bool {
+	row, err := s.store.Order(ctx, req.ReplacesOrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return false
+	case err != nil:
+		return true
+	}
+	return row.CustomerID == req.CustomerID && row.Status == StatusReserved
 }
 
 // knownOrder answers for an orderId the gate or store already knows, used

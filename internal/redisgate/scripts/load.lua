@@ -10,6 +10,10 @@
 --                                      of one before it
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it,
 --                                      rebuilt from the held orders' code field
+-- KEYS[6] -> voucher:{CODE}:freed      hash campaign code -> replaced orderId
+--                                      (commit.lua), emptied: a load waits for
+--                                      the consumer, so every such order is in
+--                                      the snapshot
 --
 -- ARGV[1] -> expireAt, unix milliseconds: PEXPIREAT of every key
 -- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
@@ -27,7 +31,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 -- Leftovers of an earlier load (a key evicted or deleted by hand) must not
 -- mix with the snapshot.
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6])
 
 local expireAt = ARGV[1]
 redis.call('SET', KEYS[1], ARGV[2])

@@ -2,6 +2,15 @@
 -- and frees the campaign code it holds. Safe to repeat: a second call finds
 -- no held orderId and returns 0.
 --
+-- A pending replacement's hold (P, its ninth field names the order it
+-- replaced) released with "mark" also frees the code its replaced order kept
+-- meanwhile (replace.lua): such a release follows the store's fence of the
+-- replacement, which released the replaced order there too, or the store's
+-- release of the applied replacement. "forget" leaves that code: a pending
+-- hold is forgotten only when its orderId is another voucher's or
+-- customer's order, whose event the consumer refuses, so the replaced order
+-- keeps its code in PostgreSQL.
+--
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
@@ -39,9 +48,19 @@ if ARGV[2] == 'forget' then
 else
   redis.call('HSET', KEYS[3], ARGV[1], 'R' .. string.sub(stored, 2))
 end
-local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)')
+local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
+local code = string.match(stored, codePattern)
 if code and redis.call('HGET', KEYS[5], code) == ARGV[1] then
   redis.call('HDEL', KEYS[5], code)
+end
+local replaced = state == 'P' and ARGV[2] ~= 'forget' and
+  string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)')
+local old = replaced and redis.call('HGET', KEYS[3], replaced)
+if old and string.sub(old, 1, 1) == 'R' then
+  local ocode = string.match(old, codePattern)
+  if ocode and redis.call('HGET', KEYS[5], ocode) == replaced then
+    redis.call('HDEL', KEYS[5], ocode)
+  end
 end
 if redis.call('INCR', KEYS[4]) == 1 then
   -- Created here (loaded before versions existed): the voucher's expiry.

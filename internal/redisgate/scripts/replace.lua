@@ -2,8 +2,13 @@
 -- one atomic step (a retry after a failed payment): the old order is marked
 -- released, the new one stored, and neither the remaining count nor the
 -- customer's count moves, so no other reservation can take the use between.
--- On a campaign's budget the old order's code is freed and the new order's
--- code taken in the same step (they may be the same code).
+-- On a campaign's budget the new order's code is taken in the same step, and
+-- the old order's code freed (they may be the same code) - unless the new
+-- hold is pending (Kafka mode): then the old order keeps holding its code
+-- until the replacement's event is acknowledged (commit.lua) or the new hold
+-- is given back (release.lua, unreplace.lua). Until then PostgreSQL still
+-- has the old order holding it, and an order that took it here could have
+-- its event applied before the replacement's and refused.
 --
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
@@ -66,7 +71,7 @@ end
 redis.call('HSET', KEYS[3], ARGV[4], 'R' .. string.sub(old, 2))
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
 local ocode = string.match(old, codePattern)
-if ocode and redis.call('HGET', KEYS[5], ocode) == ARGV[4] then
+if ocode and string.sub(ARGV[3], 1, 1) ~= 'P' and redis.call('HGET', KEYS[5], ocode) == ARGV[4] then
   redis.call('HDEL', KEYS[5], ocode)
 end
 if ARGV[5] ~= '' then
