@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,9 +27,12 @@ func TestParseStat(t *testing.T) {
 // busy loop would take a core from the timing-sensitive tests.
 func TestCPUCostCountsProcessTrees(t *testing.T) {
 	parent := exec.Command("sh", "-c", "sh -c 'while :; do :; done' & wait")
+	// A group of its own, killed whole: killing the parent alone would
+	// leave the loop running after the test.
+	parent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, parent.Start())
 	t.Cleanup(func() {
-		_ = parent.Process.Kill()
+		_ = syscall.Kill(-parent.Process.Pid, syscall.SIGKILL)
 		_ = parent.Wait()
 	})
 	comps := []Component{{Name: "busy", PIDs: []int{parent.Process.Pid}}}
