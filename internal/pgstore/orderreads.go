@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -88,7 +90,11 @@ func (s *Store) readOrders(batch []*orderRead) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), orderReadTimeout)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, qOrdersGet, ids)
+	// An unnamed statement: PostgreSQL plans it for these ids and the
+	// table's current size on each call. A prepared one would soon reuse a
+	// generic plan, and one made while the table was nearly empty scans it
+	// whole (docs/storage.md).
+	rows, err := s.pool.Query(ctx, qOrdersGet, pgx.QueryExecModeCacheDescribe, ids)
 	if err != nil {
 		s.failReads(batch, err)
 		return
