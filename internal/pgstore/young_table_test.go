@@ -86,7 +86,9 @@ func TestStorePathsStayIndexedOnAYoungTable(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	seqRead := func() int64 {
+	// rowsRead returns the rows sequential scans read from voucher_redemption
+	// and the rows read from voucher_customer_usage by any scan.
+	rowsRead := func() (int64, int64) {
 		// Each backend reports its table statistics when it goes idle
 		// after pg_stat_force_next_flush.
 		held := make([]*pgxpool.Conn, conns)
@@ -101,10 +103,12 @@ func TestStorePathsStayIndexedOnAYoungTable(t *testing.T) {
 		}
 		_, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
 		require.NoError(t, err)
-		var read int64
+		var seq, counters int64
 		require.NoError(t, conn.QueryRow(ctx,
-			"SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'voucher_redemption'").Scan(&read))
-		return read
+			"SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'voucher_redemption'").Scan(&seq))
+		require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+			FROM pg_stat_user_tables WHERE relname = 'voucher_customer_usage'`).Scan(&counters))
+		return seq, counters
 	}
 
 	sale(30) // the plans are made while the table is small
@@ -119,9 +123,17 @@ func TestStorePathsStayIndexedOnAYoungTable(t *testing.T) {
 		SELECT 'bulk-' || g, 'BULK', 'c' || g, g, 100, 10, 'RELEASED', $1, $1, $1
 		FROM generate_series(1, $2::integer) g`, now, grown)
 	require.NoError(t, err)
-	before := seqRead()
+	// So do the usage counters of the voucher the standard path reserves
+	// (customers who hold nothing): a plan that finds a batch's counters by
+	// the voucher alone, then filters by customer, reads all of them.
+	_, err = conn.Exec(ctx, `
+		INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held)
+		SELECT 'STD', 'bulk-' || g, voucherd_customer_legacy('bulk-' || g), 0 FROM generate_series(1, $1::integer) g`, grown)
+	require.NoError(t, err)
+	seqBefore, countersBefore := rowsRead()
 	sale(30)
-	read := seqRead() - before
+	seqAfter, countersAfter := rowsRead()
+	read, counters := seqAfter-seqBefore, countersAfter-countersBefore
 
 	require.Greater(t, expired, 3*40, "the sweep released due rows")
 	require.Equal(t, int32(applied), readCounts(t, s, "YOUNG").Rows)
@@ -131,6 +143,8 @@ func TestStorePathsStayIndexedOnAYoungTable(t *testing.T) {
 	// scan of the grown table alone reads more than this.
 	require.Less(t, read, int64(grown),
 		"after the table grew, sequential scans of voucher_redemption read %d rows: a plan made for the small table scans the grown one", read)
+	require.Less(t, counters, int64(grown),
+		"after the counters grew, reading voucher_customer_usage took %d rows: a plan made for the small table scans the grown one", counters)
 
 	// Autovacuum measures the growing tables only once they are past a
 	// page (migration 013), so that no plan is made for a measured one-page
