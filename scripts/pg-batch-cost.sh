@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # PostgreSQL's CPU per voucherd_reserve_batch call, for two voucherd builds
-# side by side in one invocation: docs/storage.md ("What a reservation costs
-# PostgreSQL").
+# side by side in one invocation: docs/storage.md ("Format checks without
+# counted repetitions").
 #
 #   scripts/pg-batch-cost.sh OLD_BINARY NEW_BINARY [rounds=3] [batch=25] [calls=1000]
 #
-# Starts a throwaway PostgreSQL (`voucherd dev --no-serve`-like: the dev
-# command of OLD_BINARY, whose PostgreSQL is used alone), creates one
-# database per binary migrated by that binary, and a voucher HOT of 10^9
-# uses in each. Each round runs pgbench (one client, CALLS transactions,
-# each one batch of BATCH new reservations with fresh orderIds and
+# Starts a throwaway PostgreSQL (through `OLD_BINARY dev` in a temporary
+# folder; only its PostgreSQL is used), creates one database per binary,
+# migrated by that binary, and a voucher HOT of 10^9 uses in each. Each
+# round runs pgbench (one client, CALLS transactions, each one batch of
+# BATCH new reservations: fresh UUID-shaped orderIds, fresh numeric
 # customers) against the old database, then the new one, and sums the CPU
 # time of the postmaster and all its children (/proc, including backends
 # that exited) around each run. synchronous_commit is off for the pgbench
