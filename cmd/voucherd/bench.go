@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -34,6 +35,7 @@ type benchOptions struct {
 	consumers int    // consumers in the Kafka group
 	combine   bool
 	cpuPIDs   []string // with --url: name=pid+pid...
+	procs     int      // GOMAXPROCS of each started voucherd; 0: its share of the CPUs, -1: Go's default
 }
 
 // benchScenarios are named presets: each sets flags before the command
@@ -88,6 +90,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.redis, "redis", "single", "with a started stack: single (one Redis) or cluster (a Redis Cluster of 3 masters)")
 	fs.IntVar(&o.parts, "kafka-partitions", 3, "with a started stack: partitions of the reservations topic")
 	fs.IntVar(&o.consumers, "consumers", 1, "with a started stack: consumers in the Kafka group (inside the first instances, then voucherd consume processes)")
+	fs.IntVar(&o.procs, "instance-procs", 0, "with a started stack: GOMAXPROCS of each voucherd process; 0 gives each its share of this machine's CPUs (CPUs / processes per write mode, at least 1), as a CPU limit would in a deployment; -1 leaves Go's default (every CPU)")
 	fs.DurationVar(&cfg.CPUIdle, "cpu-idle", 2*time.Second, "with CPU accounting: first watch the stack this long without traffic, to tell its idle cost from the requests'")
 	fs.Var(listFlag{&o.cpuPIDs}, "cpu", "with --url: processes whose CPU time per request to report, as name=pid[+pid...], comma-separated (descendants count too)")
 	seed := fs.Uint64("seed", 0, "workload seed; 0 picks one")
@@ -313,6 +316,8 @@ type benchStack struct {
 	redisPIDs    []int
 	kafkaPID     int
 	groups       map[string]*instanceGroup // "sync", "kafka"
+	// procs is the GOMAXPROCS of every voucherd process, 0 for Go's default.
+	procs int
 	// kafkaLog reads the writer group's lag (Kafka mode).
 	kafkaLog *kafkalog.Log
 }
@@ -387,7 +392,7 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	st := &benchStack{dir: dir, groups: map[string]*instanceGroup{}}
+	st := &benchStack{dir: dir, groups: map[string]*instanceGroup{}, procs: instanceProcs(o.procs, runtime.NumCPU(), max(o.instances, o.consumers))}
 	defer func() {
 		if err != nil {
 			st.close()
@@ -543,17 +548,36 @@ func (s *benchStack) startGroup(ctx context.Context, name string, n, consumers i
 	return g, nil
 }
 
+// instanceProcs returns the GOMAXPROCS of each of the processes voucherd
+// processes of a write mode on a machine of cpus CPUs for the
+// --instance-procs value flag: flag itself when positive, their share of
+// the CPUs (at least 1) for 0, and 0 (Go's default) for -1. Processes
+// sharing a machine each with a P per CPU spin and switch more than their
+// load needs; a deployment's CPU limit gives each instance its share.
+func instanceProcs(flag, cpus, processes int) int {
+	switch {
+	case flag > 0:
+		return flag
+	case flag < 0:
+		return 0
+	}
+	return max(1, cpus/max(1, processes))
+}
+
 // startVoucherd starts one voucherd process with its output in the stack's
 // folder. Its environment has no VOUCHERD_* variables but
 // VOUCHERD_KAFKA_LINGER (a producer setting to measure): the flags say
 // all. OTEL_* variables pass, so that the servers trace as they would
-// serve.
+// serve. GOMAXPROCS is the stack's procs when set.
 func (s *benchStack) startVoucherd(name, exe string, args []string) (*child, error) {
 	cmd := exec.Command(exe, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "VOUCHERD_") || strings.HasPrefix(kv, "VOUCHERD_KAFKA_LINGER=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
+	}
+	if s.procs > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(s.procs)) // the last value of a key wins
 	}
 	c, err := startCmd(name, filepath.Join(s.dir, name+".log"), cmd)
 	if err != nil {
