@@ -77,8 +77,13 @@ type (
 			ContainerPort int    `yaml:"containerPort"`
 		} `yaml:"ports"`
 		Env []struct {
-			Name  string `yaml:"name"`
-			Value string `yaml:"value"`
+			Name      string `yaml:"name"`
+			Value     string `yaml:"value"`
+			ValueFrom *struct {
+				ResourceFieldRef *struct {
+					Resource string `yaml:"resource"`
+				} `yaml:"resourceFieldRef"`
+			} `yaml:"valueFrom"`
 		} `yaml:"env"`
 		EnvFrom []struct {
 			ConfigMapRef *struct{ Name string } `yaml:"configMapRef"`
@@ -328,10 +333,18 @@ func TestKubernetesManifests(t *testing.T) {
 
 			accepted := acceptedEnv(t, bin, c.Args)
 			env := map[string]string{}
+			procs := false
 			for _, e := range c.Env {
+				if e.Name == "GOMAXPROCS" { // Go's own: one P per CPU requested
+					require.True(t, e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+						e.ValueFrom.ResourceFieldRef.Resource == "requests.cpu", "%s: GOMAXPROCS not from requests.cpu", where)
+					procs = true
+					continue
+				}
 				require.True(t, accepted[e.Name], "%s: env %s is not read by voucherd %s", where, e.Name, c.Args[0])
 				env[e.Name] = e.Value
 			}
+			require.True(t, procs, "%s: GOMAXPROCS is not set from the CPU request (Go would run a P per node CPU)", where)
 			for _, from := range c.EnvFrom {
 				var kind, name string
 				switch {
