@@ -81,14 +81,26 @@ type fakeGate struct {
 	decision GateDecision
 	err      error
 
-	mu       sync.Mutex
-	releases []ReleaseMode
-	commits  int
-	claims   int
-	loads    int
+	mu         sync.Mutex
+	releases   []ReleaseMode
+	unreplaced []string // "orderId>replaces" per Unreplace
+	commits    int
+	claims     int
+	loads      int
+}
+
+func (g *fakeGate) Unreplace(_ context.Context, _, orderID, replaces string) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unreplaced = append(g.unreplaced, orderID+">"+replaces)
+	return true, nil
 }
 
 func (g *fakeGate) Reserve(context.Context, string, int32, Hold) (GateDecision, error) {
+	return g.decision, g.err
+}
+
+func (g *fakeGate) Replace(context.Context, string, Hold, string) (GateDecision, error) {
 	return g.decision, g.err
 }
 

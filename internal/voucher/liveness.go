@@ -103,6 +103,40 @@ func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// undoReplacementOfConfirmed settles a replacement's hold (h.Replaces)
+// whose replaced order is CONFIRMED in the store without a fence: such a
+// replacement was never written and never will be (the store replaces only
+// a RESERVED hold, releasing it, and a released order is never confirmed), so
+// its use goes back to the replaced order in the gate, as after a refused
+// write, and a retry of the orderId is decided afresh
+// (REPLACED_ORDER_NOT_HELD) instead of meeting a RELEASED fence. It
+// reports whether it did; an unknown or unconfirmed replaced order is left
+// to the fence, which a replacement that did succeed needs. Kafka mode
+// never gets here: its replacements are answered once their event is
+// acknowledged, and the consumer decides them.
+func (s *Service) undoReplacementOfConfirmed(ctx context.Context, code string, h Hold) (bool, error) {
+	if h.Replaces == "" {
+		return false, nil
+	}
+	row, err := s.store.Order(ctx, h.Replaces)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case row.Status != StatusConfirmed:
+		return false, nil
+	}
+	cctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	if _, err := s.gate.Unreplace(cctx, code, h.OrderID, h.Replaces); err != nil {
+		return false, err
+	}
+	s.log.WarnContext(ctx, "unsettled replacement of a confirmed order undone: the replaced hold stands again",
+		"code", code, "orderId", h.OrderID, "replaces", h.Replaces)
+	return true, nil
+}
+
 // fenceHold settles a gate hold whose writer is done or gone: the store
 // gets a RELEASED row for the orderId unless it has one (Store.AbandonOrder,
 // which waits for a write of the orderId still in progress), so nothing
@@ -110,8 +144,15 @@ func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 // reservation is in the store after all and the hold stands; otherwise the
 // use is given back in the gate and the orderId marked released (or
 // forgotten when its row belongs to another voucher or customer, whose
-// retry is an ORDER_CONFLICT anyway).
+// retry is an ORDER_CONFLICT anyway). In flash-sync mode a replacement of
+// an order the store has CONFIRMED is undone in the gate instead, without a
+// fence (undoReplacementOfConfirmed).
 func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool, err error) {
+	if s.cfg.FlashWrites != FlashKafka {
+		if undone, err := s.undoReplacementOfConfirmed(ctx, code, h); err != nil || undone {
+			return false, err
+		}
+	}
 	row, inserted, err := s.store.AbandonOrder(ctx, code, h, s.cfg.Clock())
 	if err != nil {
 		return false, err

@@ -68,6 +68,59 @@ func TestSyncWriteOutcomeDecidesCompensation(t *testing.T) {
 	}
 }
 
+// A flash-sync replacement whose write ended with an unknown outcome is
+// settled without a fence when the store has the replaced order CONFIRMED:
+// such a replacement can never be written, so the gate gives the use back
+// to the replaced order and a retry is decided afresh
+// (REPLACED_ORDER_NOT_HELD), not answered ORDER_RELEASED by a fence. With
+// the replaced order still RESERVED, or unknown to the store, it is fenced
+// as any other unsettled write.
+func TestSettlingAReplacementOfAConfirmedOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := time.Now()
+	for _, tc := range []struct {
+		name       string
+		replaced   Status // "" for no row
+		unreplaced []string
+		abandoned  []string
+		releases   []ReleaseMode
+	}{
+		{"replaced order confirmed", StatusConfirmed, []string{"new>old"}, nil, nil},
+		{"replaced order reserved", StatusReserved, nil, []string{"new"}, []ReleaseMode{ReleaseMark}},
+		{"replaced order released", StatusReleased, nil, []string{"new"}, []ReleaseMode{ReleaseMark}},
+		{"replaced order unknown", "", nil, []string{"new"}, []ReleaseMode{ReleaseMark}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := &fakeGate{decision: GateDecision{Outcome: GateTaken, Remaining: 9}}
+			rows := map[string]Redemption{}
+			if tc.replaced != "" {
+				rows["old"] = Redemption{OrderID: "old", VoucherCode: "SALE", CustomerID: "7", Status: tc.replaced}
+			}
+			st := &fakeStore{voucher: flashVoucher(), reserveErr: lostReply, rows: rows}
+			svc, err := NewService(ServiceConfig{Store: st, Gate: g, Clock: func() time.Time { return clock }})
+			require.NoError(t, err)
+			req := reserveReq("new")
+			req.ReplacesOrderID = "old"
+			_, err = svc.Reserve(ctx, req)
+			require.True(t, IsOutcomeUnknown(err), "%v", err)
+			require.Empty(t, g.unreplaced, "an unknown outcome keeps the replacement")
+
+			svc.cfg.Clock = func() time.Time { return clock.Add(2 * settleDelay) }
+			n, err := svc.SettleUnknown(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			require.Equal(t, tc.unreplaced, g.unreplaced)
+			require.Equal(t, tc.abandoned, st.abandoned)
+			require.Equal(t, tc.releases, g.released())
+			n, err = svc.SettleUnknown(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "settled once")
+		})
+	}
+}
+
 // A retry of an order whose use the gate holds (flash-sync replay) or whose
 // event is pending (Kafka) answers a 503 with OutcomeUnknown while the
 // outcome cannot be settled: a plain 503 would claim that nothing was taken.
