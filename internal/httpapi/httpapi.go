@@ -241,7 +241,7 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 		}
 		level := slog.LevelDebug
 		if rec.status >= 500 {
-			level = slog.LevelError
+			level = failureLevel(r)
 		}
 		ctx := r.Context()
 		if !s.log.Enabled(ctx, level) {
@@ -311,8 +311,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	status := StatusOf(e.Code)
 	if status >= 500 {
-		s.log.ErrorContext(r.Context(), "request failed", "request_id", w.Header().Get("X-Request-Id"),
-			"code", e.Code, "err", err)
+		s.log.Log(r.Context(), failureLevel(r), "request failed", "request_id", w.Header().Get("X-Request-Id"),
+			"code", e.Code, "err", err, "client_left", r.Context().Err() != nil)
 	}
 	enc := encodeError(e, status)
 	h := w.Header()
@@ -322,6 +322,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	h["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(enc.body)
+}
+
+// failureLevel is the log level of a request answered 5xx: an error,
+// unless the client left before the answer (its context ended: net/http
+// cancels it when the connection closes), which most often is why the
+// work failed ("context canceled"), and which is the client's doing.
+func failureLevel(r *http.Request) slog.Level {
+	if r.Context().Err() != nil {
+		return slog.LevelWarn
+	}
+	return slog.LevelError
 }
 
 // asError returns the *voucher.Error in err's chain, or an internal error
