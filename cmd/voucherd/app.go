@@ -351,20 +351,6 @@ func (o liveObserver) Reserved(voucherCode string, mode voucher.Mode, code vouch
 	o.hub.Reserved(voucherCode, mode, code, replay, d)
 }
 
-// Refused implements voucher.RefusalObserver.
-func (o liveObserver) Refused(op, reason string) {
-	if r, ok := o.Observer.(voucher.RefusalObserver); ok {
-		r.Refused(op, reason)
-	}
-}
-
-// Validated implements voucher.ValidationObserver.
-func (o liveObserver) Validated(outcome string) {
-	if v, ok := o.Observer.(voucher.ValidationObserver); ok {
-		v.Validated(outcome)
-	}
-}
-
 // --- end live sale view ---
 
 // startPprof serves net/http/pprof on Config.PprofAddr, on a mux of its own

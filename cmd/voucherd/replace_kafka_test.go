@@ -189,7 +189,7 @@ func TestKafkaVoucherReplacementWhileItsEventWaits(t *testing.T) {
 // A code freed by a campaign replacement once its event is acknowledged
 // may be taken by another order and confirmed before the consumer applied
 // the replaced order's own event, which comes earlier in the log. The
-// confirmation writes the new order from Redis (applyFromGate) only once
+// confirmation writes the new order from Redis (applyUnwritten) only once
 // the replaced order is in PostgreSQL or the consumer has caught up: written
 // first, it would hold the code there and the replaced order's event would
 // be refused (a 201 without a row).

@@ -7,7 +7,7 @@ import (
 )
 
 // checkoutMetrics count validations by answer, refusals by reason
-// (voucher.ValidationObserver, voucher.RefusalObserver), and look-ups of
+// (voucher.Observer's Validated and Refused), and look-ups of
 // unknown codes and 429s for guessing by API key (observeGuessing).
 type checkoutMetrics struct {
 	// Validations counts validations by outcome: "valid", "replay", the
@@ -22,7 +22,7 @@ type checkoutMetrics struct {
 	// name.
 	GuessRefusals *prometheus.CounterVec
 	// Refusals counts refused reservations and validations by operation
-	// and reason (voucher.RefusalObserver).
+	// and reason (voucher.Observer.Refused).
 	Refusals *prometheus.CounterVec
 
 	refusals      children[opReason, prometheus.Counter]
@@ -81,16 +81,13 @@ func (m *Metrics) observeGuessing(route, key, outcome string) {
 	}
 }
 
-// Refused implements voucher.RefusalObserver.
+// Refused implements voucher.Observer.
 func (m *Metrics) Refused(op, reason string) {
 	k := opReason{op, reason}
 	m.checkout.refusals.get(k, func() prometheus.Counter { return m.checkout.Refusals.WithLabelValues(k.op, k.reason) }).Inc()
 }
 
-// Validated implements voucher.ValidationObserver.
+// Validated implements voucher.Observer.
 func (m *Metrics) Validated(outcome string) { m.checkout.Validations.WithLabelValues(outcome).Inc() }
 
-var (
-	_ voucher.ValidationObserver = (*Metrics)(nil)
-	_ voucher.RefusalObserver    = (*Metrics)(nil)
-)
+var _ voucher.Observer = (*Metrics)(nil)

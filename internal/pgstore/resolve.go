@@ -8,9 +8,7 @@ import (
 
 var qCodeResolve = mustQuery("code_resolve")
 
-var _ voucher.CodeResolver = (*Store)(nil)
-
-// ResolveCode implements voucher.CodeResolver in one statement
+// ResolveCode implements voucher.Store in one statement
 // (code_resolve), which probes the same indexes whether code exists or not.
 func (s *Store) ResolveCode(ctx context.Context, code, orderID string) (voucher.Resolution, error) {
 	var (

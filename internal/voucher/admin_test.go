@@ -65,7 +65,7 @@ func TestAuditFieldsAndActor(t *testing.T) {
 func TestListingArgumentsAreChecked(t *testing.T) {
 	t.Parallel()
 	// No store: every call must be refused before reaching it.
-	svc := &Service{cfg: ServiceConfig{Clock: time.Now}}
+	svc := &Service{deps: &deps{cfg: ServiceConfig{Clock: time.Now}}}
 	ctx := context.Background()
 	for _, f := range []VoucherFilter{{Limit: -1}, {Limit: MaxPageLimit + 1}, {State: "soon"}, {CodePrefix: "a b"}} {
 		_, err := svc.ListVouchers(ctx, f)

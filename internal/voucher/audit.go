@@ -118,23 +118,15 @@ func (s *Service) Audit(ctx context.Context, code string, p PageRequest) (AuditP
 	if _, err := s.Voucher(ctx, code); err != nil {
 		return AuditPage{}, err
 	}
-	a, err := s.adminStore()
-	if err != nil {
-		return AuditPage{}, err
-	}
-	return a.Audit(ctx, code, p)
+	return s.store.Audit(ctx, code, p)
 }
 
 // auditReconcile records the repairs of a reconciliation; a failure to
 // record is logged, the repairs stand.
 func (s *Service) auditReconcile(ctx context.Context, rep ReconcileReport) {
-	a, err := s.adminStore()
-	if err != nil {
-		return
-	}
 	after, _ := json.Marshal(rep)
-	err = a.RecordAudit(ctx, AuditEntry{Code: rep.Code, Action: AuditReconcile, KeyName: ActorOf(ctx),
-		At: s.cfg.Clock().UTC(), After: after})
+	err := s.store.RecordAudit(ctx, AuditEntry{Code: rep.Code, Action: AuditReconcile, KeyName: ActorOf(ctx),
+		At: s.now().UTC(), After: after})
 	if err != nil {
 		s.log.ErrorContext(ctx, "reconciliation repairs not recorded in the audit trail", "code", rep.Code, "err", err)
 	}

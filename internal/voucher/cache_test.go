@@ -54,13 +54,13 @@ func TestCachedVoucherThroughStoreOutage(t *testing.T) {
 	for _, writes := range []FlashWrites{FlashKafka, FlashSync} {
 		st := &flakyStore{v: flashVoucher()}
 		svc := newCacheService(t, st, writes, clock)
-		_, err := svc.cachedVoucher(ctx, "SALE")
+		_, err := svc.catalog.voucher(ctx, "SALE")
 		require.NoError(t, err)
 
 		st.down.Store(true)
 		advance(2 * time.Second)
 		reads := st.reads.Load()
-		v, err := svc.cachedVoucher(ctx, "SALE")
+		v, err := svc.catalog.voucher(ctx, "SALE")
 		if writes == FlashSync {
 			require.True(t, IsCode(err, CodeUnavailable), "sync mode served a definition it could not read: %v", err)
 			continue
@@ -68,17 +68,17 @@ func TestCachedVoucherThroughStoreOutage(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, st.v, v)
 		for range 10 {
-			_, err = svc.cachedVoucher(ctx, "SALE")
+			_, err = svc.catalog.voucher(ctx, "SALE")
 			require.NoError(t, err)
 		}
 		require.Equal(t, reads+1, st.reads.Load(), "the store was retried more than once per VoucherCacheTTL")
 
 		advance(time.Minute)
-		_, err = svc.cachedVoucher(ctx, "SALE")
+		_, err = svc.catalog.voucher(ctx, "SALE")
 		require.True(t, IsCode(err, CodeUnavailable), "a definition older than StaleVoucherMax was served: %v", err)
 
 		st.down.Store(false)
-		_, err = svc.cachedVoucher(ctx, "SALE")
+		_, err = svc.catalog.voucher(ctx, "SALE")
 		require.NoError(t, err)
 	}
 
@@ -86,11 +86,11 @@ func TestCachedVoucherThroughStoreOutage(t *testing.T) {
 	st := &flakyStore{v: flashVoucher()}
 	st.v.FlashSale = false
 	svc := newCacheService(t, st, FlashKafka, clock)
-	_, err := svc.cachedVoucher(ctx, "SALE")
+	_, err := svc.catalog.voucher(ctx, "SALE")
 	require.NoError(t, err)
 	st.down.Store(true)
 	advance(2 * time.Second)
-	_, err = svc.cachedVoucher(ctx, "SALE")
+	_, err = svc.catalog.voucher(ctx, "SALE")
 	require.True(t, IsCode(err, CodeUnavailable), "a standard voucher was served stale: %v", err)
 }
 
@@ -104,7 +104,7 @@ func TestCachedVoucherOneRefreshAtATime(t *testing.T) {
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	st := &flakyStore{v: flashVoucher(), delay: 50 * time.Millisecond}
 	svc := newCacheService(t, st, FlashSync, clock)
-	_, err := svc.cachedVoucher(ctx, "SALE")
+	_, err := svc.catalog.voucher(ctx, "SALE")
 	require.NoError(t, err)
 
 	now.Add(int64(1500 * time.Millisecond))
@@ -113,10 +113,14 @@ func TestCachedVoucherOneRefreshAtATime(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := svc.cachedVoucher(ctx, "SALE")
+			_, err := svc.catalog.voucher(ctx, "SALE")
 			require.NoError(t, err)
 		}()
 	}
 	wg.Wait()
 	require.EqualValues(t, 2, st.reads.Load())
+}
+
+func (s *flakyStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
+	return resolveByReads(ctx, s, nil, code, orderID)
 }

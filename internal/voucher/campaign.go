@@ -164,14 +164,6 @@ type CampaignStore interface {
 // prefix and length).
 type CodeGenerator func(n int) ([]string, error)
 
-func (s *Service) campaignStore() (CampaignStore, error) {
-	c, ok := s.store.(CampaignStore)
-	if !ok {
-		return nil, Errorf(CodeInternal, "the store does not support campaigns")
-	}
-	return c, nil
-}
-
 func generator(prefix string, length int) CodeGenerator {
 	return func(n int) ([]string, error) { return GenerateCodes(prefix, length, n) }
 }
@@ -179,11 +171,7 @@ func generator(prefix string, length int) CodeGenerator {
 // CreateCampaign validates n and stores a new campaign with its first
 // n.CodeCount codes.
 func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, error) {
-	if err := n.Validate(s.cfg.Clock()); err != nil {
-		return Campaign{}, err
-	}
-	cs, err := s.campaignStore()
-	if err != nil {
+	if err := n.Validate(s.now()); err != nil {
 		return Campaign{}, err
 	}
 	id, err := newCampaignID()
@@ -192,7 +180,7 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	}
 	c := Campaign{ID: id, Name: n.Name, CodePrefix: n.CodePrefix, CodeLength: n.CodeLength, Budget: n.Budget}
 	c.Budget.Code = id
-	created, err := cs.CreateCampaign(ctx, c, n.CodeCount, generator(n.CodePrefix, n.CodeLength))
+	created, err := s.store.CreateCampaign(ctx, c, n.CodeCount, generator(n.CodePrefix, n.CodeLength))
 	if err != nil {
 		return Campaign{}, err
 	}
@@ -217,11 +205,7 @@ func (s *Service) AddCampaignCodes(ctx context.Context, id string, n int) (Campa
 	if int64(c.CodeCount)+int64(n) > MaxCampaignCodes {
 		return Campaign{}, Errorf(CodeInvalidRequest, "a campaign has at most %d codes", MaxCampaignCodes)
 	}
-	cs, err := s.campaignStore()
-	if err != nil {
-		return Campaign{}, err
-	}
-	return cs.AddCampaignCodes(ctx, id, n, generator(c.CodePrefix, c.CodeLength))
+	return s.store.AddCampaignCodes(ctx, id, n, generator(c.CodePrefix, c.CodeLength))
 }
 
 // Campaign returns a campaign with live counts; CodeCampaignNotFound for an
@@ -230,11 +214,7 @@ func (s *Service) Campaign(ctx context.Context, id string) (Campaign, error) {
 	if !ValidCode(id) {
 		return Campaign{}, campaignNotFound(id)
 	}
-	cs, err := s.campaignStore()
-	if err != nil {
-		return Campaign{}, err
-	}
-	return cs.Campaign(ctx, id)
+	return s.store.Campaign(ctx, id)
 }
 
 // CampaignCodes returns one page of a campaign's codes.
@@ -246,11 +226,7 @@ func (s *Service) CampaignCodes(ctx context.Context, id string, p PageRequest) (
 	if _, err := s.Campaign(ctx, id); err != nil {
 		return CampaignCodePage{}, err
 	}
-	cs, err := s.campaignStore()
-	if err != nil {
-		return CampaignCodePage{}, err
-	}
-	return cs.CampaignCodes(ctx, id, p)
+	return s.store.CampaignCodes(ctx, id, p)
 }
 
 // EachCampaignCode calls fn with every code of a campaign, in byte order.
@@ -258,111 +234,9 @@ func (s *Service) EachCampaignCode(ctx context.Context, id string, fn func(Campa
 	if _, err := s.Campaign(ctx, id); err != nil {
 		return err
 	}
-	cs, err := s.campaignStore()
-	if err != nil {
-		return err
-	}
-	return cs.EachCampaignCode(ctx, id, fn)
+	return s.store.EachCampaignCode(ctx, id, fn)
 }
 
 func campaignNotFound(id string) error {
 	return Errorf(CodeCampaignNotFound, "campaign %s not found", id)
-}
-
-// campaignOf resolves a code that names no voucher: the budget of the
-// campaign it belongs to, or CodeVoucherNotFound. A code found is
-// remembered (campaignIDs): a campaign code never changes campaign nor
-// becomes a voucher's code, so the entry never goes stale.
-func (s *Service) campaignOf(ctx context.Context, code string) (Voucher, error) {
-	cs, ok := s.store.(CampaignStore)
-	if !ok {
-		return Voucher{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
-	}
-	id, err := cs.CodeCampaign(ctx, code)
-	if err != nil {
-		return Voucher{}, err
-	}
-	s.rememberCampaign(code, id)
-	return s.cachedVoucher(ctx, id)
-}
-
-// rememberCampaign notes that code is a code of campaign id, for
-// resolveKnown and for resolving code while the store cannot be read.
-func (s *Service) rememberCampaign(code, id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.campaignIDs) >= maxCampaignIDs {
-		s.campaignIDs = make(map[string]string)
-	}
-	s.campaignIDs[code] = id
-}
-
-// maxCampaignIDs bounds the campaign codes Service.campaignIDs remembers;
-// past it the map starts over. An entry is two short strings and a map
-// slot, about 100 bytes: the bound is about 10 MB.
-const maxCampaignIDs = 100_000
-
-// campaignID returns the campaign this process resolved code to before.
-func (s *Service) campaignID(code string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.campaignIDs[code]
-	return id, ok
-}
-
-// resolve returns the voucher code names, or the budget of the campaign
-// whose code it is (whose Code is then the campaign id, not code), for a
-// reservation or a validation. It reads the store as for a code never seen:
-// an answer must not come faster for a code someone used before, which
-// would tell a guesser that the code exists. Only when the store cannot be
-// read does a code this process resolved before go by the campaign it
-// resolved to (the budget's definition then comes from the voucher cache,
-// which serves flash vouchers stale in Kafka mode: the sale goes on).
-func (s *Service) resolve(ctx context.Context, code string, now time.Time) (Voucher, error) {
-	v, err := s.cachedVoucherAt(ctx, code, now)
-	if IsCode(err, CodeVoucherNotFound) {
-		v, err = s.campaignOf(ctx, code)
-	}
-	if IsCode(err, CodeUnavailable) {
-		if id, ok := s.campaignID(code); ok {
-			return s.cachedVoucherAt(ctx, id, now)
-		}
-	}
-	return v, err
-}
-
-// resolveKnown is resolve for the calls that act on a reservation the
-// caller made (confirm, release, extension, reads, the expiry job): a code
-// this process resolved before goes by its campaign without reading the
-// store.
-func (s *Service) resolveKnown(ctx context.Context, code string, now time.Time) (Voucher, error) {
-	if id, ok := s.campaignID(code); ok {
-		return s.cachedVoucherAt(ctx, id, now)
-	}
-	return s.resolve(ctx, code, now)
-}
-
-// campaignCodeOf is the campaign code a request for code presents when v is
-// what code resolved to: code itself when v is a campaign's budget reached
-// through one of its codes, "" for a voucher.
-func campaignCodeOf(code string, v Voucher) string {
-	if v.Code != code {
-		return code
-	}
-	return ""
-}
-
-// flashGate says where the gate keeps code's holds: gateCode is the
-// voucher's code, or for a campaign code its campaign's id (campaignCode is
-// then code; "" for a voucher or a budget asked by its own id). ok is false
-// when code names no flash voucher or flash campaign, or cannot be read.
-func (s *Service) flashGate(ctx context.Context, code string) (gateCode, campaignCode string, ok bool) {
-	if s.gate == nil {
-		return "", "", false
-	}
-	v, err := s.resolveKnown(ctx, code, s.cfg.Clock())
-	if err != nil || !v.FlashSale {
-		return "", "", false
-	}
-	return v.Code, campaignCodeOf(code, v), true
 }

@@ -35,46 +35,14 @@ const MaxExtension = 366 * 24 * time.Hour
 // the hold gets the new expiry too, so that a replay answers with it.
 func (s *Service) Extend(ctx context.Context, code, orderID string, d time.Duration) (Redemption, error) {
 	if !ValidCode(code) || !ValidOrderID(orderID) {
-		return Redemption{}, Errorf(CodeReservationNotFound, "reservation %q of voucher %q not found", orderID, code)
+		return Redemption{}, reservationNotFound(code, orderID)
 	}
 	if d < time.Second || d > MaxExtension {
 		return Redemption{}, Errorf(CodeInvalidRequest, "seconds must be between 1 and %d", int64(MaxExtension/time.Second))
 	}
-	wctx, cancel := s.writeContext(ctx)
-	defer cancel()
-	now := s.cfg.Clock()
+	now := s.now()
 	// The gate keeps milliseconds; extend to a time it can hold exactly.
 	until := now.Add(d).Truncate(time.Millisecond)
-	r, err := s.store.Extend(wctx, code, orderID, until, now, s.cfg.MaxHold)
-	if err != nil && IsCode(err, CodeReservationNotFound) {
-		if applied, aerr := s.applyFromGate(wctx, code, orderID); aerr != nil {
-			return Redemption{}, aerr
-		} else if applied {
-			r, err = s.store.Extend(wctx, code, orderID, until, now, s.cfg.MaxHold)
-		}
-	}
-	if err != nil {
-		if IsCode(err, CodeReservationReleased) {
-			// Extend may have found it expired and released it: return the
-			// use to the gate too (a no-op when it was released before).
-			s.releaseInGate(wctx, code, orderID)
-		}
-		return Redemption{}, err
-	}
-	s.extendInGate(wctx, code, orderID, r.ExpiresAt)
-	return r, nil
-}
-
-// extendInGate records a new expiry in the gate's copy of a flash hold.
-func (s *Service) extendInGate(ctx context.Context, code, orderID string, expiresAt time.Time) {
-	gateCode, _, ok := s.flashGate(ctx, code)
-	if !ok {
-		return
-	}
-	if _, err := s.gate.Extend(ctx, gateCode, orderID, expiresAt); err != nil {
-		// The store is right; only a replay's expiresAt is stale, and the
-		// hold leaves the gate with the store's release all the same.
-		s.log.WarnContext(ctx, "extended in the database but not in the gate; replays answer the old expiresAt",
-			"code", code, "orderId", orderID, "err", err)
-	}
+	rt := s.routeKnown(ctx, code)
+	return rt.path.extend(ctx, rt, orderID, until, now)
 }

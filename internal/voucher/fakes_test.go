@@ -169,3 +169,42 @@ func (l *fakeLog) PublishReserved(_ context.Context, e ReservedEvent) error {
 }
 
 func (l *fakeLog) CaughtUp(context.Context) error { return l.caughtUpErr }
+
+// voucherReader is the part of Store a fake answers ResolveCode from.
+type voucherReader interface {
+	Voucher(ctx context.Context, code string) (Voucher, error)
+}
+
+// orderReader is implemented by the fakes that keep rows by orderId.
+type orderReader interface {
+	Order(ctx context.Context, orderID string) (Redemption, error)
+}
+
+// resolveByReads answers ResolveCode as the store's one statement does,
+// from a fake's Voucher read and, for a fake that keeps rows (orders), its
+// Order read:
+// a voucher (no campaign codes), and orderID's row when there is one.
+func resolveByReads(ctx context.Context, st voucherReader, orders orderReader, code, orderID string) (Resolution, error) {
+	v, err := st.Voucher(ctx, code)
+	switch {
+	case IsCode(err, CodeVoucherNotFound):
+		return Resolution{}, nil
+	case err != nil:
+		return Resolution{}, err
+	}
+	res := Resolution{Voucher: v, Found: true}
+	if orders != nil && orderID != "" {
+		row, err := orders.Order(ctx, orderID)
+		switch {
+		case err == nil:
+			res.Order, res.HasOrder = row, true
+		case !IsCode(err, CodeReservationNotFound):
+			return Resolution{}, err
+		}
+	}
+	return res, nil
+}
+
+func (s *fakeStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
+	return resolveByReads(ctx, s, s, code, orderID)
+}

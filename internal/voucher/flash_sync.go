@@ -2,8 +2,22 @@ package voucher
 
 import (
 	"context"
+	"sync"
 	"time"
 )
+
+// syncWrites writes each use the gate took to the store before answering,
+// with the store's own reservation (idempotent by orderId).
+type syncWrites struct {
+	*deps
+	standard *standardPath
+
+	mu sync.Mutex
+	// unsettled holds the orders whose durable write ended with an unknown
+	// outcome, keyed by gate code and orderId, until settleUnknown or a
+	// retry of the order settles them; guarded by mu.
+	unsettled map[orderKey]unsettledWrite
+}
 
 // unsettledWrite is a hold whose write ended with an unknown outcome at
 // since.
@@ -12,107 +26,169 @@ type unsettledWrite struct {
 	since time.Time
 }
 
-// writeTaken writes a use the gate granted (sync mode). On a failure that
-// provably wrote nothing the use goes back to the gate and the orderId is
-// forgotten there, so the client may retry it. On a failure whose outcome
-// is unknown (the row may have been committed) the gate keeps the use:
-// giving it back could let the gate hand out a use the store holds. A
-// retry of the orderId settles it (the store is idempotent by orderId);
-// SettleUnknown does otherwise. gateCode is the code the gate keeps the
-// hold under (for a campaign code, its campaign's id); the store is asked
-// with req.Code, which records a campaign code on the redemption.
-func (s *Service) writeTaken(ctx context.Context, req ReserveRequest, gateCode string, hold Hold) (Reservation, error) {
-	res, err := s.reserveStandard(ctx, req)
+// settleDelay is how long an order whose write had an unknown outcome is
+// left to the client's retry before settleUnknown decides it.
+const settleDelay = time.Second
+
+func newSyncWrites(d *deps, standard *standardPath) *syncWrites {
+	return &syncWrites{deps: d, standard: standard, unsettled: map[orderKey]unsettledWrite{}}
+}
+
+func (w *syncWrites) mode() Mode     { return ModeFlashSync }
+func (w *syncWrites) pending() bool  { return false }
+func (w *syncWrites) fallback() bool { return w.cfg.FlashFallback }
+
+// write writes a use the gate granted. On a failure that provably wrote
+// nothing the use goes back to the gate and the orderId is forgotten there,
+// so the client may retry it. On a failure whose outcome is unknown (the
+// row may have been committed) the gate keeps the use: giving it back could
+// let the gate hand out a use the store holds. A retry of the orderId
+// settles it (the store is idempotent by orderId); settleUnknown does
+// otherwise. The store is asked with req.Code, which records a campaign
+// code on the redemption; the gate keeps the hold under rt.gateCode.
+func (w *syncWrites) write(ctx context.Context, rt route, req ReserveRequest, hold Hold, _ GateDecision) (Reservation, error) {
+	res, err := w.standard.write(ctx, req)
 	if err == nil {
 		return res, nil
 	}
 	if IsOutcomeUnknown(err) {
-		s.mu.Lock()
-		s.unsettled[orderKey{gateCode, req.OrderID}] = unsettledWrite{hold: hold, since: s.cfg.Clock()}
-		s.mu.Unlock()
-		s.log.WarnContext(ctx, "durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
+		w.mu.Lock()
+		w.unsettled[orderKey{rt.gateCode(), req.OrderID}] = unsettledWrite{hold: hold, since: w.now()}
+		w.mu.Unlock()
+		w.log.WarnContext(ctx, "durable write outcome unknown; use kept in the gate until settled", "code", req.Code, "orderId", req.OrderID, "err", err)
 		return Reservation{}, err
 	}
-	s.giveBack(ctx, gateCode, hold, ModeFlashSync, err)
+	w.giveBack(ctx, ModeFlashSync, rt.gateCode(), hold, err)
 	return Reservation{}, err
 }
 
-// giveBack undoes what the gate did for hold after its durable write
-// provably failed: a use taken goes back (compensate); a use taken over
-// from hold.Replaces goes back to that order (Gate.Unreplace), so the
-// customer keeps the hold they had.
-func (s *Service) giveBack(ctx context.Context, code string, hold Hold, mode Mode, cause error) {
-	if hold.Replaces == "" {
-		s.compensate(ctx, code, hold.OrderID, mode, cause)
-		return
+// replay answers a retry through the store, which is idempotent by
+// orderId: it returns the row the first request wrote, or writes it if
+// that request's write is still to come or its outcome was unknown (the
+// gate already holds the use). A 503 here leaves the order as unsettled as
+// it was: the gate holds a use for it.
+func (w *syncWrites) replay(ctx context.Context, rt route, req ReserveRequest, _ GateDecision, _ int) (Reservation, bool, error) {
+	res, err := w.standard.write(ctx, req)
+	if !IsCode(err, CodeUnavailable) {
+		w.settled(rt.gateCode(), req.OrderID)
 	}
-	s.obs.Compensated(mode)
-	cctx, cancel := s.writeContext(ctx)
-	defer cancel()
-	if _, err := s.gate.Unreplace(cctx, code, hold.OrderID, hold.Replaces); err != nil {
-		// The gate counts the use for the new order, which no row backs,
-		// while the store keeps the replaced one: undersell, repaired by
-		// reconciliation.
-		s.log.ErrorContext(ctx, "could not undo a replacement in the gate", "code", code, "orderId", hold.OrderID,
-			"replaces", hold.Replaces, "cause", cause, "err", err)
-		return
-	}
-	s.log.WarnContext(ctx, "durable write of a replacement failed; the replaced hold stands again", "code", code,
-		"orderId", hold.OrderID, "replaces", hold.Replaces, "mode", mode, "cause", cause)
+	return res, false, outcomeUnknown(err, req.OrderID)
 }
 
-// gateDown answers a flash reservation the gate could not decide (gateErr)
-// from the orderId's row, so that a retry of an order an earlier attempt
-// took is not told that nothing was taken: the row's reservation (a
-// replay), ORDER_RELEASED or ORDER_CONFLICT when the store has one. Without
-// a row the answer is gateErr, marked OutcomeUnknown in Kafka mode while
-// the consumer has not caught up (the order's event may be on its way).
-// gateCode is the code the gate keeps req's holds under.
-func (s *Service) gateDown(ctx context.Context, req ReserveRequest, gateCode string, gateErr error) (Reservation, error) {
-	row, err := s.store.Redemption(ctx, req.Code, req.OrderID)
+// mayHold: this instance's write of the order ended with an unknown
+// outcome and has not been settled, so the gate still holds its use.
+func (w *syncWrites) mayHold(_ context.Context, rt route, orderID string, _ error) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, unsettled := w.unsettled[orderKey{rt.gateCode(), orderID}]
+	return unsettled
+}
+
+// replacedNotHeld asks the store: the gate's copy of an order does not
+// know of its confirmation in this mode. A store that cannot tell leaves
+// the gate's answer standing.
+func (w *syncWrites) replacedNotHeld(ctx context.Context, req ReserveRequest) bool {
+	row, err := w.store.Order(ctx, req.ReplacesOrderID)
 	switch {
-	case err == nil && row.CustomerID != req.CustomerID:
-		return Reservation{}, orderConflict(req.Code, req.OrderID, "")
-	case err == nil && row.Status == StatusReleased:
-		return Reservation{}, orderReleased(req.OrderID)
-	case err == nil:
-		return Reservation{Redemption: row, Replay: true}, nil
-	case IsCode(err, CodeReservationNotFound) && s.cfg.FlashWrites == FlashKafka:
-		if s.cfg.Events.CaughtUp(ctx) != nil {
-			return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
+	case IsCode(err, CodeReservationNotFound):
+		return true
+	case err != nil:
+		return false
+	}
+	return row.CustomerID != req.CustomerID || row.Status != StatusReserved
+}
+
+// notLoaded falls back to the store's reservation, which checks the stock
+// itself.
+func (w *syncWrites) notLoaded(ctx context.Context, _ route, req ReserveRequest) (Reservation, bool, error) {
+	res, err := w.standard.write(ctx, req)
+	return res, true, err
+}
+
+// unwritten: every reservation of this mode is in the store once answered.
+func (w *syncWrites) unwritten(_ context.Context, _ route, _ string, storeErr error) (Redemption, error) {
+	return Redemption{}, storeErr
+}
+
+func (w *syncWrites) applyUnwritten(context.Context, route, string) (bool, error) { return false, nil }
+func (w *syncWrites) beforeConfirm(context.Context, route, string) (bool, error)  { return true, nil }
+func (w *syncWrites) afterConfirm(context.Context, route, string)                 {}
+func (w *syncWrites) caughtUp(context.Context) error                              { return nil }
+func (w *syncWrites) tracksConfirmation() bool                                    { return false }
+
+// giveBackOrphan: the write failed, so the orderId is forgotten and a
+// retry may take a use again.
+func (w *syncWrites) giveBackOrphan(ctx context.Context, code string, h Hold) error {
+	if _, err := w.gate.Release(ctx, code, h.OrderID, ReleaseForget); err != nil {
+		return err
+	}
+	w.log.WarnContext(ctx, "reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", false, "replaces", h.Replaces)
+	return nil
+}
+
+// undone settles a replacement's hold (h.Replaces) whose replaced order is
+// CONFIRMED in the store without a fence: such a replacement was never
+// written and never will be (the store replaces only a RESERVED hold,
+// releasing it, and a released order is never confirmed), so its use goes
+// back to the replaced order in the gate, as after a refused write, and a
+// retry of the orderId is decided afresh (REPLACED_ORDER_NOT_HELD) instead
+// of meeting a RELEASED fence. An unknown or unconfirmed replaced order is
+// left to the fence, which a replacement that did succeed needs.
+func (w *syncWrites) undone(ctx context.Context, code string, h Hold) (bool, error) {
+	if h.Replaces == "" {
+		return false, nil
+	}
+	row, err := w.store.Order(ctx, h.Replaces)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case row.Status != StatusConfirmed:
+		return false, nil
+	}
+	cctx, cancel := w.writeContext(ctx)
+	defer cancel()
+	if _, err := w.gate.Unreplace(cctx, code, h.OrderID, h.Replaces); err != nil {
+		return false, err
+	}
+	w.log.WarnContext(ctx, "unsettled replacement of a confirmed order undone: the replaced hold stands again",
+		"code", code, "orderId", h.OrderID, "replaces", h.Replaces)
+	return true, nil
+}
+
+// settleUnknown decides the orders whose durable write ended with an
+// unknown outcome at least settleDelay ago and that no retry has settled
+// since, with fence (fenceHold): the row the write committed is found and
+// the gate keeps its use, or a RELEASED row makes sure a write still on
+// its way takes nothing and the gate's use is given back. It returns how
+// many it settled; orders it could not settle (the store is still down)
+// stay for the next call.
+func (w *syncWrites) settleUnknown(ctx context.Context, fence func(context.Context, string, Hold) (bool, error)) (int, error) {
+	w.mu.Lock()
+	due := make(map[orderKey]Hold, len(w.unsettled))
+	now := w.now()
+	for k, u := range w.unsettled {
+		if now.Sub(u.since) >= settleDelay {
+			due[k] = u.hold
 		}
 	}
-	s.mu.Lock()
-	_, unsettled := s.unsettled[orderKey{gateCode, req.OrderID}]
-	s.mu.Unlock()
-	if unsettled {
-		// This instance's write of the order ended with an unknown outcome
-		// and has not been settled: the gate still holds its use.
-		return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
+	w.mu.Unlock()
+	n := 0
+	for k, h := range due {
+		if _, err := fence(ctx, k.code, h); err != nil {
+			return n, err
+		}
+		w.settled(k.code, k.orderID)
+		n++
 	}
-	return Reservation{}, gateErr
+	return n, nil
 }
 
 // settled drops orderID, whose hold the gate keeps under code, from the
 // unsettled orders: a retry got an answer from the store.
-func (s *Service) settled(code, orderID string) {
-	s.mu.Lock()
-	delete(s.unsettled, orderKey{code, orderID})
-	s.mu.Unlock()
-}
-
-// compensate gives the use orderID took in the gate back after its durable
-// write provably failed, forgetting the orderId there (mode and cause are
-// for the log and metrics).
-func (s *Service) compensate(ctx context.Context, code, orderID string, mode Mode, cause error) {
-	s.obs.Compensated(mode)
-	cctx, cancel := s.writeContext(ctx)
-	defer cancel()
-	if _, err := s.gate.Release(cctx, code, orderID, ReleaseForget); err != nil {
-		// The gate keeps a use that no row backs: undersell, repaired by
-		// reconciliation after its grace period.
-		s.log.ErrorContext(ctx, "could not give a use back to the gate", "code", code, "orderId", orderID, "cause", cause, "err", err)
-		return
-	}
-	s.log.WarnContext(ctx, "durable write failed; use given back to the gate", "code", code, "orderId", orderID, "mode", mode, "cause", cause)
+func (w *syncWrites) settled(code, orderID string) {
+	w.mu.Lock()
+	delete(w.unsettled, orderKey{code, orderID})
+	w.mu.Unlock()
 }

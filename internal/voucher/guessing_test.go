@@ -104,3 +104,7 @@ type unknownCodes struct{ Store }
 func (unknownCodes) Voucher(_ context.Context, code string) (Voucher, error) {
 	return Voucher{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
 }
+
+func (u unknownCodes) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
+	return resolveByReads(ctx, u, nil, code, orderID)
+}

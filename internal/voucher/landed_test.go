@@ -99,3 +99,7 @@ func TestKafkaRowLandingWhileCatchingUpIsFound(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusReserved, r.Status)
 }
+
+func (s *landingStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
+	return resolveByReads(ctx, s, nil, code, orderID)
+}

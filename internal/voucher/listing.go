@@ -81,14 +81,6 @@ type AdminStore interface {
 	RecordAudit(ctx context.Context, e AuditEntry) error
 }
 
-func (s *Service) adminStore() (AdminStore, error) {
-	a, ok := s.store.(AdminStore)
-	if !ok {
-		return nil, Errorf(CodeInternal, "the store does not support administration")
-	}
-	return a, nil
-}
-
 func checkLimit(limit int) (int, error) {
 	switch {
 	case limit == 0:
@@ -113,11 +105,7 @@ func (s *Service) ListVouchers(ctx context.Context, f VoucherFilter) (VoucherPag
 	if f.CodePrefix != "" && !ValidCode(f.CodePrefix) {
 		return VoucherPage{}, Errorf(CodeInvalidRequest, "codePrefix must be 1-32 characters of A-Z a-z 0-9 _ -")
 	}
-	a, err := s.adminStore()
-	if err != nil {
-		return VoucherPage{}, err
-	}
-	return a.ListVouchers(ctx, f, s.cfg.Clock())
+	return s.store.ListVouchers(ctx, f, s.now())
 }
 
 // ListReservations returns one page of a voucher's redemptions;
@@ -143,11 +131,7 @@ func (s *Service) ListReservations(ctx context.Context, f RedemptionFilter) (Red
 	if f.CustomerID != "" {
 		f.CustomerID = v.CustomerIDNormalization.Apply(f.CustomerID)
 	}
-	a, err := s.adminStore()
-	if err != nil {
-		return RedemptionPage{}, err
-	}
-	return a.ListRedemptions(ctx, f)
+	return s.store.ListRedemptions(ctx, f)
 }
 
 // CustomerRedemptions returns one page of a customer's redemptions of every
@@ -160,9 +144,5 @@ func (s *Service) CustomerRedemptions(ctx context.Context, customerID string, p 
 	if !ValidCustomerID(customerID) {
 		return RedemptionPage{}, errCustomerID()
 	}
-	a, err := s.adminStore()
-	if err != nil {
-		return RedemptionPage{}, err
-	}
-	return a.ListRedemptions(ctx, RedemptionFilter{CustomerID: customerID, Limit: limit, After: p.After})
+	return s.store.ListRedemptions(ctx, RedemptionFilter{CustomerID: customerID, Limit: limit, After: p.After})
 }

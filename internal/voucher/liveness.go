@@ -3,6 +3,7 @@ package voucher
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -11,45 +12,59 @@ import (
 // without writing them are fenced and given back (Reconcile).
 const DefaultHeartbeatTTL = 3 * time.Second
 
-// settleDelay is how long an order whose write had an unknown outcome is
-// left to the client's retry before SettleUnknown decides it.
-const settleDelay = time.Second
+// absentInstances records, per instance id seen without a live
+// heartbeat, when that was first seen.
+type absentInstances struct {
+	mu    sync.Mutex
+	since map[string]time.Time // guarded by mu
+}
 
 // confirmedDead returns those of instances that have had no live heartbeat
-// (alive) at every look for at least HeartbeatTTL. A heartbeat key can
+// (alive) at every look for at least ttl, at now. A heartbeat key can
 // vanish while its instance lives: Redis restarted empty, or the instance
 // stalled for a moment; a live instance beats again within a third of the
 // TTL, so one absent look proves nothing. Instances seen alive are
 // forgotten.
-func (s *Service) confirmedDead(instances []string, alive map[string]bool) map[string]bool {
-	now := s.cfg.Clock()
+func (a *absentInstances) confirmedDead(instances []string, alive map[string]bool, now time.Time, ttl time.Duration) map[string]bool {
 	dead := map[string]bool{}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, id := range instances {
 		if alive[id] {
-			delete(s.absentSince, id)
+			delete(a.since, id)
 			continue
 		}
-		since, seen := s.absentSince[id]
+		since, seen := a.since[id]
 		if !seen {
-			s.absentSince[id] = now
+			a.since[id] = now
 			continue
 		}
-		if now.Sub(since) >= s.cfg.HeartbeatTTL {
+		if now.Sub(since) >= ttl {
 			dead[id] = true
 		}
 	}
 	return dead
 }
 
-// forgetAbsent drops instances from the absent ones (they were recovered
-// and removed from the registry).
-func (s *Service) forgetAbsent(instances []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// keepOnly forgets every instance but those of absent: the others are
+// alive, or were recovered and removed from the registry.
+func (a *absentInstances) keepOnly(absent []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id := range a.since {
+		if !slices.Contains(absent, id) {
+			delete(a.since, id)
+		}
+	}
+}
+
+// forget drops instances from the absent ones (they were recovered and
+// removed from the registry).
+func (a *absentInstances) forget(instances []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, id := range instances {
-		delete(s.absentSince, id)
+		delete(a.since, id)
 	}
 }
 
@@ -76,65 +91,17 @@ func (s *Service) Heartbeat(ctx context.Context) error {
 }
 
 // SettleUnknown decides the flash-sync orders whose durable write ended
-// with an unknown outcome at least settleDelay ago and that no retry has
+// with an unknown outcome at least a second ago and that no retry has
 // settled since. It fences each in the store (fenceHold): the row the write
 // committed is found and the gate keeps its use, or a RELEASED row makes
 // sure a write still on its way takes nothing and the gate's use is given
 // back. It returns how many it settled; orders it could not settle (the
 // store is still down) stay for the next call.
 func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
-	s.mu.Lock()
-	due := make(map[orderKey]Hold, len(s.unsettled))
-	now := s.cfg.Clock()
-	for k, u := range s.unsettled {
-		if now.Sub(u.since) >= settleDelay {
-			due[k] = u.hold
-		}
+	if s.writes == nil {
+		return 0, nil
 	}
-	s.mu.Unlock()
-	n := 0
-	for k, h := range due {
-		if _, err := s.fenceHold(ctx, k.code, h); err != nil {
-			return n, err
-		}
-		s.settled(k.code, k.orderID)
-		n++
-	}
-	return n, nil
-}
-
-// undoReplacementOfConfirmed settles a replacement's hold (h.Replaces)
-// whose replaced order is CONFIRMED in the store without a fence: such a
-// replacement was never written and never will be (the store replaces only
-// a RESERVED hold, releasing it, and a released order is never confirmed), so
-// its use goes back to the replaced order in the gate, as after a refused
-// write, and a retry of the orderId is decided afresh
-// (REPLACED_ORDER_NOT_HELD) instead of meeting a RELEASED fence. It
-// reports whether it did; an unknown or unconfirmed replaced order is left
-// to the fence, which a replacement that did succeed needs. Kafka mode
-// never gets here: its replacements are answered once their event is
-// acknowledged, and the consumer decides them.
-func (s *Service) undoReplacementOfConfirmed(ctx context.Context, code string, h Hold) (bool, error) {
-	if h.Replaces == "" {
-		return false, nil
-	}
-	row, err := s.store.Order(ctx, h.Replaces)
-	switch {
-	case IsCode(err, CodeReservationNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	case row.Status != StatusConfirmed:
-		return false, nil
-	}
-	cctx, cancel := s.writeContext(ctx)
-	defer cancel()
-	if _, err := s.gate.Unreplace(cctx, code, h.OrderID, h.Replaces); err != nil {
-		return false, err
-	}
-	s.log.WarnContext(ctx, "unsettled replacement of a confirmed order undone: the replaced hold stands again",
-		"code", code, "orderId", h.OrderID, "replaces", h.Replaces)
-	return true, nil
+	return s.writes.settleUnknown(ctx, s.fenceHold)
 }
 
 // fenceHold settles a gate hold whose writer is done or gone: the store
@@ -146,14 +113,12 @@ func (s *Service) undoReplacementOfConfirmed(ctx context.Context, code string, h
 // forgotten when its row belongs to another voucher or customer, whose
 // retry is an ORDER_CONFLICT anyway). In flash-sync mode a replacement of
 // an order the store has CONFIRMED is undone in the gate instead, without a
-// fence (undoReplacementOfConfirmed).
+// fence (flashWrites.undone).
 func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool, err error) {
-	if s.cfg.FlashWrites != FlashKafka {
-		if undone, err := s.undoReplacementOfConfirmed(ctx, code, h); err != nil || undone {
-			return false, err
-		}
+	if undone, err := s.writes.undone(ctx, code, h); err != nil || undone {
+		return false, err
 	}
-	row, inserted, err := s.store.AbandonOrder(ctx, code, h, s.cfg.Clock())
+	row, inserted, err := s.store.AbandonOrder(ctx, code, h, s.now())
 	if err != nil {
 		return false, err
 	}
@@ -192,14 +157,8 @@ func (s *Service) RecoverDead(ctx context.Context, grace, keep time.Duration) ([
 	}
 	// Every registered instance not absent now is alive: its absence, if
 	// one was seen, is over.
-	s.mu.Lock()
-	for id := range s.absentSince {
-		if !slices.Contains(absent, id) {
-			delete(s.absentSince, id)
-		}
-	}
-	s.mu.Unlock()
-	confirmed := s.confirmedDead(absent, nil)
+	s.absent.keepOnly(absent)
+	confirmed := s.absent.confirmedDead(absent, nil, s.now(), s.cfg.HeartbeatTTL)
 	var dead []string
 	for _, id := range absent {
 		if confirmed[id] {
@@ -223,7 +182,7 @@ func (s *Service) RecoverDead(ctx context.Context, grace, keep time.Duration) ([
 			return nil, err
 		}
 	}
-	s.forgetAbsent(dead)
+	s.absent.forget(dead)
 	s.log.WarnContext(ctx, "instances gone; their holds reconciled", "instances", dead)
 	return dead, nil
 }

@@ -194,8 +194,7 @@ func TestConfirmedDead(t *testing.T) {
 		Clock: func() time.Time { return at }})
 	require.NoError(t, err)
 	look := func(d time.Duration, alive map[string]bool) map[string]bool {
-		svc.cfg.Clock = func() time.Time { return at.Add(d) }
-		return svc.confirmedDead([]string{"a", "b"}, alive)
+		return svc.absent.confirmedDead([]string{"a", "b"}, alive, at.Add(d), svc.cfg.HeartbeatTTL)
 	}
 	require.Empty(t, look(0, nil), "one absent look proves nothing")
 	require.Empty(t, look(2*time.Second, map[string]bool{"b": true}))
@@ -278,4 +277,8 @@ func TestGateDownRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
 	_, err = svc.Reserve(ctx, reserveReq("o-2"))
 	require.True(t, IsCode(err, CodeUnavailable), "%v", err)
 	require.False(t, IsOutcomeUnknown(err), "%v", err)
+}
+
+func (s *stepStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
+	return resolveByReads(ctx, s, nil, code, orderID)
 }

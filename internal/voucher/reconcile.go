@@ -66,7 +66,7 @@ func (r ReconcileReport) Consistent() bool {
 // repair is set, makes the repairs that cannot oversell. grace is how old a
 // gate hold without a row must be before it counts as an orphan.
 func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (ReconcileReport, error) {
-	rep := ReconcileReport{Code: code, At: s.cfg.Clock().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
+	rep := ReconcileReport{Code: code, At: s.now().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
 		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}, Unconfirmed: []string{}}
 	if s.gate == nil {
 		return rep, Unavailable(nil, "Redis is not configured")
@@ -100,7 +100,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	for _, r := range snap.Orders {
 		rows[r.OrderID] = r
 	}
-	now := s.cfg.Clock()
+	now := s.now()
 	for id, h := range gs.Orders {
 		if h.Released {
 			continue
@@ -115,7 +115,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			rep.Stale = append(rep.Stale, id)
 		case h.Pending:
 			rep.Uncommitted = append(rep.Uncommitted, id)
-		case row.Status == StatusConfirmed && !h.Confirmed && s.cfg.FlashWrites == FlashKafka:
+		case row.Status == StatusConfirmed && !h.Confirmed && s.writes.tracksConfirmation():
 			rep.Unconfirmed = append(rep.Unconfirmed, id)
 		}
 	}
@@ -166,14 +166,12 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		// In Kafka mode a hold without a row may still be an event in the
 		// topic, acknowledged and answered 201: give it back only once the
 		// consumer has caught up.
-		if s.cfg.FlashWrites == FlashKafka {
-			if err := s.cfg.Events.CaughtUp(ctx); err != nil {
-				rep.Skipped = "orphan holds kept: " + err.Error()
-			}
+		if err := s.writes.caughtUp(ctx); err != nil {
+			rep.Skipped = "orphan holds kept: " + err.Error()
 		}
 		if rep.Skipped == "" {
 			for _, id := range rep.Orphans {
-				if err := s.giveBackOrphan(ctx, code, gs.Orders[id]); err != nil {
+				if err := s.writes.giveBackOrphan(ctx, code, gs.Orders[id]); err != nil {
 					return rep, err
 				}
 			}
@@ -217,7 +215,7 @@ func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, gs Ga
 		s.log.WarnContext(ctx, "instance liveness not read; holds of gone instances wait for the grace period", "code", rep.Code, "err", err)
 		return
 	}
-	dead := s.confirmedDead(owners, alive)
+	dead := s.absent.confirmedDead(owners, alive, s.now(), s.cfg.HeartbeatTTL)
 	inFlight := rep.InFlight[:0]
 	for _, id := range rep.InFlight {
 		if o := gs.Orders[id].Owner; dead[o] {
@@ -229,44 +227,10 @@ func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, gs Ga
 	rep.InFlight = inFlight
 }
 
-// giveBackOrphan gives back a gate hold that has no row past the grace
-// period. In sync mode the write failed: the orderId is forgotten, and a
-// retry may take a use again. In Kafka mode the event may still be on its
-// way - a producer that timed out keeps retrying for as long as the broker
-// has not answered, even after the consumer looked caught up - so the
-// orderId is first fenced in the store with a RELEASED row (the late event
-// then takes nothing) and the gate marks it released: a retry is answered
-// ORDER_RELEASED. A row of this order found instead means the event has
-// landed; the next round commits the hold.
-func (s *Service) giveBackOrphan(ctx context.Context, code string, h Hold) error {
-	mode := ReleaseForget
-	if s.cfg.FlashWrites == FlashKafka {
-		row, inserted, err := s.store.AbandonOrder(ctx, code, h, s.cfg.Clock())
-		if err != nil {
-			return err
-		}
-		switch {
-		case inserted:
-			mode = ReleaseMark
-		case row.VoucherCode == code && row.CustomerID == h.CustomerID:
-			s.log.InfoContext(ctx, "orphan gate hold has a row after all; kept", "code", code, "orderId", h.OrderID)
-			return nil
-		}
-		// Otherwise the orderId belongs to another voucher or customer: the
-		// consumer refuses this hold's event as a conflict, and a retry is
-		// answered ORDER_CONFLICT; forgetting is right.
-	}
-	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
-		return err
-	}
-	s.log.WarnContext(ctx, "reconciliation gave back an orphan gate hold", "code", code, "orderId", h.OrderID, "fenced", mode == ReleaseMark, "replaces", h.Replaces)
-	return nil
-}
-
 // ReconcileAll reconciles every flash voucher that has not ended more than
 // keep ago and returns the reports.
 func (s *Service) ReconcileAll(ctx context.Context, repair bool, grace, keep time.Duration) ([]ReconcileReport, error) {
-	codes, err := s.store.FlashVouchers(ctx, s.cfg.Clock().Add(-keep))
+	codes, err := s.store.FlashVouchers(ctx, s.now().Add(-keep))
 	if err != nil {
 		return nil, err
 	}

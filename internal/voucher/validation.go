@@ -77,15 +77,7 @@ func refusal(code ErrorCode) bool {
 	return false
 }
 
-// ValidationObserver is an optional extension of Observer: called once per
-// validation with its outcome, "valid", "replay", the refusal's reason
-// (the NOT_ELIGIBLE reason, else the code), or the error code of a
-// validation that got no answer.
-type ValidationObserver interface {
-	Validated(outcome string)
-}
-
-// validationOutcome is the outcome a ValidationObserver gets.
+// validationOutcome is the outcome Observer.Validated gets.
 func validationOutcome(v Validation, err error) string {
 	switch {
 	case err != nil:
@@ -104,18 +96,18 @@ func validationOutcome(v Validation, err error) string {
 // takes nothing: no row, counter or gate key is written. Standard vouchers
 // are asked of the store (one read-only statement; a voucher its cached
 // definition refuses is answered from the orderId's row, as Reserve
-// answers it); flash vouchers of the
-// gate (a read-only script, or the sold-out copy), with the store read only
-// to tell HELD_OUT from OUT_OF_STOCK as a reservation does (cached for
-// HeldOutCacheTTL), or when the voucher is not loaded into the gate and its
-// warm-up fails. Unknown voucher: CodeVoucherNotFound. An orderId used with
-// another voucher is seen on the standard path only; on the flash paths a
-// reservation finds that out when it writes.
+// answers it); flash vouchers of the gate (a read-only script, or the
+// sold-out copy), with the store read only to tell HELD_OUT from
+// OUT_OF_STOCK as a reservation does (cached for HeldOutCacheTTL), or when
+// the voucher is not loaded into the gate and its warm-up fails. Unknown
+// voucher: CodeVoucherNotFound. An orderId used with another voucher is
+// seen on the standard path only; on the flash paths a reservation finds
+// that out when it writes.
 func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validation, err error) {
-	if o, ok := s.obs.(ValidationObserver); ok {
-		defer func() { o.Validated(validationOutcome(v, err)) }()
-	}
-	defer func() { s.noteValidationRefusal(v, err) }()
+	defer func() {
+		s.obs.Validated(validationOutcome(v, err))
+		s.noteValidationRefusal(v, err)
+	}()
 	if err := req.Validate(); err != nil {
 		return Validation{}, err
 	}
@@ -123,93 +115,17 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 		return Validation{}, err
 	}
 	// A campaign code resolves to its budget, as in Reserve.
-	now := s.cfg.Clock()
-	vc, pre, err := s.definition(ctx, req.Code, req.OrderID, now)
+	now := s.now()
+	rt, err := s.routeNew(ctx, req.Code, req.OrderID, now)
 	if err != nil {
 		s.guessNoted(req.CustomerID, err)
 		return Validation{}, err
 	}
-	if vc.Campaign && vc.Code == req.Code {
+	if rt.v.Campaign && rt.v.Code == req.Code {
 		return Validation{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: req.Code})
 	}
 	// As Reserve: the voucher's form of the customerId, before anything is
 	// asked of the store or the gate.
-	req.CustomerID = vc.CustomerIDNormalization.Apply(req.CustomerID)
-	if !vc.FlashSale {
-		if inelig := vc.CheckEligible(req.OrderAmount, now); inelig != nil {
-			// As Reserve answers it (ineligibleStandard).
-			if req.OrderID == "" {
-				return ValidationOf(StoreValidation{}, inelig)
-			}
-			res, err := s.ineligibleStandard(ctx, ReserveRequest{Code: req.Code, CustomerID: req.CustomerID,
-				OrderID: req.OrderID, OrderAmount: req.OrderAmount}, inelig, pre)
-			return ValidationOf(StoreValidation{DiscountAmount: res.DiscountAmount, Replay: err == nil}, err)
-		}
-		if err := codeUsed(req.Code, pre); err != nil {
-			return ValidationOf(StoreValidation{}, err)
-		}
-		return ValidationOf(s.store.Validate(ctx, req, now))
-	}
-	if s.gate == nil {
-		if s.cfg.FlashFallback {
-			return ValidationOf(s.store.Validate(ctx, req, now))
-		}
-		return Validation{}, Unavailable(nil, "flash voucher %s needs Redis, which is not configured", req.Code)
-	}
-	return ValidationOf(s.validateFlash(ctx, req, vc, now))
-}
-
-// validateFlash is reserveFlash without the take and the durable write.
-func (s *Service) validateFlash(ctx context.Context, req ValidateRequest, v Voucher, now time.Time) (StoreValidation, error) {
-	gateCode, campaignCode := v.Code, campaignCodeOf(req.Code, v)
-	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
-		if req.OrderID == "" {
-			return StoreValidation{}, err
-		}
-		h, found, lerr := s.gate.Lookup(ctx, gateCode, req.OrderID)
-		switch {
-		case lerr != nil || !found:
-			return StoreValidation{}, err
-		case h.CustomerID != req.CustomerID || h.Code != campaignCode:
-			return StoreValidation{}, orderConflict(req.Code, req.OrderID, "")
-		case h.Released:
-			return StoreValidation{}, orderReleased(req.OrderID)
-		}
-		return StoreValidation{DiscountAmount: h.DiscountAmount, Replay: true}, nil
-	}
-	for attempt := 0; ; attempt++ {
-		dec, err := s.gate.Validate(ctx, gateCode, v.PerUserLimit, req.OrderID, req.CustomerID, campaignCode)
-		if err != nil {
-			if s.cfg.FlashFallback && s.cfg.FlashWrites != FlashKafka {
-				return s.store.Validate(ctx, req, now)
-			}
-			return StoreValidation{}, err
-		}
-		switch dec.Outcome {
-		case GateTaken:
-			return StoreValidation{DiscountAmount: v.Discount().Compute(req.OrderAmount)}, nil
-		case GateReplay:
-			return StoreValidation{DiscountAmount: dec.Hold.DiscountAmount, Replay: true}, nil
-		case GateConflict:
-			return StoreValidation{}, orderConflict(req.Code, req.OrderID, "")
-		case GateReleased:
-			return StoreValidation{}, orderReleased(req.OrderID)
-		case GateQuotaHeld:
-			return StoreValidation{}, Reject(CodeAlreadyUsed, "", Facts{Voucher: req.Code, CustomerID: req.CustomerID, PerUserLimit: v.PerUserLimit})
-		case GateSoldOut:
-			return StoreValidation{}, s.soldOutInGate(ctx, gateCode, now)
-		case GateCodeUsed:
-			return StoreValidation{}, Reject(CodeAlreadyUsed, ReasonCodeUsed, Facts{Voucher: req.Code})
-		case GateNotLoaded:
-			if attempt >= notLoadedWarmups {
-				// Read-only in the store: the gate loads from it the same way.
-				return s.store.Validate(ctx, req, now)
-			}
-			if _, err := s.Warmup(ctx, gateCode); err != nil && !IsCode(err, CodeUnavailable) {
-				return StoreValidation{}, err
-			}
-		default:
-			return StoreValidation{}, Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
-		}
-	}
+	req.CustomerID = rt.v.CustomerIDNormalization.Apply(req.CustomerID)
+	return ValidationOf(rt.path.validate(ctx, rt, req, now))
 }

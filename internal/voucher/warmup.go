@@ -24,6 +24,13 @@ type WarmupResult struct {
 	LoadedNow bool
 }
 
+// loader loads flash vouchers into the gate from store snapshots.
+type loader struct {
+	*deps
+	catalog *catalog
+	writes  flashWrites
+}
+
 // Warmup loads a flash voucher into the gate from a store snapshot, once:
 // one loader at a time across instances, the others wait for it. In Kafka
 // mode it refuses while the consumer has not caught up, since events still
@@ -32,37 +39,40 @@ func (s *Service) Warmup(ctx context.Context, code string) (WarmupResult, error)
 	if s.gate == nil {
 		return WarmupResult{}, Unavailable(nil, "Redis is not configured")
 	}
-	v, err := s.cachedVoucher(ctx, code)
+	return s.loader.warmup(ctx, code)
+}
+
+// warmup is Warmup.
+func (l *loader) warmup(ctx context.Context, code string) (WarmupResult, error) {
+	v, err := l.catalog.voucher(ctx, code)
 	if err != nil {
 		return WarmupResult{}, err
 	}
 	if !v.FlashSale {
 		return WarmupResult{}, Errorf(CodeNotFlashSale, "voucher %s is not a flash-sale voucher", code)
 	}
-	if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
+	if ok, err := l.gate.Loaded(ctx, code); err != nil || ok {
 		return WarmupResult{InGate: ok}, err
 	}
-	unlock, ok, err := s.gate.Lock(ctx, code, warmupLockTTL)
+	unlock, ok, err := l.gate.Lock(ctx, code, warmupLockTTL)
 	if err != nil {
 		return WarmupResult{}, err
 	}
 	if !ok {
-		loaded, err := s.waitLoaded(ctx, code)
+		loaded, err := l.waitLoaded(ctx, code)
 		return WarmupResult{InGate: loaded}, err
 	}
 	defer unlock()
-	if s.cfg.FlashWrites == FlashKafka {
-		if err := s.cfg.Events.CaughtUp(ctx); err != nil {
-			return WarmupResult{}, err
-		}
+	if err := l.writes.caughtUp(ctx); err != nil {
+		return WarmupResult{}, err
 	}
-	snap, err := s.store.GateSnapshot(ctx, code)
+	snap, err := l.store.GateSnapshot(ctx, code)
 	if err != nil {
 		return WarmupResult{}, err
 	}
 	// Load writes nothing when the voucher is there already; either way it
 	// is in the gate once Load succeeds.
-	wrote, err := s.gate.Load(ctx, snap)
+	wrote, err := l.gate.Load(ctx, snap)
 	if err != nil {
 		return WarmupResult{}, err
 	}
@@ -71,13 +81,13 @@ func (s *Service) Warmup(ctx context.Context, code string) (WarmupResult, error)
 
 // waitLoaded waits up to WarmupWait for another loader and reports whether
 // the voucher is in the gate.
-func (s *Service) waitLoaded(ctx context.Context, code string) (bool, error) {
-	deadline := s.cfg.Clock().Add(s.cfg.WarmupWait)
-	for s.cfg.Clock().Before(deadline) {
+func (l *loader) waitLoaded(ctx context.Context, code string) (bool, error) {
+	deadline := l.now().Add(l.cfg.WarmupWait)
+	for l.now().Before(deadline) {
 		if err := sleepCtx(ctx, warmupPoll); err != nil {
 			return false, Unavailable(err, "waiting for voucher %s to load", code)
 		}
-		if ok, err := s.gate.Loaded(ctx, code); err != nil || ok {
+		if ok, err := l.gate.Loaded(ctx, code); err != nil || ok {
 			return ok, err
 		}
 	}

@@ -1,0 +1,300 @@
+package voucher
+
+import (
+	"context"
+	"time"
+)
+
+// GateConfirmation is what Gate.Confirm found.
+type GateConfirmation int
+
+// Gate confirmations.
+const (
+	// GateConfirmUnknown: the voucher is not loaded, or the orderId is
+	// unknown to the gate or held with another campaign code.
+	GateConfirmUnknown GateConfirmation = iota
+	// GateConfirmMarked: the hold is marked confirmed (now or before).
+	GateConfirmMarked
+	// GateConfirmPending: the hold's reservation event is not acknowledged
+	// yet; nothing changed.
+	GateConfirmPending
+	// GateConfirmReleased: the orderId is released (a replacement took its
+	// use over, or a release reached the gate).
+	GateConfirmReleased
+)
+
+// GateOutcome is what the gate decided for one reservation.
+type GateOutcome int
+
+// Gate outcomes.
+const (
+	// GateTaken: a use was taken for this orderId.
+	GateTaken GateOutcome = iota + 1
+	// GateReplay: the orderId already holds a use for the same customer.
+	GateReplay
+	// GateConflict: the orderId is known with another customer.
+	GateConflict
+	// GateReleased: the orderId was released; it cannot be used again.
+	GateReleased
+	// GateNotLoaded: the voucher is not in the gate; load it first.
+	GateNotLoaded
+	// GateQuotaHeld: the customer holds perUserLimit uses already.
+	GateQuotaHeld
+	// GateSoldOut: no use remains.
+	GateSoldOut
+	// GateNotHeld: the order a replacement names is not the customer's
+	// held hold on the voucher (Replace).
+	GateNotHeld
+	// GateCodeUsed: the campaign code is held by another order.
+	GateCodeUsed
+)
+
+// String names the outcome for logs and metrics.
+func (o GateOutcome) String() string {
+	switch o {
+	case GateTaken:
+		return "taken"
+	case GateReplay:
+		return "replay"
+	case GateConflict:
+		return "conflict"
+	case GateReleased:
+		return "released"
+	case GateNotLoaded:
+		return "not_loaded"
+	case GateQuotaHeld:
+		return "quota_held"
+	case GateSoldOut:
+		return "sold_out"
+	case GateNotHeld:
+		return "not_held"
+	case GateCodeUsed:
+		return "code_used"
+	}
+	return "unknown"
+}
+
+// Hold is what the gate records for an orderId that took a use, enough to
+// answer a replay without the database.
+type Hold struct {
+	OrderID        string
+	CustomerID     string
+	OrderAmount    int64
+	DiscountAmount int64
+	ReservedAt     time.Time
+	ExpiresAt      time.Time
+	// Released is true for a released orderId's marker (Lookup only).
+	Released bool
+	// Confirmed is true for a hold whose order is confirmed, or being
+	// confirmed in Kafka mode (Gate.Confirm): it holds its use, and no
+	// replacement may take it over.
+	Confirmed bool
+	// Pending is true between taking a use and the durable write (Kafka
+	// mode); a replay must not answer 201 from a pending hold.
+	Pending bool
+	// Owner is the id of the instance that took the use and writes it to
+	// the store; empty for holds loaded or adopted from the store.
+	Owner string
+	// Replaces is, for a hold the service takes with Gate.Replace, the
+	// orderId whose use it takes over; the gate keeps it with the hold, so
+	// that a hold written to the store from the gate (kafkaWrites.applyUnwritten) is
+	// written as the replacement it is.
+	Replaces string
+	// Code is the campaign code a hold of a campaign's budget was taken
+	// with; empty for a voucher's hold. The gate keeps the code held by
+	// this order while the hold holds a use (held or pending), and an
+	// orderId asked again with another code is a conflict.
+	Code string
+}
+
+// CodeOr is the code a reservation of h names: h.Code for a campaign's
+// hold, else gateCode, the voucher the gate keeps it under.
+func (h Hold) CodeOr(gateCode string) string {
+	if h.Code != "" {
+		return h.Code
+	}
+	return gateCode
+}
+
+// GateDecision is the gate's answer. Hold is filled for GateReplay.
+type GateDecision struct {
+	Outcome GateOutcome
+	Hold    Hold
+	// Remaining is the number of uses left after the decision, when known.
+	Remaining int64
+	// Local reports a decision made in this process, from the gate's copy
+	// of a sold-out voucher, without a call to Redis.
+	Local bool
+}
+
+// ReleaseMode says what the gate keeps of a released orderId.
+type ReleaseMode int
+
+// Release modes.
+const (
+	// ReleaseMark gives the use back and marks the orderId released, so a
+	// late retry cannot take a second use (release, expiry).
+	ReleaseMark ReleaseMode = iota + 1
+	// ReleaseForget gives the use back and forgets the orderId, so the client
+	// may retry it (compensation after a failed durable write: nothing was
+	// taken).
+	ReleaseForget
+)
+
+// Gate is the atomic check-and-take of flash vouchers (Redis). Every
+// method names a voucher by the code its keys are under: a voucher's own
+// code, or for a flash campaign the campaign id (its budget's code), with
+// the campaign code a reservation presents carried in Hold.Code (and in
+// the campaignCode argument of Validate). Its methods are grouped by what
+// they are for; an adapter implements every group.
+type Gate interface {
+	GateTakes
+	GateHolds
+	GateLoading
+	GateRepairs
+	GateInstances
+	// Ping checks that the gate answers.
+	Ping(ctx context.Context) error
+}
+
+// GateTakes decides reservations: taking a use, or answering what a take
+// would decide.
+type GateTakes interface {
+	// Reserve checks and takes a use atomically for hold.OrderID; a
+	// campaign's hold (hold.Code set) also takes its code, GateCodeUsed
+	// when another order holds it.
+	Reserve(ctx context.Context, code string, perUserLimit int32, hold Hold) (GateDecision, error)
+	// Validate answers what Reserve would decide for orderID (optional: ""
+	// skips the orderId checks), customerID and campaignCode ("" for a
+	// voucher), taking nothing: GateTaken for a use it would take, the
+	// other outcomes as Reserve gives them.
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (GateDecision, error)
+	// Replace takes the use of replaces, customerID's held (not pending,
+	// not released) hold, for hold.OrderID in one atomic step: replaces is
+	// marked released and hold stored, the remaining count and the
+	// customer's count unchanged. A known hold.OrderID is answered as
+	// Reserve answers it; GateNotHeld when replaces is not such a hold. On
+	// a campaign hold takes its code and replaces's code is freed, but a
+	// pending hold (Kafka mode) leaves that code held by replaces until
+	// Commit (or a ReleaseMark or Unreplace of hold.OrderID): the store
+	// has replaces holding it until the consumer applies the replacement.
+	Replace(ctx context.Context, code string, hold Hold, replaces string) (GateDecision, error)
+	// ClaimOrder claims orderID for code until the given time, across all
+	// vouchers, and returns the owning code (code itself when the claim is
+	// ours). Kafka mode needs it: a voucher's own keys cannot see that an
+	// orderId was used with another code.
+	ClaimOrder(ctx context.Context, orderID, code string, until time.Time) (owner string, err error)
+	// UnclaimOrder drops code's claim on orderID, if it holds it.
+	UnclaimOrder(ctx context.Context, orderID, code string) error
+}
+
+// GateHolds follows one hold after its take: made durable, confirmed,
+// extended, given back, or looked up.
+type GateHolds interface {
+	// Commit marks a pending hold durable (Kafka mode, after the ack) and
+	// reports whether it did: false when the hold is not pending (already
+	// durable, released, unknown). A replacement's hold frees the campaign
+	// code its replaced order kept while it was pending (Replace).
+	Commit(ctx context.Context, code string, hold Hold) (bool, error)
+	// Unreplace undoes a Replace whose durable write provably failed:
+	// replaces holds its use again and orderID is forgotten. It reports
+	// whether it changed anything.
+	Unreplace(ctx context.Context, code, orderID, replaces string) (bool, error)
+	// Confirm marks orderID's held hold confirmed before a Kafka-mode
+	// confirmation is written to the store, so that no replacement takes
+	// it over from then on; campaignCode is the code the confirmation
+	// names ("" for a voucher). GateConfirmUnknown: the gate has nothing
+	// to go by (voucher not loaded, orderId unknown or held with another
+	// code) and the store decides.
+	Confirm(ctx context.Context, code, orderID, campaignCode string) (GateConfirmation, error)
+	// Extend sets the expiry the gate records for orderID's hold (the one a
+	// replay answers with), if it holds a use; it reports whether it
+	// changed it. A released orderId is left as it is.
+	Extend(ctx context.Context, code, orderID string, expiresAt time.Time) (bool, error)
+	// Release gives the use of orderID back if it holds one; safe to repeat.
+	// It reports whether a use was given back.
+	Release(ctx context.Context, code, orderID string, mode ReleaseMode) (bool, error)
+	// Lookup returns what the gate knows of orderID; found is false when it
+	// knows nothing (or the voucher is not loaded).
+	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
+	// FreedFrom returns the order that held campaignCode of the campaign
+	// keyed under code until a replacement's Commit freed it, the last one
+	// since the campaign was loaded; "" when none. That order's own event
+	// may not be applied yet while the code's next holders are.
+	FreedFrom(ctx context.Context, code, campaignCode string) (string, error)
+}
+
+// GateLoading puts vouchers into the gate and keeps their definition there
+// in step with the store.
+type GateLoading interface {
+	// Load writes a snapshot if the voucher is not loaded yet; it reports
+	// whether it wrote.
+	Load(ctx context.Context, s Snapshot) (bool, error)
+	// Loaded reports whether the voucher is in the gate.
+	Loaded(ctx context.Context, code string) (bool, error)
+	// Lock takes the per-voucher warm-up lock for ttl. ok is false when
+	// another loader holds it.
+	Lock(ctx context.Context, code string, ttl time.Duration) (unlock func(), ok bool, err error)
+	// AdjustLimit adds delta (may be negative) to remaining if loaded, and
+	// updates the per-customer limit and expiry; it clears local caches.
+	AdjustLimit(ctx context.Context, v Voucher, delta int64) error
+}
+
+// GateRepairs reads a voucher's whole gate state and repairs it in the
+// direction that cannot oversell (reconciliation).
+type GateRepairs interface {
+	// Inspect reads a voucher's whole gate state atomically (reconciliation
+	// and tests; it reads every order, so never on the hot path).
+	Inspect(ctx context.Context, code string) (GateState, error)
+	// Adopt records a hold the store has and the gate does not know (for
+	// example after Redis lost writes): it takes a use for it, even below
+	// zero remaining, only if the orderId is unknown to the gate. It reports
+	// whether it changed anything. This is the safe direction: the gate
+	// hands out less.
+	Adopt(ctx context.Context, code string, hold Hold) (bool, error)
+	// Clamp lowers remaining to totalLimit minus the holds the gate records,
+	// if it is above; it never raises it. It returns remaining before and
+	// after.
+	Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error)
+}
+
+// GateInstances keeps the registry of live instances, so that the holds
+// of one that died are given back without waiting for a grace period.
+type GateInstances interface {
+	// Beat records that instance is alive for ttl and registers it.
+	Beat(ctx context.Context, instance string, ttl time.Duration) error
+	// Alive reports, for each of instances, whether its beat is live.
+	Alive(ctx context.Context, instances []string) (map[string]bool, error)
+	// DeadInstances returns the registered instances whose beat expired.
+	DeadInstances(ctx context.Context) ([]string, error)
+	// ForgetInstance removes a dead instance from the registry.
+	ForgetInstance(ctx context.Context, instance string) error
+}
+
+// GateState is a voucher's whole state in the gate.
+type GateState struct {
+	// Loaded is false when the voucher is not in the gate; the other
+	// fields are then empty.
+	Loaded bool
+	// Remaining is the number of uses left.
+	Remaining int64
+	// Users maps each customer holding uses to their count.
+	Users map[string]int32
+	// Orders maps every known orderId to its hold: held, pending (Pending)
+	// or released (Released).
+	Orders map[string]Hold
+	// Codes maps each campaign code held in the gate to the orderId
+	// holding it (a flash campaign's budget only).
+	Codes map[string]string
+}
+
+// Held is the number of orders holding a use (held or pending).
+func (s GateState) Held() int64 {
+	var n int64
+	for _, h := range s.Orders {
+		if !h.Released {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,135 @@
+package voucher
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the source of truth (PostgreSQL). Every method is one transaction;
+// adapters translate driver errors into *Error values (CodeUnavailable for a
+// dependency failure, the contract codes for rule violations). The port has
+// no optional parts: every capability the service uses is a method here, so
+// a fake that satisfies it walks the branches production walks.
+type Store interface {
+	// ResolveCode reads the voucher code names, else the budget of the
+	// campaign code belongs to (either without live counts), whether a
+	// RESERVED or CONFIRMED redemption holds the code, and the redemption
+	// of orderID whatever its voucher ("" reads none), in one round trip
+	// that costs the same whether the code exists or not, so that the
+	// answer to an unknown code takes as long as the refusal of a known
+	// one (docs/guessing.md, "Timing"). A code that names nothing is Found
+	// false, not an error.
+	ResolveCode(ctx context.Context, code, orderID string) (Resolution, error)
+	// CreateVoucher inserts a voucher; CodeVoucherExists when the code is taken.
+	CreateVoucher(ctx context.Context, v Voucher) (Voucher, error)
+	// Voucher returns a voucher with live Reserved and Confirmed counts.
+	Voucher(ctx context.Context, code string) (Voucher, error)
+	// PatchVoucher applies p atomically and returns the voucher before and
+	// after the change (the gate adjusts remaining by the exact difference);
+	// CodeLimitBelowHeld when a limit would drop below what is held.
+	PatchVoucher(ctx context.Context, code string, p Patch) (before, after Voucher, err error)
+
+	// Reserve takes one use in one transaction: the conditional counter
+	// update, the per-customer counter and the redemption row. A known orderId
+	// with the same code and customer is a replay; it takes nothing.
+	Reserve(ctx context.Context, r ReserveRequest, now time.Time, ttl time.Duration) (Reservation, error)
+	// Validate answers what Reserve of the same request at now would
+	// answer, writing nothing: the same refusal errors, or what the use
+	// would be. An empty OrderID skips the orderId checks.
+	Validate(ctx context.Context, r ValidateRequest, now time.Time) (StoreValidation, error)
+	// Redemption returns one redemption; CodeReservationNotFound when absent.
+	Redemption(ctx context.Context, code, orderID string) (Redemption, error)
+	// Order returns the redemption of an orderId whatever its voucher;
+	// CodeReservationNotFound when the orderId is unknown.
+	Order(ctx context.Context, orderID string) (Redemption, error)
+	// AbandonOrder fences a gate hold of code whose write has not reached
+	// the store (a Kafka event, or a flash-sync write of unknown outcome or
+	// of a dead instance): a RELEASED row for h.OrderID, which takes no
+	// use, unless the orderId has a row already (a write of it still in
+	// progress is waited for). It returns the orderId's row and whether
+	// this call inserted it; a write of the order arriving later changes
+	// nothing. For a replacement's hold (h.Replaces), when it inserts the
+	// row it also releases the replaced order if that is still the
+	// customer's RESERVED hold, in the same transaction: the gate marked
+	// it released when it let the replacement through.
+	AbandonOrder(ctx context.Context, code string, h Hold, now time.Time) (Redemption, bool, error)
+	// Confirm moves RESERVED to CONFIRMED; idempotent for CONFIRMED;
+	// CodeReservationReleased when released or expired.
+	Confirm(ctx context.Context, code, orderID string, now time.Time) (Redemption, error)
+	// Release moves a held redemption to RELEASED and gives its use back to the
+	// voucher and the customer; idempotent. released is true when this call
+	// released it.
+	Release(ctx context.Context, code, orderID string, now time.Time) (r Redemption, released bool, err error)
+	// ExpireDue releases up to limit RESERVED redemptions whose expiry is at
+	// or before now, returning those it released. Concurrent callers release
+	// each row once.
+	ExpireDue(ctx context.Context, now time.Time, limit int) ([]Redemption, error)
+	// Extend moves the expiry of a RESERVED redemption to until, never
+	// earlier than it is and never later than its creation plus maxHold,
+	// under the row lock that the expiry sweep also takes. A RESERVED one
+	// past its expiry is released right here, as Confirm does, and answered
+	// CodeReservationReleased; a released one is CodeReservationReleased, a
+	// confirmed one CodeReservationConfirmed.
+	Extend(ctx context.Context, code, orderID string, until, now time.Time, maxHold time.Duration) (Redemption, error)
+	// Holds reads what holds a voucher's uses, for the HELD_OUT answer of
+	// the flash paths (the standard path decides it inside Reserve).
+	Holds(ctx context.Context, code string) (HoldSummary, error)
+
+	// ApplyReserved writes reservations decided by the gate (Kafka mode)
+	// idempotently: a known orderId changes nothing. It returns one result per
+	// event, in order.
+	ApplyReserved(ctx context.Context, events []ReservedEvent) ([]ApplyResult, error)
+	// GateSnapshot reads what the gate needs to load a voucher, in one
+	// consistent snapshot.
+	GateSnapshot(ctx context.Context, code string) (Snapshot, error)
+	// FlashVouchers lists the codes of flash vouchers whose window has not
+	// ended before since (reconciliation walks them).
+	FlashVouchers(ctx context.Context, since time.Time) ([]string, error)
+
+	// Ping checks that the store answers.
+	Ping(ctx context.Context) error
+
+	CampaignStore
+	AdminStore
+}
+
+// Resolution is what Store.ResolveCode read, in one snapshot.
+type Resolution struct {
+	// Voucher is the voucher the code names, or with ByCampaign its
+	// campaign's budget, without live counts (Reserved and Confirmed are
+	// zero); valid when Found.
+	Voucher    Voucher
+	Found      bool
+	ByCampaign bool
+	// CodeHeld: a RESERVED or CONFIRMED redemption holds the code.
+	CodeHeld bool
+	// Order is the orderId's redemption (a campaign one with its campaign
+	// code as VoucherCode), valid when HasOrder.
+	Order    Redemption
+	HasOrder bool
+}
+
+// HoldSummary says what holds a voucher's uses, as the store sees them.
+type HoldSummary struct {
+	TotalLimit int32
+	// UsedCount is the voucher row's count of held uses.
+	UsedCount int32
+	// EarliestExpiry is the expiry of the voucher's RESERVED redemption
+	// that expires first; zero when none is RESERVED.
+	EarliestExpiry time.Time
+}
+
+// Snapshot is a voucher's state as the gate loads it: remaining is
+// TotalLimit minus held, never TotalLimit alone.
+type Snapshot struct {
+	Voucher Voucher
+	// Held is the number of held redemptions (RESERVED + CONFIRMED).
+	Held int32
+	// Customers maps each customer with held uses to their count.
+	Customers map[string]int32
+	// Orders lists every known orderId of the voucher, held or released.
+	Orders []Redemption
+}
+
+// Remaining is TotalLimit minus held.
+func (s Snapshot) Remaining() int64 { return int64(s.Voucher.TotalLimit) - int64(s.Held) }
