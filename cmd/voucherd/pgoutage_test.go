@@ -158,3 +158,42 @@ func TestKafkaSellsThroughPostgresOutage(t *testing.T) {
 		c.s.assertConsistent(c.code)
 	}
 }
+
+// With every use of a flash voucher RESERVED (none confirmed) and
+// PostgreSQL stopped, a reservation that finds no free use is answered
+// HELD_OUT with a Retry-After in both flash modes: the service cannot read
+// the holds, but no hold can have been confirmed meanwhile, so the uses may
+// still come free. (Sync mode reads the definition from PostgreSQL once
+// its cached copy is VoucherCacheTTL old, and answers 503 then: the cache
+// is set long here so that the gate is asked in both modes.)
+func TestHeldOutWhilePostgresDown(t *testing.T) {
+	t.Parallel()
+	const uses = 20
+	srv := testenv.NewPostgres(t)
+	longCache := func(c *Config) { c.VoucherCacheTTL = time.Minute }
+	stacks := []struct {
+		mode string
+		s    *stack
+		code string
+	}{
+		{mode: "flash-sync", s: newStack(t, stackOptions{flash: true, databaseURL: srv.NewDatabase(t).URL, tweak: longCache})},
+		{mode: "flash-kafka", s: newStack(t, stackOptions{kafka: true, databaseURL: srv.NewDatabase(t).URL, tweak: longCache})},
+	}
+	for i := range stacks {
+		c := &stacks[i]
+		c.code = c.s.createVoucher(voucherSpec{TotalLimit: uses})
+		for n := range uses {
+			r := c.s.reserve(c.code, int64(n+1), fmt.Sprintf("held-%d", n), 100)
+			require.Equal(t, http.StatusCreated, r.status, "%s: %s", c.mode, r.raw)
+		}
+	}
+	srv.Stop(t)
+	for _, c := range stacks {
+		r := c.s.reserve(c.code, uses+1, "late", 100)
+		require.Equal(t, http.StatusConflict, r.status, "%s: %s", c.mode, r.raw)
+		require.Equal(t, "HELD_OUT", r.str("error"), "%s: %s", c.mode, r.raw)
+		require.Positive(t, r.num("retryAfter"), "%s: %s", c.mode, r.raw)
+		require.NotEmpty(t, r.header.Get("Retry-After"), c.mode)
+	}
+	srv.Start(t)
+}

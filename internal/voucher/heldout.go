@@ -22,6 +22,11 @@ import (
 // PostgreSQL. So each instance reads Store.Holds at most once per voucher
 // per HeldOutCacheTTL (concurrent misses share the read) and answers from
 // that: an answer is at most that old.
+//
+// While the store cannot be read, the answer is the same in both flash
+// modes: from the last read if it was made a moment before (nothing in the
+// store can change meanwhile), else HELD_OUT with the reservation TTL as
+// Retry-After, since no hold is known to be CONFIRMED.
 
 // DefaultHeldOutCacheTTL is the default of ServiceConfig.HeldOutCacheTTL.
 const DefaultHeldOutCacheTTL = time.Second
@@ -74,29 +79,31 @@ func stockError(code string, sum HoldSummary, now time.Time, ttl time.Duration) 
 	return Reject(CodeOutOfStock, "", Facts{Voucher: code})
 }
 
-// soldOutInGate answers a reservation received at now that the gate found
-// no free use for: HELD_OUT or OUT_OF_STOCK. While the answer stays the
-// same (the cached holds and the Retry-After second), every request gets
-// the same *Error.
-func (s *Service) soldOutInGate(ctx context.Context, code string, now time.Time) error {
-	e, sum, err := s.holds(ctx, code, now)
+// soldOut answers a reservation received at now that the gate found no
+// free use for: HELD_OUT or OUT_OF_STOCK. While the answer stays the same
+// (the cached holds and the Retry-After second), every request gets the
+// same *Error.
+func (p *flashPath) soldOut(ctx context.Context, code string, now time.Time) error {
+	e, sum, err := p.holds(ctx, code, now)
 	if err != nil {
-		// The gate's answer stands; only its nuance is missing. Say what the
-		// service said before it could tell held from sold.
-		return Reject(CodeOutOfStock, "", Facts{Voucher: code})
+		// The gate's answer stands; only its nuance is missing. With no
+		// read of the holds, none is known to be CONFIRMED (and none can
+		// become so while the store cannot be read): every use may still
+		// come free, within a TTL.
+		return stockError(code, HoldSummary{TotalLimit: 1}, now, p.cfg.ReservationTTL)
 	}
 	if e == nil || e.fetched.After(now) {
 		// The holds were read during this request: count from after the read.
-		now = s.cfg.Clock()
+		now = p.cfg.Clock()
 	}
 	if e == nil {
-		return stockError(code, sum, now, s.cfg.ReservationTTL)
+		return stockError(code, sum, now, p.cfg.ReservationTTL)
 	}
-	c, retry := stockAnswer(sum, now, s.cfg.ReservationTTL)
+	c, retry := stockAnswer(sum, now, p.cfg.ReservationTTL)
 	if last := e.answer.Load(); last != nil && last.Code == c && last.RetryAfter == retry {
 		return last
 	}
-	answer := stockError(code, sum, now, s.cfg.ReservationTTL)
+	answer := stockError(code, sum, now, p.cfg.ReservationTTL)
 	e.answer.Store(answer)
 	return answer
 }
@@ -104,15 +111,15 @@ func (s *Service) soldOutInGate(ctx context.Context, code string, now time.Time)
 // holds returns Store.Holds of code, cached for HeldOutCacheTTL, and the
 // cache entry it came from (nil when the cache is off); now is the time of
 // the request.
-func (s *Service) holds(ctx context.Context, code string, now time.Time) (*heldOutEntry, HoldSummary, error) {
-	if s.cfg.HeldOutCacheTTL < 0 {
-		sum, err := s.readHolds(ctx, code)
+func (p *flashPath) holds(ctx context.Context, code string, now time.Time) (*heldOutEntry, HoldSummary, error) {
+	if p.cfg.HeldOutCacheTTL < 0 {
+		sum, err := p.readHolds(ctx, code)
 		return nil, sum, err
 	}
-	c := &s.heldOut
+	c := &p.heldOut
 	for waited := false; ; waited = true {
 		if waited {
-			now = s.cfg.Clock()
+			now = p.cfg.Clock()
 		}
 		c.mu.Lock()
 		e := c.m[code]
@@ -126,25 +133,32 @@ func (s *Service) holds(ctx context.Context, code string, now time.Time) (*heldO
 			case <-ctx.Done():
 				return nil, HoldSummary{}, Unavailable(ctx.Err(), "waiting for the holds of voucher %s", code)
 			}
-		case now.Sub(e.fetched) < s.cfg.HeldOutCacheTTL:
+		case now.Sub(e.fetched) < p.cfg.HeldOutCacheTTL:
 			c.mu.Unlock()
 			return e, e.sum, e.err
 		}
 		if c.m == nil || len(c.m) > maxCachedVouchers {
 			c.m = map[string]*heldOutEntry{}
 		}
+		prev := e
 		e = &heldOutEntry{done: make(chan struct{})}
 		c.m[code] = e
 		c.mu.Unlock()
 
-		e.sum, e.err = s.readHolds(ctx, code)
+		e.sum, e.err = p.readHolds(ctx, code)
+		if e.err != nil && prev != nil && prev.err == nil && now.Sub(prev.fetched) < 2*p.cfg.HeldOutCacheTTL {
+			// The last read, a moment ago, stands while the store cannot be
+			// read: no hold can be confirmed, released or expired in the
+			// store meanwhile, so what held every use then holds it now.
+			e.sum, e.err = prev.sum, nil
+		}
 		if e.err != nil {
 			// Remembered for the TTL too: a database that is down is not
 			// asked once per rejected request.
-			s.log.WarnContext(ctx, "could not read the holds of a sold-out flash voucher; answering OUT_OF_STOCK",
+			p.log.WarnContext(ctx, "could not read the holds of a sold-out flash voucher; answering HELD_OUT",
 				"code", code, "err", e.err)
 		}
-		e.fetched = s.cfg.Clock()
+		e.fetched = p.cfg.Clock()
 		close(e.done)
 		return e, e.sum, e.err
 	}
@@ -152,10 +166,10 @@ func (s *Service) holds(ctx context.Context, code string, now time.Time) (*heldO
 
 // readHolds reads Store.Holds detached from the caller's cancellation,
 // since other requests may be waiting for the same read.
-func (s *Service) readHolds(ctx context.Context, code string) (HoldSummary, error) {
-	rctx, cancel := s.writeContext(ctx)
+func (p *flashPath) readHolds(ctx context.Context, code string) (HoldSummary, error) {
+	rctx, cancel := p.writeContext(ctx)
 	defer cancel()
-	return s.store.Holds(rctx, code)
+	return p.store.Holds(rctx, code)
 }
 
 func isClosed(c chan struct{}) bool {

@@ -27,6 +27,7 @@ type heldStore struct {
 	delay time.Duration
 	mu    sync.Mutex
 	sum   HoldSummary
+	down  bool // Holds answers Unavailable
 	reads atomic.Int64
 }
 
@@ -36,7 +37,16 @@ func (s *heldStore) Holds(context.Context, string) (HoldSummary, error) {
 	time.Sleep(s.delay)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down {
+		return HoldSummary{}, Unavailable(nil, "the database is unavailable")
+	}
 	return s.sum, nil
+}
+
+func (s *heldStore) setDown(down bool) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
 }
 
 func (s *heldStore) set(sum HoldSummary) {
@@ -93,6 +103,60 @@ func TestHeldOutFromCachedHolds(t *testing.T) {
 	require.EqualValues(t, 2, st.reads.Load())
 }
 
+// A sold-out flash voucher is answered the same in both write modes while
+// its holds cannot be read: from the read made a moment before the store
+// went away (nothing in the store changes meanwhile), else HELD_OUT with
+// the reservation TTL, since no hold is known to be CONFIRMED.
+func TestSoldOutAnswerWhileHoldsCannotBeRead(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	held := HoldSummary{TotalLimit: 10, UsedCount: 10, EarliestExpiry: now.Add(90 * time.Second)}
+	paid := HoldSummary{TotalLimit: 10, UsedCount: 10}
+	for _, tc := range []struct {
+		name string
+		// before is what a read a moment before the store went away found
+		// (nil: no read).
+		before    *HoldSummary
+		wantCode  ErrorCode
+		wantRetry time.Duration
+	}{
+		{"no read: every use may be RESERVED", nil, CodeHeldOut, DefaultReservationTTL},
+		{"read before: RESERVED holds", &held, CodeHeldOut, 90 * time.Second},
+		{"read before: every hold CONFIRMED", &paid, CodeOutOfStock, 0},
+	} {
+		for _, writes := range []FlashWrites{FlashSync, FlashKafka} {
+			t.Run(tc.name+"/"+string(writes), func(t *testing.T) {
+				t.Parallel()
+				var clock atomic.Int64
+				clock.Store(now.UnixNano())
+				st := &heldStore{v: flashVoucher()}
+				svc, err := NewService(ServiceConfig{Store: st, Gate: soldOutGate{}, Events: nopEvents{}, FlashWrites: writes,
+					Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
+				require.NoError(t, err)
+				ctx := context.Background()
+				req := ReserveRequest{Code: "SALE", CustomerID: "1", OrderID: "o-1", OrderAmount: 1}
+				if tc.before != nil {
+					st.set(*tc.before)
+					_, err := svc.Reserve(ctx, req)
+					require.Equal(t, tc.wantCode, CodeOf(err), "%v", err)
+					clock.Add(int64(1100 * time.Millisecond))
+				}
+				st.setDown(true)
+				_, err = svc.Reserve(ctx, req)
+				var ve *Error
+				require.ErrorAs(t, err, &ve)
+				require.Equal(t, tc.wantCode, ve.Code, "%v", err)
+				if tc.before != nil && tc.wantCode == CodeHeldOut {
+					// Counted from the read, which is a second older now.
+					require.InDelta(t, tc.wantRetry-time.Second, ve.RetryAfter, float64(time.Second), "%v", err)
+				} else {
+					require.Equal(t, tc.wantRetry, ve.RetryAfter, "%v", err)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkReserveSoldOutFlash is the service's share of a rejected flash
 // reservation: the answer HELD_OUT from the cached holds.
 func BenchmarkReserveSoldOutFlash(b *testing.B) {
@@ -112,4 +176,8 @@ func BenchmarkReserveSoldOutFlash(b *testing.B) {
 			}
 		}
 	})
+}
+
+func (s *heldStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
+	return resolveByReads(ctx, s, nil, code, orderID)
 }
