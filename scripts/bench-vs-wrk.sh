@@ -19,7 +19,7 @@
 # stops the script as an oversell; fewer, still after 15 s, is reported).
 # Printed: each run's req/s, p99, the server's CPU time per request (from
 # /proc, user+system, the voucherd process only) and the load generator's
-# (wrk's or the bench's), then the medians and the targets in one
+# (wrk's or the bench's), then the medians and the targets in one
 # table. Ratios are taken per round between neighbouring runs.
 #
 # Environment: VOUCHERD (binary; default built from this checkout), PORT_BASE
