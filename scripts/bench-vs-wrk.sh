@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The flash-sale figures of BENCHMARKS.md ("Flash-sale refusals and takes
-# over HTTP, with wrk"), measured side by side in one invocation against a
-# voucherd of its own (`voucherd dev` in a temporary folder: PostgreSQL,
-# Redis, flash writes sync, log level warn, on 127.0.0.1 only).
+# The flash-sale figures of docs/benchmarks-log.md ("Flash-sale refusals
+# and takes over HTTP, with wrk"; the summary in BENCHMARKS.md), measured
+# side by side in one invocation against a voucherd of its own (`voucherd
+# dev` in a temporary folder: PostgreSQL, Redis, flash writes sync, log
+# level warn, on 127.0.0.1 only).
 #
 #   scripts/bench-vs-wrk.sh [rounds=3] [seconds=6] [connections=64]
 #
@@ -18,7 +19,7 @@
 # stops the script as an oversell; fewer, still after 15 s, is reported).
 # Printed: each run's req/s, p99, the server's CPU time per request (from
 # /proc, user+system, the voucherd process only) and the load generator's
-# (wrk's or the bench's), then the medians and the issue's targets in one
+# (wrk's or the bench's), then the medians and the targets in one
 # table. Ratios are taken per round between neighbouring runs.
 #
 # Environment: VOUCHERD (binary; default built from this checkout), PORT_BASE
