@@ -23,96 +23,143 @@ const (
 // errBadHold is returned by decodeHold for a value this package did not write.
 var errBadHold = errors.New("redisgate: malformed hold")
 
-// encodeHold renders a hold as the value of the orders hash:
+// The fields of an encoded hold, the value of the orders hash, by position:
 //
-//	STATE|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces]]]
+//	state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces]]]
 //
-// A compact, fixed field order keeps each hold to a few dozen bytes (a sale
-// of a million uses stays small) and lets the scripts read the state and the
-// customer with one pattern match. A zero time is written as 0. The owner,
-// the instance that took the use and writes it to the store, is left out
-// when unknown (holds loaded or adopted from the store), and empty when a
-// code follows. The code is the campaign code a hold of a campaign's budget
-// was taken with (h.Code); a voucher's hold has none, so its value is what
-// it was before campaigns. replaces is the orderId a replacement's hold took
-// the use of (h.Replaces), so that whoever writes the hold to the store
-// writes the replacement, not a second use; the owner and code are then
-// written, empty when absent. A customerId never holds '|'
+// The scripts read the same layout from scripts/lib/hold.lua, whose header
+// shows this line; TestHoldLayoutMatchesLua checks that the block's field
+// positions and readers agree with these constants and decodeHold.
+const (
+	fieldState = iota
+	fieldCustomer
+	fieldOrderAmount
+	fieldDiscount
+	fieldReservedAt
+	fieldExpiresAt
+	fieldOwner // the first optional field
+	fieldCode
+	fieldReplaces
+	holdFields // the number of fields
+)
+
+// encodeHold renders a hold as the value of the orders hash, in the layout
+// of the field constants. A compact, fixed field order keeps each hold to a
+// few dozen bytes (a sale of a million uses stays small) and lets the
+// scripts read the state and the customer with one pattern match. A zero
+// time is written as 0. An optional field is written when it or a later one
+// is set, empty when only a later one is. The owner, the instance that took
+// the use and writes it to the store, is unknown for holds loaded or adopted
+// from the store. The code is the campaign code a hold of a campaign's
+// budget was taken with (h.Code); a voucher's hold has none, so its value is
+// what it was before campaigns. replaces is the orderId a replacement's hold
+// took the use of (h.Replaces), so that whoever writes the hold to the store
+// writes the replacement, not a second use. A customerId never holds '|'
 // (voucher.ValidCustomerID), nor does a code (voucher.ValidCode) or an
 // orderId (voucher.ValidOrderID); an integer id is written as its decimal
 // digits, as releases with integer ids wrote it.
 func encodeHold(state byte, h voucher.Hold) string {
+	n := holdFields
+	for n > fieldOwner && optionalField(h, n-1) == "" {
+		n--
+	}
 	b := make([]byte, 0, 64)
-	b = append(b, state, '|')
-	b = append(b, h.CustomerID...)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, h.OrderAmount, 10)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, h.DiscountAmount, 10)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, unixMilli(h.ReservedAt), 10)
-	b = append(b, '|')
-	b = strconv.AppendInt(b, unixMilli(h.ExpiresAt), 10)
-	if h.Owner != "" || h.Code != "" || h.Replaces != "" {
-		b = append(b, '|')
-		b = append(b, h.Owner...)
-	}
-	if h.Code != "" || h.Replaces != "" {
-		b = append(b, '|')
-		b = append(b, h.Code...)
-	}
-	if h.Replaces != "" {
-		b = append(b, '|')
-		b = append(b, h.Replaces...)
+	for f := range n {
+		if f > 0 {
+			b = append(b, '|')
+		}
+		switch f {
+		case fieldState:
+			b = append(b, state)
+		case fieldCustomer:
+			b = append(b, h.CustomerID...)
+		case fieldOrderAmount:
+			b = strconv.AppendInt(b, h.OrderAmount, 10)
+		case fieldDiscount:
+			b = strconv.AppendInt(b, h.DiscountAmount, 10)
+		case fieldReservedAt:
+			b = strconv.AppendInt(b, unixMilli(h.ReservedAt), 10)
+		case fieldExpiresAt:
+			b = strconv.AppendInt(b, unixMilli(h.ExpiresAt), 10)
+		default:
+			b = append(b, optionalField(h, f)...)
+		}
 	}
 	return string(b)
+}
+
+// optionalField returns the value of the optional field f of h.
+func optionalField(h voucher.Hold, f int) string {
+	switch f {
+	case fieldOwner:
+		return h.Owner
+	case fieldCode:
+		return h.Code
+	case fieldReplaces:
+		return h.Replaces
+	}
+	panic("redisgate: not an optional hold field")
+}
+
+// validOptionalField reports whether s is a valid value of the optional
+// field f; "" is not.
+func validOptionalField(f int, s string) bool {
+	switch f {
+	case fieldOwner:
+		return validOwner(s)
+	case fieldCode:
+		return voucher.ValidCode(s)
+	case fieldReplaces:
+		return voucher.ValidOrderID(s)
+	}
+	return false
 }
 
 // decodeHold parses a value written by encodeHold. orderID is not part of the
 // value (it is the hash field) and is copied into the result.
 func decodeHold(orderID, s string) (voucher.Hold, error) {
 	parts := strings.Split(s, "|")
-	if len(parts) < 6 || len(parts) > 9 || len(parts[0]) != 1 {
+	if len(parts) < fieldOwner || len(parts) > holdFields || len(parts[fieldState]) != 1 {
 		return voucher.Hold{}, errBadHold
 	}
-	if !voucher.ValidCustomerID(parts[1]) {
+	if !voucher.ValidCustomerID(parts[fieldCustomer]) {
 		return voucher.Hold{}, errBadHold
 	}
-	var nums [4]int64
-	for i, p := range parts[2:6] {
-		n, err := strconv.ParseInt(p, 10, 64)
+	var nums [fieldOwner]int64
+	for f := fieldOrderAmount; f < fieldOwner; f++ {
+		n, err := strconv.ParseInt(parts[f], 10, 64)
 		if err != nil {
 			return voucher.Hold{}, errBadHold
 		}
-		nums[i] = n
+		nums[f] = n
 	}
 	h := voucher.Hold{
 		OrderID:        orderID,
-		CustomerID:     parts[1],
-		OrderAmount:    nums[0],
-		DiscountAmount: nums[1],
-		ReservedAt:     fromUnixMilli(nums[2]),
-		ExpiresAt:      fromUnixMilli(nums[3]),
+		CustomerID:     parts[fieldCustomer],
+		OrderAmount:    nums[fieldOrderAmount],
+		DiscountAmount: nums[fieldDiscount],
+		ReservedAt:     fromUnixMilli(nums[fieldReservedAt]),
+		ExpiresAt:      fromUnixMilli(nums[fieldExpiresAt]),
 	}
-	switch {
-	case len(parts) == 7 && !validOwner(parts[6]):
-		return voucher.Hold{}, errBadHold
-	case len(parts) == 8 && (parts[6] != "" && !validOwner(parts[6]) || !voucher.ValidCode(parts[7])):
-		return voucher.Hold{}, errBadHold
-	case len(parts) == 9 && (parts[6] != "" && !validOwner(parts[6]) ||
-		parts[7] != "" && !voucher.ValidCode(parts[7]) || !voucher.ValidOrderID(parts[8])):
-		return voucher.Hold{}, errBadHold
+	// An optional field may be empty when a later one follows; the last one
+	// written is set.
+	for f := fieldOwner; f < len(parts); f++ {
+		if parts[f] == "" && f < len(parts)-1 {
+			continue
+		}
+		if !validOptionalField(f, parts[f]) {
+			return voucher.Hold{}, errBadHold
+		}
+		switch f {
+		case fieldOwner:
+			h.Owner = parts[f]
+		case fieldCode:
+			h.Code = parts[f]
+		case fieldReplaces:
+			h.Replaces = parts[f]
+		}
 	}
-	if len(parts) >= 7 {
-		h.Owner = parts[6]
-	}
-	if len(parts) >= 8 {
-		h.Code = parts[7]
-	}
-	if len(parts) == 9 {
-		h.Replaces = parts[8]
-	}
-	switch parts[0][0] {
+	switch parts[fieldState][0] {
 	case stateHeld:
 	case stateConfirmed:
 		h.Confirmed = true

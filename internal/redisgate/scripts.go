@@ -1,15 +1,25 @@
 package redisgate
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"slices"
 	"strings"
 
 	"github.com/redis/rueidis"
 )
 
-//go:embed scripts/*.lua
+// scriptFS holds the scripts and, in scripts/lib, the blocks they share.
+// Redis has no include: a script names the blocks it uses on a header line
+// "-- include: hold, keys" and joinScript puts their text in front of it, so
+// that what Redis runs is one text while each block is written once.
+//
+//go:embed scripts/*.lua scripts/lib/*.lua
 var scriptFS embed.FS
 
 // The scripts, each sent once per connection as EVALSHA (rueidis falls back
@@ -43,17 +53,86 @@ var scriptNames = map[string]string{}
 func ScriptName(shaOrSource string) string { return scriptNames[shaOrSource] }
 
 func newScript(name string, readOnly bool) *rueidis.Lua {
-	src, err := scriptFS.ReadFile("scripts/" + name)
+	src, err := joinScript(scriptFS, name)
 	if err != nil {
-		panic("redisgate: missing embedded script " + name)
+		panic("redisgate: " + err.Error())
 	}
-	sum := sha1.Sum(src)
+	sum := sha1.Sum([]byte(src))
 	scriptNames[hex.EncodeToString(sum[:])] = strings.TrimSuffix(name, ".lua")
-	scriptNames[string(src)] = strings.TrimSuffix(name, ".lua")
+	scriptNames[src] = strings.TrimSuffix(name, ".lua")
 	if readOnly {
-		return rueidis.NewLuaScriptRetryable(string(src))
+		return rueidis.NewLuaScriptRetryable(src)
 	}
-	return rueidis.NewLuaScript(string(src))
+	return rueidis.NewLuaScript(src)
+}
+
+// includePrefix starts the header line that names the blocks a script or a
+// block uses, e.g. "-- include: hold, keys".
+const includePrefix = "-- include:"
+
+// joinScript returns the text Redis runs for the script at scripts/name in
+// fsys ("reserve.lua", or "lib/hold.lua" for a block): the blocks it
+// includes, each after the blocks it includes in turn and each once, then
+// the script. Blocks only define locals, and a Lua local must be defined
+// before the code that uses it.
+func joinScript(fsys fs.FS, name string) (string, error) {
+	src, err := fs.ReadFile(fsys, "scripts/"+name)
+	if err != nil {
+		return "", fmt.Errorf("script %s: %w", name, err)
+	}
+	var b strings.Builder
+	joined := map[string]bool{}
+	var join func(via []string, blocks []string) error
+	join = func(via []string, blocks []string) error {
+		for _, block := range blocks {
+			if joined[block] {
+				continue
+			}
+			path := append(slices.Clone(via), block)
+			if slices.Contains(via, block) {
+				return fmt.Errorf("script %s: include cycle %s", name, strings.Join(path, " -> "))
+			}
+			text, err := fs.ReadFile(fsys, "scripts/lib/"+block+".lua")
+			if err != nil {
+				return fmt.Errorf("script %s: block %q (via %s): %w", name, block, strings.Join(via, " -> "), err)
+			}
+			if err := join(path, includes(text)); err != nil {
+				return err
+			}
+			joined[block] = true
+			b.Write(text)
+			if !bytes.HasSuffix(text, []byte("\n")) {
+				b.WriteByte('\n')
+			}
+		}
+		return nil
+	}
+	if err := join([]string{name}, includes(src)); err != nil {
+		return "", err
+	}
+	b.Write(src)
+	return b.String(), nil
+}
+
+// includes returns the blocks named on the include lines of src's header,
+// the comment lines it starts with.
+func includes(src []byte) []string {
+	var blocks []string
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "--") {
+			break
+		}
+		if rest, ok := strings.CutPrefix(line, includePrefix); ok {
+			for block := range strings.SplitSeq(rest, ",") {
+				if block = strings.TrimSpace(block); block != "" {
+					blocks = append(blocks, block)
+				}
+			}
+		}
+	}
+	return blocks
 }
 
 // Status codes returned by reserve.lua.

@@ -177,10 +177,10 @@ func (e *soldOutEntry) decideUnknown(code string) voucher.GateDecision {
 
 // heldCodes returns the campaign codes the held and pending holds of orders
 // hold, with those that the orders replaced by pending holds keep
-// (replace.lua); nil when none does (a voucher). A value this package
-// cannot read is left out: decide asks Redis for its own orderId, and a
-// code it might hold is at worst answered sold out, which is what the
-// budget is.
+// (replace.lua, keptCode in scripts/lib/codes.lua); nil when none does (a
+// voucher). A value decodeHold cannot read is left out: decide asks Redis
+// for its own orderId, and a code it might hold is at worst answered sold
+// out, which is what the budget is.
 func heldCodes(orders map[string]string) map[string]struct{} {
 	var codes map[string]struct{}
 	add := func(code string) {
@@ -190,11 +190,8 @@ func heldCodes(orders map[string]string) map[string]struct{} {
 		codes[code] = struct{}{}
 	}
 	for id, v := range orders {
-		if len(v) == 0 || v[0] == stateReleased {
-			continue
-		}
 		h, err := decodeHold(id, v)
-		if err != nil {
+		if err != nil || h.Released {
 			continue
 		}
 		if h.Code != "" {

@@ -10,7 +10,8 @@
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId, a string (voucher.ValidCustomerID: never '|')
--- ARGV[3] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs[||code]"
+-- ARGV[3] -> encoded hold to store (lib/hold.lua), held (H) or confirmed (C);
+--            its code field is ARGV[4]
 -- ARGV[4] -> the campaign code the order holds, '' for a voucher: the database
 --            holds it for this order (at most one live order per code), so
 --            it is this order's in the gate from now on
@@ -19,6 +20,8 @@
 --   1 if the hold was recorded and a use taken
 --   0 if nothing changed: the orderId is known (in any state) or the voucher
 --     is not loaded (its next load reads the database, hold included)
+--
+-- include: keys
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -34,12 +37,5 @@ if ARGV[4] ~= '' then
 end
 
 -- As in reserve.lua: keys created here get the voucher's expiry.
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
-  for i = 2, 5 do
-    if redis.call('PTTL', KEYS[i]) == -1 then
-      redis.call('PEXPIRE', KEYS[i], ttl)
-    end
-  end
-end
+shareExpiry(KEYS[1], unpack(KEYS, 2, 5))
 return 1

@@ -11,6 +11,8 @@
 -- Returns:
 --   {1, before, after} remaining before and after (equal when not lowered)
 --   {0, 0, 0}          the voucher is not loaded (nothing changed)
+--
+-- include: hold
 local rem = redis.call('GET', KEYS[1])
 if not rem then
   return {0, 0, 0}
@@ -18,8 +20,7 @@ end
 local before = tonumber(rem)
 local held = 0
 for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
-  local state = string.sub(v, 1, 1)
-  if state == 'H' or state == 'P' or state == 'C' then
+  if holdsUse(holdState(v)) then
     held = held + 1
   end
 end

@@ -23,38 +23,27 @@
 -- Returns an array of n integers, in ARGV's order:
 --   1 if that hold went from P to H
 --   0 otherwise (unknown orderId, already H, released)
-local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
-local replacesPattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
+--
+-- include: hold, codes, keys
 local out = {}
 local changed = false
 for i, orderID in ipairs(ARGV) do
   local stored = redis.call('HGET', KEYS[1], orderID)
-  if stored and string.sub(stored, 1, 1) == 'P' then
-    redis.call('HSET', KEYS[1], orderID, 'H' .. string.sub(stored, 2))
+  if stored and holdState(stored) == PENDING then
+    redis.call('HSET', KEYS[1], orderID, holdAs(stored, HELD))
     changed = true
     out[i] = 1
-    local replaced = string.match(stored, replacesPattern)
-    local old = replaced and redis.call('HGET', KEYS[1], replaced)
-    if old and string.sub(old, 1, 1) == 'R' then
-      local ocode = string.match(old, codePattern)
-      if ocode and redis.call('HGET', KEYS[3], ocode) == replaced then
-        redis.call('HDEL', KEYS[3], ocode)
-        redis.call('HSET', KEYS[4], ocode, replaced)
-        local ttl = redis.call('PTTL', KEYS[1])
-        if ttl > 0 and redis.call('PTTL', KEYS[4]) == -1 then
-          redis.call('PEXPIRE', KEYS[4], ttl)
-        end
-      end
+    local kept, replaced = keptCode(KEYS[1], KEYS[3], stored)
+    if kept then
+      redis.call('HDEL', KEYS[3], kept)
+      redis.call('HSET', KEYS[4], kept, replaced)
+      shareExpiry(KEYS[1], KEYS[4])
     end
   else
     out[i] = 0
   end
 end
-if changed and redis.call('INCR', KEYS[2]) == 1 then
-  -- Created here (loaded before versions existed): the voucher's expiry.
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[2], ttl)
-  end
+if changed then
+  bumpVersion(KEYS[2], KEYS[1])
 end
 return out

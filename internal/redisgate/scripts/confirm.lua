@@ -19,6 +19,8 @@
 --     unknown or held with another campaign code (the store decides)
 --   2 the hold is pending (P): its reservation event is not acknowledged yet
 --   3 the orderId is released
+--
+-- include: hold, keys
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -26,26 +28,19 @@ local stored = redis.call('HGET', KEYS[2], ARGV[1])
 if not stored then
   return 0
 end
-local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)') or ''
-if code ~= ARGV[2] then
+if (holdCode(stored) or '') ~= ARGV[2] then
   return 0
 end
-local state = string.sub(stored, 1, 1)
-if state == 'R' then
+local state = holdState(stored)
+if state == RELEASED then
   return 3
 end
-if state == 'P' then
+if state == PENDING then
   return 2
 end
-if state == 'C' then
+if state == CONFIRMED then
   return 1
 end
-redis.call('HSET', KEYS[2], ARGV[1], 'C' .. string.sub(stored, 2))
-if redis.call('INCR', KEYS[3]) == 1 then
-  -- Created here (loaded before versions existed): the voucher's expiry.
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[3], ttl)
-  end
-end
+redis.call('HSET', KEYS[2], ARGV[1], holdAs(stored, CONFIRMED))
+bumpVersion(KEYS[3], KEYS[1])
 return 1

@@ -12,25 +12,16 @@
 -- Returns:
 --   1 if the hold's expiry changed
 --   0 otherwise
+--
+-- include: hold, keys
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
-if not stored then
+if not stored or not holdsUse(holdState(stored)) then
   return 0
 end
-local state = string.sub(stored, 1, 1)
-if state ~= 'H' and state ~= 'P' and state ~= 'C' then
+local expires = holdExpiry(stored)
+if not expires or expires >= tonumber(ARGV[2]) then
   return 0
 end
--- The expiry is the sixth field; an owner may follow it (hold.go).
-local head, expires, tail = string.match(stored, '^(%a|[^|]*|[^|]*|[^|]*|[^|]*|)(%d+)(.*)$')
-if not head or tonumber(expires) >= tonumber(ARGV[2]) then
-  return 0
-end
-redis.call('HSET', KEYS[1], ARGV[1], head .. ARGV[2] .. tail)
-if redis.call('INCR', KEYS[2]) == 1 then
-  -- Created here (loaded before versions existed): the voucher's expiry.
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[2], ttl)
-  end
-end
+redis.call('HSET', KEYS[1], ARGV[1], holdWithExpiry(stored, ARGV[2]))
+bumpVersion(KEYS[2], KEYS[1])
 return 1

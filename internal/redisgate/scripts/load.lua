@@ -19,13 +19,15 @@
 -- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
 -- ARGV[3] -> n, the number of customers with held uses
 -- ARGV[4 .. 3+2n]   -> customerId, held count pairs
--- ARGV[4+2n .. end] -> orderId, encoded hold pairs ("H|..." held, "C|..." confirmed,
---                      "R|..." released);
---                      a campaign's hold ends with its code ("...||CODE")
+-- ARGV[4+2n .. end] -> orderId, encoded hold pairs (lib/hold.lua): held (H),
+--                      confirmed (C) or released (R); a campaign's hold has
+--                      its code
 --
 -- Returns:
 --   1 if the snapshot was written
 --   0 if the voucher was already loaded (nothing changed)
+--
+-- include: hold
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
@@ -64,9 +66,9 @@ hsetPairs(KEYS[3], 4 + 2 * n, #ARGV)
 local codes = {}
 for i = 4 + 2 * n, #ARGV - 1, 2 do
   local v = ARGV[i + 1]
-  local state = string.sub(v, 1, 1)
-  if state == 'H' or state == 'C' then
-    local code = string.match(v, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)')
+  local state = holdState(v)
+  if state == HELD or state == CONFIRMED then
+    local code = holdCode(v)
     if code then
       codes[#codes + 1] = code
       codes[#codes + 1] = ARGV[i]

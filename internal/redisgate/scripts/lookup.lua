@@ -6,7 +6,7 @@
 -- ARGV[1] -> orderId
 --
 -- Returns:
---   the encoded hold ("H|...", "P|..." or "R|...")
+--   the encoded hold (lib/hold.lua), in any state
 --   nil if the orderId is unknown or the voucher is not loaded
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false

@@ -27,6 +27,8 @@
 --   0 if nothing changed: the orderId is unknown or already released, or the
 --     voucher is not loaded (the next load takes its state from PostgreSQL,
 --     so nothing is written to an unloaded voucher, not even a marker)
+--
+-- include: hold, codes, keys
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -34,8 +36,8 @@ local stored = redis.call('HGET', KEYS[3], ARGV[1])
 if not stored then
   return 0
 end
-local state, cust = string.match(stored, '^(%a)|([^|]*)|')
-if state ~= 'H' and state ~= 'P' and state ~= 'C' then
+local state, cust = holdHead(stored)
+if not holdsUse(state) then
   return 0
 end
 
@@ -46,27 +48,14 @@ end
 if ARGV[2] == 'forget' then
   redis.call('HDEL', KEYS[3], ARGV[1])
 else
-  redis.call('HSET', KEYS[3], ARGV[1], 'R' .. string.sub(stored, 2))
+  redis.call('HSET', KEYS[3], ARGV[1], holdAs(stored, RELEASED))
 end
-local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
-local code = string.match(stored, codePattern)
-if code and redis.call('HGET', KEYS[5], code) == ARGV[1] then
-  redis.call('HDEL', KEYS[5], code)
-end
-local replaced = state == 'P' and ARGV[2] ~= 'forget' and
-  string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)')
-local old = replaced and redis.call('HGET', KEYS[3], replaced)
-if old and string.sub(old, 1, 1) == 'R' then
-  local ocode = string.match(old, codePattern)
-  if ocode and redis.call('HGET', KEYS[5], ocode) == replaced then
-    redis.call('HDEL', KEYS[5], ocode)
+freeCode(KEYS[5], holdCode(stored), ARGV[1])
+if state == PENDING and ARGV[2] ~= 'forget' then
+  local kept = keptCode(KEYS[3], KEYS[5], stored)
+  if kept then
+    redis.call('HDEL', KEYS[5], kept)
   end
 end
-if redis.call('INCR', KEYS[4]) == 1 then
-  -- Created here (loaded before versions existed): the voucher's expiry.
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[4], ttl)
-  end
-end
+bumpVersion(KEYS[4], KEYS[1])
 return 1

@@ -33,32 +33,19 @@
 --                         pending, or confirmed (C, confirm.lua)
 --   {9, remaining}        code used: the new code is held by an order other
 --                         than the replaced one
-local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
-local stored = redis.call('HGET', KEYS[3], ARGV[1])
-local rem = redis.call('GET', KEYS[1])
-if stored then
-  local state, cust = string.match(stored, '^(%a)|([^|]*)|')
-  local code = string.match(stored, codePattern) or ''
-  local r = tonumber(rem) or -1
-  if cust ~= ARGV[2] or code ~= ARGV[5] then
-    return {3, r, stored}
-  end
-  if state == 'R' then
-    return {4, r, stored}
-  end
-  return {2, r, stored}
+--
+-- include: hold, known_order, codes, keys
+local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
+if known then
+  return known
 end
-if not rem then
-  return {5, 0}
-end
-local r = tonumber(rem)
 
 local old = redis.call('HGET', KEYS[3], ARGV[4])
 if not old then
   return {8, r}
 end
-local ostate, ocust = string.match(old, '^(%a)|([^|]*)|')
-if ostate ~= 'H' or ocust ~= ARGV[2] then
+local ostate, ocust = holdHead(old)
+if ostate ~= HELD or ocust ~= ARGV[2] then
   return {8, r}
 end
 if ARGV[5] ~= '' then
@@ -68,24 +55,13 @@ if ARGV[5] ~= '' then
   end
 end
 
-redis.call('HSET', KEYS[3], ARGV[4], 'R' .. string.sub(old, 2))
+redis.call('HSET', KEYS[3], ARGV[4], holdAs(old, RELEASED))
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
-local ocode = string.match(old, codePattern)
-if ocode and string.sub(ARGV[3], 1, 1) ~= 'P' and redis.call('HGET', KEYS[5], ocode) == ARGV[4] then
-  redis.call('HDEL', KEYS[5], ocode)
+if holdState(ARGV[3]) ~= PENDING then
+  freeCode(KEYS[5], holdCode(old), ARGV[4])
 end
 if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[5], ARGV[1])
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 and redis.call('PTTL', KEYS[5]) == -1 then
-    redis.call('PEXPIRE', KEYS[5], ttl)
-  end
+  shareExpiry(KEYS[1], KEYS[5])
 end
-local ver = redis.call('INCR', KEYS[4])
-if ver == 1 then
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[4], ttl)
-  end
-end
-return {1, r, tostring(ver)}
+return {1, r, tostring(bumpVersion(KEYS[4], KEYS[1]))}

@@ -13,8 +13,8 @@
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'); compared as a string; an int64 does
 --            not fit a Lua number
 -- ARGV[3] -> perUserLimit
--- ARGV[4] -> encoded hold to store, "H|cust|orderAmount|discount|reservedAtMs|expiresAtMs[|owner[|code]]"
---            ("P|..." for a pending hold in Kafka mode); the code field is ARGV[5]'s
+-- ARGV[4] -> encoded hold to store (lib/hold.lua), held (H), or pending (P) in
+--            Kafka mode; its code field is ARGV[5]
 -- ARGV[5] -> the campaign code presented, '' for a voucher
 --
 -- Returns {status, remaining} or {status, remaining, stored hold or version}:
@@ -32,35 +32,19 @@
 -- remaining is -1 where it is unknown (a known orderId of an unloaded voucher).
 -- The version lets the caller's sold-out cache keep its copy of the orders
 -- when nothing changed.
-local stored = redis.call('HGET', KEYS[3], ARGV[1])
-local rem = redis.call('GET', KEYS[1])
-if stored then
-  local state, cust = string.match(stored, '^(%a)|([^|]*)|')
-  local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)') or ''
-  local r = tonumber(rem) or -1
-  if cust ~= ARGV[2] or code ~= ARGV[5] then
-    return {3, r, stored}
+--
+-- include: known_order, take_checks, keys
+local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
+if known then
+  return known
+end
+local refused = refuseTake(KEYS[2], KEYS[5], ARGV[2], ARGV[3], ARGV[5], r)
+if refused then
+  if refused[1] == 7 then
+    -- Sold out: with the version, for the caller's sold-out cache.
+    refused[3] = redis.call('GET', KEYS[4]) or ''
   end
-  if state == 'R' then
-    return {4, r, stored}
-  end
-  return {2, r, stored}
-end
-
-if not rem then
-  return {5, 0}
-end
-local r = tonumber(rem)
-
-if ARGV[5] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[5]) == 1 then
-  return {9, r}
-end
-local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
-if held >= tonumber(ARGV[3]) then
-  return {6, r}
-end
-if r <= 0 then
-  return {7, r, redis.call('GET', KEYS[4]) or ''}
+  return refused
 end
 
 r = redis.call('DECR', KEYS[1])
@@ -77,12 +61,5 @@ end
 -- whose last customer gave everything back), and the version too (a voucher
 -- loaded before versions existed): give them the expiry of the remaining key
 -- so that an old sale leaves Redis as a whole.
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
-  for i = 2, last do
-    if redis.call('PTTL', KEYS[i]) == -1 then
-      redis.call('PEXPIRE', KEYS[i], ttl)
-    end
-  end
-end
+shareExpiry(KEYS[1], unpack(KEYS, 2, last))
 return {1, r, tostring(ver)}

@@ -16,7 +16,8 @@
 -- Returns 1 when it undid the replacement, 0 when the two orders are not in
 -- the state replace.lua left them in (same customer, new held or pending,
 -- replaced released), or the voucher is not loaded.
-local codePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
+--
+-- include: hold, codes
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -25,18 +26,15 @@ local old = redis.call('HGET', KEYS[3], ARGV[2])
 if not new or not old then
   return 0
 end
-local nstate, ncust = string.match(new, '^(%a)|([^|]*)|')
-local ostate, ocust = string.match(old, '^(%a)|([^|]*)|')
-if (nstate ~= 'H' and nstate ~= 'P') or ostate ~= 'R' or ncust ~= ocust then
+local nstate, ncust = holdHead(new)
+local ostate, ocust = holdHead(old)
+if (nstate ~= HELD and nstate ~= PENDING) or ostate ~= RELEASED or ncust ~= ocust then
   return 0
 end
-redis.call('HSET', KEYS[3], ARGV[2], 'H' .. string.sub(old, 2))
+redis.call('HSET', KEYS[3], ARGV[2], holdAs(old, HELD))
 redis.call('HDEL', KEYS[3], ARGV[1])
-local ncode = string.match(new, codePattern)
-if ncode and redis.call('HGET', KEYS[5], ncode) == ARGV[1] then
-  redis.call('HDEL', KEYS[5], ncode)
-end
-local ocode = string.match(old, codePattern)
+freeCode(KEYS[5], holdCode(new), ARGV[1])
+local ocode = holdCode(old)
 if ocode then
   redis.call('HSET', KEYS[5], ocode, ARGV[2])
 end

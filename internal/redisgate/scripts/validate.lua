@@ -20,36 +20,11 @@
 --   {6, remaining}        quota held
 --   {7, remaining}        sold out
 --   {9, remaining}        code used by another order
-local rem = redis.call('GET', KEYS[1])
-if ARGV[1] ~= '' then
-  local stored = redis.call('HGET', KEYS[3], ARGV[1])
-  if stored then
-    local state, cust = string.match(stored, '^(%a)|([^|]*)|')
-    local code = string.match(stored, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)') or ''
-    local r = tonumber(rem) or -1
-    if cust ~= ARGV[2] or code ~= ARGV[4] then
-      return {3, r, stored}
-    end
-    if state == 'R' then
-      return {4, r, stored}
-    end
-    return {2, r, stored}
-  end
+--
+-- include: known_order, take_checks
+local orderID = ARGV[1] ~= '' and ARGV[1] -- false: no orderId checks
+local known, r = knownOrder(KEYS[1], KEYS[3], orderID, ARGV[2], ARGV[4])
+if known then
+  return known
 end
-
-if not rem then
-  return {5, 0}
-end
-local r = tonumber(rem)
-
-if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[4]) == 1 then
-  return {9, r}
-end
-local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
-if held >= tonumber(ARGV[3]) then
-  return {6, r}
-end
-if r <= 0 then
-  return {7, r}
-end
-return {1, r}
+return refuseTake(KEYS[2], KEYS[4], ARGV[2], ARGV[3], ARGV[4], r) or {1, r}

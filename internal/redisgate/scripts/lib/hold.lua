@@ -1,0 +1,77 @@
+-- hold.lua (block): the encoding of a hold, the value of a field of the
+-- orders hash (voucher:{CODE}:orders, orderId -> encoded hold):
+--
+--   state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces]]]
+--
+-- hold.go writes and reads the same layout (its field constants);
+-- TestHoldLayoutMatchesLua checks that this line, holdField and the
+-- functions below agree with it. state is one letter: H held, P pending
+-- (Kafka mode: its event is not acknowledged yet), C confirmed, R released
+-- (the orderId is used up); H, P and C hold a use. An optional field is
+-- written when it or a later one is set, empty when only a later one is:
+-- owner is the instance writing the hold to the store, code the campaign
+-- code of a hold on a campaign's budget, replaces the orderId whose use a
+-- replacement took. No field holds '|'.
+--
+-- Expects nothing. Defines:
+--   HELD, PENDING, CONFIRMED, RELEASED  the state letters
+--   holdField                           field name -> position, as above
+--   holdState(v)                        v's state letter
+--   holdHead(v)                         v's state and customerId, nil if unreadable
+--   holdCode(v)                         v's campaign code, nil when it has none
+--   holdReplaces(v)                     the orderId v replaced, nil when none
+--   holdExpiry(v)                       v's expiresAtMs (a number), nil if unreadable
+--   holdAs(v, state)                    v in another state
+--   holdWithExpiry(v, ms)               v with expiresAtMs set to ms (a string)
+--   holdsUse(state)                     whether a hold in state holds a use
+local HELD, PENDING, CONFIRMED, RELEASED = 'H', 'P', 'C', 'R'
+
+local holdField = {
+  state = 1, customerId = 2, orderAmount = 3, discountAmount = 4,
+  reservedAtMs = 5, expiresAtMs = 6, owner = 7, code = 8, replaces = 9,
+}
+
+-- holdBefore is a pattern for the fields before position i (i >= 2), each
+-- with the '|' that ends it; the state is one letter.
+local function holdBefore(i)
+  return '%a|' .. string.rep('[^|]*|', i - 2)
+end
+
+local holdHeadPattern = '^(%a)|([^|]*)|'
+local holdCodePattern = '^' .. holdBefore(holdField.code) .. '([^|]+)'
+local holdReplacesPattern = '^' .. holdBefore(holdField.replaces) .. '([^|]+)'
+local holdExpiryPattern = '^(' .. holdBefore(holdField.expiresAtMs) .. ')(%d+)(.*)$'
+
+local function holdState(v)
+  return string.sub(v, 1, 1)
+end
+
+local function holdHead(v)
+  return string.match(v, holdHeadPattern)
+end
+
+local function holdCode(v)
+  return string.match(v, holdCodePattern)
+end
+
+local function holdReplaces(v)
+  return string.match(v, holdReplacesPattern)
+end
+
+local function holdExpiry(v)
+  local _, expires = string.match(v, holdExpiryPattern)
+  return expires and tonumber(expires)
+end
+
+local function holdAs(v, state)
+  return state .. string.sub(v, 2)
+end
+
+local function holdWithExpiry(v, ms)
+  local head, _, tail = string.match(v, holdExpiryPattern)
+  return head .. ms .. tail
+end
+
+local function holdsUse(state)
+  return state == HELD or state == PENDING or state == CONFIRMED
+end
