@@ -30,8 +30,8 @@ type RedisServer struct {
 	// Addr is the server's "127.0.0.1:port".
 	Addr string
 
-	dir  string   // temp dir with the log (and nodes.conf in a cluster); "" when external
-	proc *process // nil when the server is external
+	dir  string             // temp dir with the log (and nodes.conf in a cluster); "" when external
+	proc *localproc.Process // nil when the server is external
 }
 
 // RedisCluster is a Redis Cluster of three masters without replicas, for
@@ -110,20 +110,15 @@ func (s *RedisServer) PID() int {
 	if s.proc == nil {
 		return 0
 	}
-	s.proc.mu.Lock()
-	defer s.proc.mu.Unlock()
-	if s.proc.cmd == nil || s.proc.cmd.Process == nil || isClosed(s.proc.done) {
-		return 0
-	}
-	return s.proc.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Stop shuts the server down (SIGTERM); nothing is saved.
 func (s *RedisServer) Stop(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Stop")
-	if !s.proc.stop(syscall.SIGTERM, 10*time.Second) {
-		t.Logf("testenv: redis-server did not stop within 10s and was killed\n%s", logTail(s.proc.logPath))
+	if !s.proc.Stop(syscall.SIGTERM, 10*time.Second) {
+		t.Logf("testenv: redis-server did not stop within 10s and was killed\n%s", localproc.LogTail(s.proc.LogPath))
 	}
 }
 
@@ -131,7 +126,7 @@ func (s *RedisServer) Stop(t testing.TB) {
 func (s *RedisServer) Kill(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Kill")
-	s.proc.kill()
+	s.proc.Kill()
 }
 
 // Start starts a stopped or killed server again on the same address and
@@ -139,7 +134,7 @@ func (s *RedisServer) Kill(t testing.TB) {
 func (s *RedisServer) Start(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Start")
-	if !isClosed(s.proc.exited()) {
+	if s.proc.Running() {
 		t.Fatalf("testenv: RedisServer.Start: redis-server %s is already running", s.Addr)
 	}
 	// Retry for a while: another process may briefly hold the port.
@@ -150,7 +145,7 @@ func (s *RedisServer) Start(t testing.TB) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: restart redis-server %s: %s", s.Addr, s.proc.failure(err))
+			t.Fatalf("testenv: restart redis-server %s: %s", s.Addr, failure(s.proc, err))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -164,10 +159,10 @@ func (s *RedisServer) mustOwn(t testing.TB, method string) {
 }
 
 func (s *RedisServer) startOnce() error {
-	if err := s.proc.start(); err != nil {
+	if err := s.proc.Start(); err != nil {
 		return err
 	}
-	err := s.proc.waitReady(redisStartTimeout, func(ctx context.Context) error {
+	err := s.proc.WaitReady(context.Background(), redisStartTimeout, func(ctx context.Context) error {
 		reply, err := redisCommand(ctx, s.Addr, "PING")
 		if err == nil && reply != "PONG" {
 			err = fmt.Errorf("PING answered %q", reply)
@@ -175,7 +170,7 @@ func (s *RedisServer) startOnce() error {
 		return err
 	})
 	if err != nil {
-		s.proc.kill()
+		s.proc.Kill()
 	}
 	return err
 }
@@ -185,7 +180,7 @@ func (s *RedisServer) shutdown() {
 	if s.proc == nil {
 		return
 	}
-	s.proc.stop(syscall.SIGTERM, 10*time.Second)
+	s.proc.Stop(syscall.SIGTERM, 10*time.Second)
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
@@ -197,7 +192,7 @@ func (c *RedisCluster) shutdown() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.proc.stop(syscall.SIGTERM, 10*time.Second)
+			n.proc.Stop(syscall.SIGTERM, 10*time.Second)
 		}()
 	}
 	wg.Wait()
@@ -228,7 +223,7 @@ func startRedis(dir string, tries int, extra func() ([]string, error)) (*RedisSe
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := localproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -251,11 +246,11 @@ func startRedis(dir string, tries int, extra func() ([]string, error)) (*RedisSe
 		}
 		srv := &RedisServer{
 			Addr: fmt.Sprintf("127.0.0.1:%d", port),
-			proc: &process{
-				name:    "redis-server",
-				path:    bin,
-				args:    args,
-				logPath: filepath.Join(dir, "redis.log"),
+			proc: &localproc.Process{
+				Name:    "redis-server",
+				Path:    bin,
+				Args:    args,
+				LogPath: filepath.Join(dir, "redis.log"),
 			},
 		}
 		if ownDir {
@@ -265,10 +260,10 @@ func startRedis(dir string, tries int, extra func() ([]string, error)) (*RedisSe
 		if err == nil {
 			return srv, nil
 		}
-		if attempt < tries && strings.Contains(logTail(srv.proc.logPath), "in use") {
+		if attempt < tries && strings.Contains(localproc.LogTail(srv.proc.LogPath), "in use") {
 			continue
 		}
-		msg := srv.proc.failure(err)
+		msg := failure(srv.proc, err)
 		if ownDir {
 			_ = os.RemoveAll(dir)
 		}
@@ -301,7 +296,7 @@ func startRedisCluster() (c *RedisCluster, err error) {
 		n, err := startRedis(nodeDir, 3, func() ([]string, error) {
 			// An explicit bus port: the default (port+10000) may be taken or
 			// past 65535 for a port from the ephemeral range.
-			bus, err := freePort()
+			bus, err := localproc.FreePort()
 			if err != nil {
 				return nil, err
 			}
@@ -330,7 +325,7 @@ func startRedisCluster() (c *RedisCluster, err error) {
 	}
 
 	for _, n := range c.Nodes {
-		err := n.proc.waitReady(time.Minute, func(ctx context.Context) error {
+		err := n.proc.WaitReady(context.Background(), time.Minute, func(ctx context.Context) error {
 			info, err := redisCommand(ctx, n.Addr, "CLUSTER", "INFO")
 			if err == nil && !strings.Contains(info, "cluster_state:ok") {
 				err = errors.New("cluster_state is not ok yet")
@@ -338,7 +333,7 @@ func startRedisCluster() (c *RedisCluster, err error) {
 			return err
 		})
 		if err != nil {
-			return nil, errors.New(n.proc.failure(fmt.Errorf("cluster node %s: %w", n.Addr, err)))
+			return nil, errors.New(failure(n.proc, fmt.Errorf("cluster node %s: %w", n.Addr, err)))
 		}
 	}
 	return c, nil
