@@ -20,8 +20,8 @@ import (
 
 	"github.com/voucherd/voucherd/internal/bench"
 	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/localstack"
 	"github.com/voucherd/voucherd/internal/pgstore"
-	"github.com/voucherd/voucherd/internal/testenv"
 )
 
 // benchOptions are the flags of `voucherd bench` beyond the workload.
@@ -306,7 +306,7 @@ func parseCPUPIDs(items []string) ([]bench.Component, error) {
 type benchStack struct {
 	dir          string
 	children     []*child
-	cluster      *testenv.RedisCluster
+	cluster      *localstack.RedisCluster
 	databaseURL  string
 	redisAddrs   []string
 	kafkaBrokers []string
@@ -338,7 +338,7 @@ func (s *benchStack) close() {
 		s.children[i].stop()
 	}
 	if s.cluster != nil {
-		s.cluster.Close()
+		s.cluster.Stop()
 	}
 	_ = os.RemoveAll(s.dir)
 }
@@ -416,7 +416,7 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 		return nil, err
 	}
 	if o.redis == "cluster" {
-		if st.cluster, err = testenv.StartRedisCluster(); err != nil {
+		if st.cluster, err = localstack.StartRedisCluster(ctx, localstack.RedisClusterConfig{Dir: filepath.Join(dir, "redis-cluster")}); err != nil {
 			return nil, err
 		}
 		st.redisAddrs = st.cluster.Addrs

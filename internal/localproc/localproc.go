@@ -2,8 +2,9 @@
 // Kafka from locally installed binaries as child processes: finding the
 // binaries, choosing an unprivileged user when running as root, process
 // attributes that tie a server's life to its parent, and Process, a server
-// that can be stopped, killed and started again. `voucherd dev` and the
-// test harness (internal/testenv) both use it.
+// that can be stopped, killed and started again. internal/localstack (the
+// servers of `voucherd dev` and `voucherd bench`) and the test harness
+// (internal/testenv) build on it.
 package localproc
 
 import (

@@ -9,6 +9,10 @@
 // NewRedisCluster, NewKafka) belong to one test, can be stopped, killed and
 // started again for fault tests, and are removed at the test's cleanup.
 //
+// Redis servers and Clusters are started by internal/localstack, as
+// `voucherd dev` and `voucherd bench` start theirs; PostgreSQL and Kafka
+// get settings of their own for tests (no fsync, a quick-starting JVM).
+//
 // A missing binary or a server that does not start fails the test with a
 // message naming the binary and the install command: tests never skip
 // because a service is missing.
