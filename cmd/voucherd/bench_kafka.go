@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -91,15 +90,13 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 			return err
 		}
 		fmt.Fprintf(stderr, "voucherd bench: stopping PostgreSQL for %s\n", d)
-		st.pg.signal(syscall.SIGINT)
+		st.pg.Stop()
 		if err := sleepCtx(ctx, d); err != nil {
 			return err
 		}
-		pg, err := startDevPostgres(ctx, st.pgDir, st.pgPort)
-		if err != nil {
+		if err := st.pg.Start(ctx); err != nil {
 			return fmt.Errorf("restart PostgreSQL: %w", err)
 		}
-		st.replacePG(pg)
 		restarted := time.Now()
 		fmt.Fprintln(stderr, "voucherd bench: PostgreSQL started again")
 		var rw sync.WaitGroup
@@ -177,16 +174,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// replacePG swaps the stack's PostgreSQL child for a restarted one.
-func (s *benchStack) replacePG(pg *child) {
-	for i, c := range s.children {
-		if c == s.pg {
-			s.children[i] = pg
-		}
-	}
-	s.pg = pg
 }
 
 // stageHist is one dependency call's latency histogram at a moment.

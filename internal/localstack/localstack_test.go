@@ -138,3 +138,32 @@ func TestKafka(t *testing.T) {
 	k.Stop()
 	require.Zero(t, k.PID())
 }
+
+// A developer's stack starts PostgreSQL and Redis in folders of its own,
+// and ResetStack deletes those folders and nothing else.
+func TestStackAndReset(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := stackDir(t)
+	mine := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(mine, []byte("keep"), 0o644))
+	pgPort, redisPort := freePort(t), freePort(t)
+	s, err := StartStack(ctx, StackConfig{Dir: dir, PostgresPort: pgPort, RedisPort: redisPort})
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	require.Equal(t, "postgres://voucherd@127.0.0.1:"+strconv.Itoa(pgPort)+"/voucherd?sslmode=disable", s.DatabaseURL)
+	require.Equal(t, []string{"127.0.0.1:" + strconv.Itoa(redisPort)}, s.RedisAddrs)
+	require.Empty(t, s.KafkaBrokers)
+	require.NoError(t, PingRedis(ctx, s.RedisAddrs[0]))
+	conn, err := pgx.Connect(ctx, s.DatabaseURL)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	s.Stop()
+	require.Error(t, PingRedis(ctx, s.RedisAddrs[0]))
+	require.DirExists(t, filepath.Join(dir, "postgres"))
+	require.NoError(t, ResetStack(dir))
+	require.NoDirExists(t, filepath.Join(dir, "postgres"))
+	require.NoDirExists(t, filepath.Join(dir, "redis"))
+	require.FileExists(t, mine)
+}
