@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -14,22 +14,8 @@ import (
 	"time"
 
 	"github.com/voucherd/voucherd/internal/bench"
-	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/benchcmd"
 )
-
-// benchOptions are the flags of `voucherd bench` beyond the workload.
-type benchOptions struct {
-	urls      []string
-	modes     []string
-	compare   bool
-	instances int
-	redis     string // "single" or "cluster"
-	parts     int    // Kafka topic partitions
-	consumers int    // consumers in the Kafka group
-	combine   bool
-	cpuPIDs   []string // with --url: name=pid+pid...
-	procs     int      // GOMAXPROCS of each started voucherd; 0: its share of the CPUs, -1: Go's default
-}
 
 // benchScenarios are named presets: each sets flags before the command
 // line's own flags are applied, so any of them can still be overridden.
@@ -52,14 +38,15 @@ var benchScenarios = map[string][]string{
 // exits non-zero when an invariant is broken.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg bench.Config
-	var o benchOptions
+	var o benchcmd.Options
+	var cpuPIDs []string
 	fs := newFlagSet("bench", "", stderr)
-	fs.Var(listFlag{&o.urls}, "url", "voucherd to load, or a comma-separated list of instances of one deployment to spread the load over; empty starts a stack (PostgreSQL, Redis, Kafka for flash-kafka, voucherd serve processes) in a temporary folder")
+	fs.Var(listFlag{&o.URLs}, "url", "voucherd to load, or a comma-separated list of instances of one deployment to spread the load over; empty starts a stack (PostgreSQL, Redis, Kafka for flash-kafka, voucherd serve processes) in a temporary folder")
 	fs.StringVar(&cfg.APIToken, "api-token", os.Getenv("VOUCHERD_API_TOKEN"), "API token (VOUCHERD_API_TOKEN)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", os.Getenv("VOUCHERD_ADMIN_TOKEN"), "admin token (VOUCHERD_ADMIN_TOKEN)")
-	o.modes = []string{"flash-sync"}
-	fs.Var(listFlag{&o.modes}, "mode", "with a started stack: standard, flash-sync or flash-kafka, or a comma-separated list run in turn; with --url: standard or flash (the server decides sync or kafka)")
-	fs.BoolVar(&o.compare, "compare", false, "run the workload against the no-op route and in standard, flash-sync and flash-kafka mode, and compare")
+	o.Modes = []string{"flash-sync"}
+	fs.Var(listFlag{&o.Modes}, "mode", "with a started stack: standard, flash-sync or flash-kafka, or a comma-separated list run in turn; with --url: standard or flash (the server decides sync or kafka)")
+	fs.BoolVar(&o.Compare, "compare", false, "run the workload against the no-op route and in standard, flash-sync and flash-kafka mode, and compare")
 	noop := fs.Bool("noop", false, "load GET /healthz instead of reserving (the ceiling of the HTTP stack)")
 	scenario := fs.String("scenario", "", "a preset applied before the other flags: "+strings.Join(slices.Sorted(maps.Keys(benchScenarios)), ", "))
 	total := fs.Int("total", 1000, "uses per voucher (totalLimit)")
@@ -79,27 +66,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long instead of a count")
 	fs.DurationVar(&cfg.MaxDuration, "max-duration", 2*time.Minute, "hard bound on sending")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "leave the requests of the run's first this long out of the latency and CPU figures (they are still sent and verified)")
-	fs.IntVar(&o.instances, "instances", 1, "with a started stack: voucherd serve processes per write mode; the load is spread over them")
-	fs.StringVar(&o.redis, "redis", "single", "with a started stack: single (one Redis) or cluster (a Redis Cluster of 3 masters)")
-	fs.IntVar(&o.parts, "kafka-partitions", 3, "with a started stack: partitions of the reservations topic")
-	fs.IntVar(&o.consumers, "consumers", 1, "with a started stack: consumers in the Kafka group (inside the first instances, then voucherd consume processes)")
-	fs.IntVar(&o.procs, "instance-procs", 0, "with a started stack: GOMAXPROCS of each voucherd process; 0 gives each its share of this machine's CPUs (CPUs / processes per write mode, at least 1), as a CPU limit would in a deployment; -1 leaves Go's default (every CPU)")
+	fs.IntVar(&o.Stack.Instances, "instances", 1, "with a started stack: voucherd serve processes per write mode; the load is spread over them")
+	fs.StringVar(&o.Stack.Redis, "redis", "single", "with a started stack: single (one Redis) or cluster (a Redis Cluster of 3 masters)")
+	fs.IntVar(&o.Stack.KafkaPartitions, "kafka-partitions", 3, "with a started stack: partitions of the reservations topic")
+	fs.IntVar(&o.Stack.Consumers, "consumers", 1, "with a started stack: consumers in the Kafka group (inside the first instances, then voucherd consume processes)")
+	fs.IntVar(&o.Stack.Procs, "instance-procs", 0, "with a started stack: GOMAXPROCS of each voucherd process; 0 gives each its share of this machine's CPUs (CPUs / processes per write mode, at least 1), as a CPU limit would in a deployment; -1 leaves Go's default (every CPU)")
 	fs.DurationVar(&cfg.CPUIdle, "cpu-idle", 2*time.Second, "with CPU accounting: first watch the stack this long without traffic, to tell its idle cost from the requests'")
-	fs.Var(listFlag{&o.cpuPIDs}, "cpu", "with --url: processes whose CPU time per request to report, as name=pid[+pid...], comma-separated (descendants count too)")
+	fs.Var(listFlag{&cpuPIDs}, "cpu", "with --url: processes whose CPU time per request to report, as name=pid[+pid...], comma-separated (descendants count too)")
 	seed := fs.Uint64("seed", 0, "workload seed; 0 picks one")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	dbURL := fs.String("database-url", os.Getenv("VOUCHERD_DATABASE_URL"), "with --url: the server's PostgreSQL, to verify the invariants")
 	var redisAddrs []string
 	fs.Var(listFlag{&redisAddrs}, "redis-addr", "with --url: the server's Redis, to verify remaining counts")
 	prefix := fs.String("redis-key-prefix", os.Getenv("VOUCHERD_REDIS_KEY_PREFIX"), "with --url: the server's Redis key prefix")
-	fs.BoolVar(&o.combine, "combine-writes", true, "with a started stack: combine concurrent PostgreSQL reservations of one voucher into one transaction")
-	kafkaWarmup := fs.Duration("kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode servers for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
-	pgOutage := fs.Duration("pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
-	pgOutageAt := fs.Duration("pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
-	otlp := fs.Bool("otlp-sink", false, "with a started stack and OTEL_TRACES_EXPORTER=otlp: export the servers' spans to an OTLP/HTTP endpoint in this process that discards them (the cost of tracing)")
+	combine := fs.Bool("combine-writes", true, "with a started stack: combine concurrent PostgreSQL reservations of one voucher into one transaction")
+	fs.DurationVar(&o.KafkaWarmup, "kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode servers for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
+	fs.DurationVar(&o.PGOutage, "pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
+	fs.DurationVar(&o.PGOutageAt, "pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
+	fs.BoolVar(&o.OTLPSink, "otlp-sink", false, "with a started stack and OTEL_TRACES_EXPORTER=otlp: export the servers' spans to an OTLP/HTTP endpoint in this process that discards them (the cost of tracing)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the load generator; the servers are processes of their own) to this file")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return err
 	}
 	if *scenario != "" {
@@ -130,144 +118,37 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *noop {
 		cfg.Target = bench.RouteNoop
 	}
-
-	var targets []bench.Target
-	if len(o.urls) > 0 {
-		mode := o.modes[0]
-		cpu, err := parseCPUPIDs(o.cpuPIDs)
-		if err != nil {
+	o.Workload = cfg
+	if len(o.URLs) > 0 {
+		if o.CPU, err = parseCPUPIDs(cpuPIDs); err != nil {
 			return err
 		}
-		cfg.BaseURLs = o.urls
-		cfg.FlashSale = mode != "standard"
-		cfg.Verify = bench.VerifyConfig{DatabaseURL: *dbURL, RedisAddrs: redisAddrs, KeyPrefix: *prefix}
-		targets = []bench.Target{{Name: mode, BaseURLs: o.urls, FlashSale: cfg.FlashSale, CPU: cpu}}
-	} else {
-		if o.compare {
-			o.modes = []string{"standard", "flash-sync", "flash-kafka"}
-		}
-		if *pgOutage > 0 {
-			o.modes = []string{"flash-sync", "flash-kafka"}
-		}
-		if *otlp {
-			// The servers inherit the OTEL_* variables this sets.
-			sink, err := startOTLPSink()
-			if err != nil {
-				return err
-			}
-			defer sink.close(stderr)
-			if err := sink.useForTraces(); err != nil {
-				return err
-			}
-		}
-		for _, m := range o.modes {
-			if m != "standard" && m != "flash-sync" && m != "flash-kafka" {
-				return fmt.Errorf("--mode must be standard, flash-sync or flash-kafka, not %q", m)
-			}
-		}
-		st, err := startBenchStack(ctx, stderr, o)
-		if err != nil {
-			return err
-		}
-		defer st.close()
-		cfg.APIToken, cfg.AdminToken = "", ""
-		if kafka := st.groups["kafka"]; kafka != nil {
-			if *kafkaWarmup > 0 {
-				fmt.Fprintf(stderr, "voucherd bench: warming the Kafka path up for %s\n", *kafkaWarmup)
-				if err := warmKafka(ctx, stdout, cfg, st, *kafkaWarmup); err != nil {
-					return err
-				}
-			}
-			if *pgOutage == 0 {
-				// After the reports; on stderr with --json, which keeps
-				// stdout one JSON document.
-				out := stdout
-				if *asJSON {
-					out = stderr
-				}
-				before := stages(ctx, kafka.urls)
-				defer func() {
-					fmt.Fprintln(out)
-					writeStages(out, "flash-kafka", before, stages(ctx, kafka.urls))
-				}()
-			}
-		}
-		if *pgOutage > 0 {
-			return runPGOutage(ctx, stdout, stderr, cfg, st, *pgOutageAt, *pgOutage)
-		}
-		for _, m := range o.modes {
-			targets = append(targets, st.target(m))
-		}
+		o.Workload.Verify = bench.VerifyConfig{DatabaseURL: *dbURL, RedisAddrs: redisAddrs, KeyPrefix: *prefix}
 	}
-
-	if o.compare {
-		cmp, err := bench.Compare(ctx, cfg, targets)
-		if cmp != nil {
-			if *asJSON {
-				_ = writeIndented(stdout, cmp)
-			} else {
-				for _, r := range cmp.Reports {
-					_ = r.WriteTable(stdout)
-					fmt.Fprintln(stdout)
-				}
-				_ = cmp.WriteTable(stdout)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		return benchExit(stderr, cmp.Reports)
+	o.Stack.SeparateWrites = !*combine
+	if o.Stack.Executable, err = os.Executable(); err != nil {
+		return err
 	}
-	var reports []*bench.Report
-	defer func() {
-		if *asJSON && len(reports) > 1 {
-			_ = writeIndented(stdout, reports)
-		}
-	}()
-	for _, t := range targets {
-		run := cfg
-		run.Name, run.FlashSale, run.CPU = t.Name, t.FlashSale, t.CPU
-		run.BaseURL, run.BaseURLs = "", t.BaseURLs
-		if t.Verify != nil {
-			run.Verify = *t.Verify
-		}
-		rep, err := bench.Run(ctx, run)
-		if rep != nil {
-			reports = append(reports, rep)
-		}
-		if err != nil {
-			return err
-		}
-		switch {
-		case *asJSON && len(targets) == 1:
-			err = rep.WriteJSON(stdout)
-		case !*asJSON:
-			err = rep.WriteTable(stdout)
-			fmt.Fprintln(stdout)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return benchExit(stderr, reports)
-}
-
-// benchExit returns exit status 2 when a run broke an invariant.
-func benchExit(stderr io.Writer, reports []*bench.Report) error {
-	ok := true
-	for _, r := range reports {
-		if !r.OK() {
-			ok = false
-			fmt.Fprintf(stderr, "voucherd bench: %s: invariants broken:\n", r.Name)
-			for _, v := range r.Violations() {
-				fmt.Fprintln(stderr, "  -", v)
-			}
-		}
-	}
-	if !ok {
+	o.Stack.Env = benchServerEnv(os.Environ())
+	err = benchcmd.Run(ctx, o, stdout, stderr)
+	if errors.Is(err, benchcmd.ErrInvariants) {
 		return exitError(2)
 	}
-	return nil
+	return err
+}
+
+// benchServerEnv is the environment of the voucherd processes a bench
+// stack starts: ours without the VOUCHERD_* variables, since their flags
+// say all, but VOUCHERD_KAFKA_LINGER, a producer setting to measure.
+// OTEL_* variables pass, so that the servers trace as they would serve.
+func benchServerEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "VOUCHERD_") || strings.HasPrefix(kv, "VOUCHERD_KAFKA_LINGER=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // parseCPUPIDs reads --cpu: name=pid[+pid...] items.
@@ -289,39 +170,4 @@ func parseCPUPIDs(items []string) ([]bench.Component, error) {
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-// httpReady succeeds when url answers 200.
-func httpReady(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
-	}
-	return nil
-}
-
-// waitCaughtUp waits until the consumer group of log has caught up.
-func waitCaughtUp(ctx context.Context, log *kafkalog.Log, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	for {
-		err := log.CaughtUp(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the Kafka consumer did not catch up within %s: %w", limit, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -1,10 +1,11 @@
-package main
+package benchcmd
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,13 +22,15 @@ import (
 	"github.com/voucherd/voucherd/internal/pgstore"
 )
 
-// benchStack is PostgreSQL, Redis (one node or a Cluster) and, for Kafka
+// stack is PostgreSQL, Redis (one node or a Cluster) and, for Kafka
 // mode, a broker, started for a bench run, with voucherd serve processes:
 // one group of instances in sync mode and one in Kafka mode, as the modes
 // to run need. Each group has its own Redis key prefix; both share the
 // database (every run creates fresh vouchers).
-type benchStack struct {
+type stack struct {
 	dir          string
+	exe          string   // the voucherd binary
+	env          []string // the voucherd processes' environment
 	pg           *localstack.Postgres
 	redis        *localstack.Redis        // nil with a cluster
 	cluster      *localstack.RedisCluster // nil with one Redis
@@ -55,7 +58,7 @@ type instanceGroup struct {
 // before it is killed.
 const voucherdStopGrace = 15 * time.Second
 
-func (s *benchStack) close() {
+func (s *stack) close() {
 	if s.kafkaLog != nil {
 		s.kafkaLog.Close()
 	}
@@ -80,7 +83,7 @@ func (s *benchStack) close() {
 
 // target is the bench target of one mode on the stack, with the processes
 // whose CPU time counts for it.
-func (s *benchStack) target(mode string) bench.Target {
+func (s *stack) target(mode string) bench.Target {
 	g, wait, kafka := s.groups["sync"], time.Duration(-1), false
 	if mode == "flash-kafka" {
 		g, wait, kafka = s.groups["kafka"], time.Minute, true
@@ -97,17 +100,41 @@ func (s *benchStack) target(mode string) bench.Target {
 		Verify: &bench.VerifyConfig{DatabaseURL: s.databaseURL, RedisAddrs: s.redisAddrs, KeyPrefix: g.prefix, Wait: wait}}
 }
 
-func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *benchStack, err error) {
+// defaults fills in the zero values and checks the rest.
+func (o *StackOptions) defaults() error {
+	if o.Instances == 0 {
+		o.Instances = 1
+	}
+	if o.Redis == "" {
+		o.Redis = "single"
+	}
+	if o.KafkaPartitions == 0 {
+		o.KafkaPartitions = 3
+	}
+	if o.Consumers == 0 {
+		o.Consumers = 1
+	}
 	switch {
-	case o.instances < 1:
-		return nil, errors.New("--instances must be at least 1")
-	case o.redis != "single" && o.redis != "cluster":
-		return nil, fmt.Errorf("--redis must be single or cluster, not %q", o.redis)
-	case o.parts < 1 || o.consumers < 1:
-		return nil, errors.New("--kafka-partitions and --consumers must be at least 1")
+	case o.Executable == "":
+		return errors.New("benchcmd: StackOptions.Executable is required")
+	case o.Instances < 1:
+		return errors.New("--instances must be at least 1")
+	case o.Redis != "single" && o.Redis != "cluster":
+		return fmt.Errorf("--redis must be single or cluster, not %q", o.Redis)
+	case o.KafkaPartitions < 1 || o.Consumers < 1:
+		return errors.New("--kafka-partitions and --consumers must be at least 1")
+	}
+	return nil
+}
+
+// startStack starts the servers and the voucherd processes that modes
+// need, reporting what it starts on stderr.
+func startStack(ctx context.Context, stderr io.Writer, o StackOptions, modes []string) (_ *stack, err error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
 	}
 	withSync, withKafka := false, false
-	for _, m := range o.modes {
+	for _, m := range modes {
 		withKafka = withKafka || m == "flash-kafka"
 		withSync = withSync || m != "flash-kafka"
 	}
@@ -119,14 +146,15 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	st := &benchStack{dir: dir, groups: map[string]*instanceGroup{}, procs: instanceProcs(o.procs, runtime.NumCPU(), max(o.instances, o.consumers))}
+	st := &stack{dir: dir, groups: map[string]*instanceGroup{}, exe: o.Executable, env: o.Env,
+		procs: instanceProcs(o.Procs, runtime.NumCPU(), max(o.Instances, o.Consumers))}
 	defer func() {
 		if err != nil {
 			st.close()
 		}
 	}()
 	fmt.Fprintf(stderr, "voucherd bench: starting PostgreSQL (durable commits), Redis (%s)%s and %d voucherd instance(s) per mode in %s\n",
-		o.redis, map[bool]string{true: ", Kafka", false: ""}[withKafka], o.instances, dir)
+		o.Redis, map[bool]string{true: ", Kafka", false: ""}[withKafka], o.Instances, dir)
 	pgPort, err := localproc.FreePort()
 	if err != nil {
 		return nil, err
@@ -138,7 +166,7 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 	if err := migrateOnce(ctx, st.databaseURL); err != nil {
 		return nil, err
 	}
-	if o.redis == "cluster" {
+	if o.Redis == "cluster" {
 		if st.cluster, err = localstack.StartRedisCluster(ctx, localstack.RedisClusterConfig{Dir: filepath.Join(dir, "redis-cluster")}); err != nil {
 			return nil, err
 		}
@@ -155,17 +183,17 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 	}
 	// Each instance gets a share of the connections one instance would
 	// have, so that PostgreSQL sees as many whatever the instance count.
-	pool := max(8, 32/o.instances)
+	pool := max(8, 32/o.Instances)
 	common := []string{
 		"--database-url=" + st.databaseURL, "--redis-addr=" + strings.Join(st.redisAddrs, ","),
 		"--reservation-ttl=15m", "--expiry-interval=1s", "--soldout-ttl=1s", "--migrate=false",
 		"--shutdown-timeout=10s", "--reconcile-interval=0", "--reconcile-grace=30s", "--log-format=text",
 		"--log-level=error", "--db-max-conns=" + strconv.Itoa(pool), "--db-min-conns=" + strconv.Itoa(pool),
 		"--voucher-cache-ttl=1s", "--produce-timeout=2s", "--write-timeout=5s",
-		"--combine-writes=" + strconv.FormatBool(o.combine),
+		"--combine-writes=" + strconv.FormatBool(!o.SeparateWrites),
 	}
 	if withSync {
-		g, err := st.startGroup(ctx, "sync", o.instances, 0, append(slices.Clone(common), "--flash-writes=sync", "--redis-key-prefix=bsync:"))
+		g, err := st.startGroup(ctx, "sync", o.Instances, 0, append(slices.Clone(common), "--flash-writes=sync", "--redis-key-prefix=bsync:"))
 		if err != nil {
 			return nil, err
 		}
@@ -185,10 +213,10 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 	}
 	st.kafkaBrokers = []string{st.kafka.Addr}
 	kafkaArgs := append(slices.Clone(common), "--flash-writes=kafka", "--redis-key-prefix=bkafka:",
-		"--kafka-brokers="+st.kafkaBrokers[0], "--kafka-partitions="+strconv.Itoa(o.parts),
+		"--kafka-brokers="+st.kafkaBrokers[0], "--kafka-partitions="+strconv.Itoa(o.KafkaPartitions),
 		"--kafka-topic=voucherd.reservations", "--kafka-dlq-topic=voucherd.reservations.dlq",
 		"--kafka-group=voucherd-writer")
-	g, err := st.startGroup(ctx, "kafka", o.instances, o.consumers, kafkaArgs)
+	g, err := st.startGroup(ctx, "kafka", o.Instances, o.Consumers, kafkaArgs)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +227,7 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 	// six runs before this wait). The benchmark measures the sale, not the
 	// broker's first seconds.
 	if st.kafkaLog, err = kafkalog.New(kafkalog.Config{Brokers: st.kafkaBrokers, Topic: "voucherd.reservations",
-		DeadLetterTopic: "voucherd.reservations.dlq", Group: "voucherd-writer", Partitions: int32(o.parts)}); err != nil {
+		DeadLetterTopic: "voucherd.reservations.dlq", Group: "voucherd-writer", Partitions: int32(o.KafkaPartitions)}); err != nil {
 		return nil, err
 	}
 	if err = waitCaughtUp(ctx, st.kafkaLog, time.Minute); err != nil {
@@ -223,11 +251,7 @@ func migrateOnce(ctx context.Context, databaseURL string) error {
 // until each answers /readyz. With consumers > 0 (Kafka mode) the first
 // consumers instances run the consumer inside serve, and consume processes
 // make up the rest.
-func (s *benchStack) startGroup(ctx context.Context, name string, n, consumers int, args []string) (*instanceGroup, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
+func (s *stack) startGroup(ctx context.Context, name string, n, consumers int, args []string) (*instanceGroup, error) {
 	g := &instanceGroup{}
 	s.groups[name] = g
 	var serving []*localproc.Process
@@ -238,7 +262,7 @@ func (s *benchStack) startGroup(ctx context.Context, name string, n, consumers i
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		a := append([]string{"serve", "--addr=" + addr, "--consumer=" + strconv.FormatBool(i < consumers)}, args...)
-		p, err := s.startVoucherd(fmt.Sprintf("voucherd-%s-%d", name, i), exe, a)
+		p, err := s.startVoucherd(fmt.Sprintf("voucherd-%s-%d", name, i), a)
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +271,7 @@ func (s *benchStack) startGroup(ctx context.Context, name string, n, consumers i
 		g.urls = append(g.urls, "http://"+addr)
 	}
 	for i := n; i < consumers; i++ {
-		p, err := s.startVoucherd(fmt.Sprintf("voucherd-%s-consume-%d", name, i), exe, append([]string{"consume"}, args...))
+		p, err := s.startVoucherd(fmt.Sprintf("voucherd-%s-consume-%d", name, i), append([]string{"consume"}, args...))
 		if err != nil {
 			return nil, err
 		}
@@ -280,24 +304,52 @@ func instanceProcs(flag, cpus, processes int) int {
 }
 
 // startVoucherd starts one voucherd process with its output in the stack's
-// folder. Its environment has no VOUCHERD_* variables but
-// VOUCHERD_KAFKA_LINGER (a producer setting to measure): the flags say
-// all. OTEL_* variables pass, so that the servers trace as they would
-// serve. GOMAXPROCS is the stack's procs when set.
-func (s *benchStack) startVoucherd(name, exe string, args []string) (*localproc.Process, error) {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "VOUCHERD_") || strings.HasPrefix(kv, "VOUCHERD_KAFKA_LINGER=") {
-			env = append(env, kv)
-		}
-	}
+// folder, in the stack's environment with GOMAXPROCS set to the stack's
+// procs when they are set.
+func (s *stack) startVoucherd(name string, args []string) (*localproc.Process, error) {
+	env := append([]string{}, s.env...) // never nil: nil would inherit ours
 	if s.procs > 0 {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(s.procs)) // the last value of a key wins
 	}
-	p := &localproc.Process{Name: name, Path: exe, Args: args, Env: env, LogPath: filepath.Join(s.dir, name+".log")}
+	p := &localproc.Process{Name: name, Path: s.exe, Args: args, Env: env, LogPath: filepath.Join(s.dir, name+".log")}
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
 	s.voucherds = append(s.voucherds, p)
 	return p, nil
+}
+
+// httpReady succeeds when url answers 200.
+func httpReady(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+// waitCaughtUp waits until the consumer group of log has caught up.
+func waitCaughtUp(ctx context.Context, log *kafkalog.Log, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		err := log.CaughtUp(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the Kafka consumer did not catch up within %s: %w", limit, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
