@@ -74,7 +74,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.CPUIdle, "cpu-idle", 2*time.Second, "with CPU accounting: first watch the stack this long without traffic, to tell its idle cost from the requests'")
 	fs.Var(listFlag{&cpuPIDs}, "cpu", "with --url: processes whose CPU time per request to report, as name=pid[+pid...], comma-separated (descendants count too)")
 	seed := fs.Uint64("seed", 0, "workload seed; 0 picks one")
-	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON document on stdout (several reports as an array), and everything else, progress, the Kafka warm-up and the stage table included, on stderr")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	dbURL := fs.String("database-url", os.Getenv("VOUCHERD_DATABASE_URL"), "with --url: the server's PostgreSQL, to verify the invariants")
 	var redisAddrs []string

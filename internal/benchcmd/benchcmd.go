@@ -46,7 +46,8 @@ type Options struct {
 	// report.
 	CPU []bench.Component
 	// JSON writes the report (or the reports, as an array, or the
-	// comparison) as JSON on stdout; the stage table goes to stderr.
+	// comparison) as one JSON document on stdout; everything else, the
+	// Kafka warm-up and the stage table included, goes to stderr.
 	JSON bool
 
 	// Stack says how to start the stack when URLs is empty.
@@ -96,6 +97,12 @@ type StackOptions struct {
 // progress to stderr, and returns ErrInvariants when an invariant broke.
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	cfg := o.Workload
+	// info receives what is not the report: on stdout beside the tables,
+	// on stderr with JSON, which keeps stdout one JSON document.
+	info := stdout
+	if o.JSON {
+		info = stderr
+	}
 	modes := o.Modes
 	if len(modes) == 0 {
 		modes = []string{"flash-sync"}
@@ -142,17 +149,11 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		if kafka := st.groups["kafka"]; kafka != nil {
 			if o.KafkaWarmup > 0 {
 				fmt.Fprintf(stderr, "voucherd bench: warming the Kafka path up for %s\n", o.KafkaWarmup)
-				if err := warmKafka(ctx, stdout, cfg, st, o.KafkaWarmup); err != nil {
+				if err := warmKafka(ctx, info, cfg, st, o.KafkaWarmup); err != nil {
 					return err
 				}
 			}
 			if o.PGOutage == 0 {
-				// After the reports; on stderr with --json, which keeps
-				// stdout one JSON document.
-				info := stdout
-				if o.JSON {
-					info = stderr
-				}
 				before := stages(ctx, kafka.urls)
 				defer func() {
 					fmt.Fprintln(info)
@@ -161,7 +162,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			}
 		}
 		if o.PGOutage > 0 {
-			return runPGOutage(ctx, stdout, stderr, cfg, st, o.PGOutageAt, o.PGOutage)
+			return runPGOutage(ctx, stdout, stderr, info, o.JSON, cfg, st, o.PGOutageAt, o.PGOutage)
 		}
 		for _, m := range modes {
 			targets = append(targets, st.target(m))

@@ -17,7 +17,7 @@ import (
 // and prints its figures apart, so that the measured runs find the broker's
 // JVM warm (a fresh broker acknowledges about a tenth as fast in its first
 // seconds). It waits for the consumer to catch up afterwards.
-func warmKafka(ctx context.Context, stdout io.Writer, base bench.Config, st *stack, d time.Duration) error {
+func warmKafka(ctx context.Context, out io.Writer, base bench.Config, st *stack, d time.Duration) error {
 	cfg := bench.Config{
 		Name: "kafka warm-up", BaseURLs: st.groups["kafka"].urls, FlashSale: true,
 		TotalLimit: 100_000_000, PerUserLimit: 1, Customers: 100_000_000, Concurrency: base.Concurrency,
@@ -28,7 +28,7 @@ func warmKafka(ctx context.Context, stdout io.Writer, base bench.Config, st *sta
 	if err != nil {
 		return fmt.Errorf("Kafka warm-up: %w", err)
 	}
-	fmt.Fprintf(stdout, "warm-up   flash-kafka on a throwaway voucher, %s closed loop (not in the figures below): %d requests, %.0f req/s, p50 %.1fms p99 %.1fms, failures %d, verify %s\n\n",
+	fmt.Fprintf(out, "warm-up   flash-kafka on a throwaway voucher, %s closed loop (not in the figures below): %d requests, %.0f req/s, p50 %.1fms p99 %.1fms, failures %d, verify %s\n\n",
 		d, rep.Requests, rep.Rate, rep.Latency.P50, rep.Latency.P99, rep.Failures, map[bool]string{true: "OK", false: "FAILED"}[rep.OK()])
 	if !rep.OK() {
 		return fmt.Errorf("Kafka warm-up broke invariants: %v", rep.Violations())
@@ -55,8 +55,9 @@ const drainedLag = 100
 
 // runPGOutage runs the workload against the sync-mode and the Kafka-mode
 // server at once and stops PostgreSQL from at into the run for d, then
-// prints both reports and a side-by-side table.
-func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config, st *stack, at, d time.Duration) error {
+// writes both reports to stdout (as a JSON array with asJSON) and a
+// side-by-side table and the Kafka-mode stages to info.
+func runPGOutage(ctx context.Context, stdout, stderr, info io.Writer, asJSON bool, cfg bench.Config, st *stack, at, d time.Duration) error {
 	if cfg.Requests == 0 && cfg.Duration == 0 {
 		cfg.Duration = at + d + 10*time.Second
 	}
@@ -122,14 +123,21 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 	}()
 	wg.Wait()
 
+	reports := make([]*bench.Report, len(results))
 	for i, r := range results {
 		if r.err != nil {
 			return fmt.Errorf("%s: %w", targets[i].name, r.err)
 		}
-		_ = r.rep.WriteTable(stdout)
-		fmt.Fprintln(stdout)
+		reports[i] = r.rep
+		if !asJSON {
+			_ = r.rep.WriteTable(stdout)
+			fmt.Fprintln(stdout)
+		}
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	if asJSON {
+		_ = writeJSON(stdout, reports)
+	}
+	tw := tabwriter.NewWriter(info, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "PostgreSQL down %s from %s into the run\n", d, at)
 	fmt.Fprintln(tw, "mode\trequests\t201 (distinct orderIds)\t503\tother failures\tp99\tafter restart\tverify")
 	for i, r := range results {
@@ -146,8 +154,8 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 			rep.Status[503], rep.Failures-rep.Status[503], rep.Latency.P99, after, verify)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(stdout)
-	writeStages(stdout, "flash-kafka", before, stages(ctx, st.groups["kafka"].urls))
+	fmt.Fprintln(info)
+	writeStages(info, "flash-kafka", before, stages(ctx, st.groups["kafka"].urls))
 	if outErr != nil {
 		return outErr
 	}
