@@ -70,7 +70,7 @@ func (s *stack) close() {
 		s.kafka.Stop()
 	}
 	if s.redis != nil {
-		s.redis.Stop(voucherdStopGrace)
+		s.redis.Stop()
 	}
 	if s.cluster != nil {
 		s.cluster.Stop()

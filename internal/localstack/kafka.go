@@ -86,8 +86,8 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 }
 
 // Stop shuts the broker down cleanly (SIGTERM) and waits for it; it is
-// killed after 30 s.
-func (k *Kafka) Stop() { k.proc.Stop(syscall.SIGTERM, kafkaStopGrace) }
+// killed after 30 s. It returns false when it had to be killed.
+func (k *Kafka) Stop() bool { return k.proc.Stop(syscall.SIGTERM, kafkaStopGrace) }
 
 // PID returns the broker's process id, 0 when it is not running.
 func (k *Kafka) PID() int { return k.proc.PID() }

@@ -150,8 +150,9 @@ func (p *Postgres) ready(ctx context.Context) error {
 }
 
 // Stop shuts the server down the fast way (SIGINT: open sessions end,
-// committed work is kept) and waits for it; it is killed after 15 s.
-func (p *Postgres) Stop() { p.proc.Stop(syscall.SIGINT, stopGrace) }
+// committed work is kept) and waits for it; it is killed after 15 s. It
+// returns false when it had to be killed.
+func (p *Postgres) Stop() bool { return p.proc.Stop(syscall.SIGINT, stopGrace) }
 
 // PID returns the postmaster's process id, 0 when it is not running.
 func (p *Postgres) PID() int { return p.proc.PID() }

@@ -124,9 +124,9 @@ func (r *Redis) Start(ctx context.Context) error {
 	return err
 }
 
-// Stop shuts the server down (SIGTERM) and waits up to grace for it to
-// exit before killing it. It returns false when it had to be killed.
-func (r *Redis) Stop(grace time.Duration) bool { return r.proc.Stop(syscall.SIGTERM, grace) }
+// Stop shuts the server down (SIGTERM) and waits for it; it is killed after
+// 15 s. It returns false when it had to be killed.
+func (r *Redis) Stop() bool { return r.proc.Stop(syscall.SIGTERM, stopGrace) }
 
 // Kill ends the server with SIGKILL, as a crash would.
 func (r *Redis) Kill() { r.proc.Kill() }
@@ -225,12 +225,12 @@ func StartRedisCluster(ctx context.Context, cfg RedisClusterConfig) (c *RedisClu
 	return c, nil
 }
 
-// Stop stops every master at once (each as Redis.Stop with a 10 s grace).
-// Their folders stay.
+// Stop stops every master at once (each as Redis.Stop). Their folders
+// stay.
 func (c *RedisCluster) Stop() {
 	var wg sync.WaitGroup
 	for _, n := range c.Nodes {
-		wg.Go(func() { n.Stop(10 * time.Second) })
+		wg.Go(func() { n.Stop() })
 	}
 	wg.Wait()
 }

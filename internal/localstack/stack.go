@@ -59,13 +59,13 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.stops = append(s.stops, pg.Stop)
+	s.stops = append(s.stops, func() { pg.Stop() })
 	s.DatabaseURL = pg.URL
 	redis, err := StartRedis(ctx, RedisConfig{Dir: filepath.Join(cfg.Dir, "redis"), Port: cfg.RedisPort, AppendOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	s.stops = append(s.stops, func() { redis.Stop(stopGrace) })
+	s.stops = append(s.stops, func() { redis.Stop() })
 	s.RedisAddrs = []string{redis.Addr}
 	if !cfg.Kafka {
 		return s, nil
@@ -74,7 +74,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.stops = append(s.stops, k.Stop)
+	s.stops = append(s.stops, func() { k.Stop() })
 	s.KafkaBrokers = []string{k.Addr}
 	return s, nil
 }

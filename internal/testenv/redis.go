@@ -103,8 +103,8 @@ func (s *RedisServer) PID() int {
 func (s *RedisServer) Stop(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Stop")
-	if !s.srv.Stop(10 * time.Second) {
-		t.Logf("testenv: redis-server did not stop within 10s and was killed\n%s", localproc.LogTail(s.srv.LogPath()))
+	if !s.srv.Stop() {
+		t.Logf("testenv: redis-server did not stop within 15s and was killed\n%s", localproc.LogTail(s.srv.LogPath()))
 	}
 }
 
@@ -150,7 +150,7 @@ func (s *RedisServer) shutdown() {
 	if s.srv == nil {
 		return
 	}
-	s.srv.Stop(10 * time.Second)
+	s.srv.Stop()
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
