@@ -142,10 +142,6 @@ func startStack(ctx context.Context, stderr io.Writer, o StackOptions, modes []s
 	if err != nil {
 		return nil, err
 	}
-	// PostgreSQL may run as another user (when this runs as root).
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
 	st := &stack{dir: dir, groups: map[string]*instanceGroup{}, exe: o.Executable, env: o.Env,
 		procs: instanceProcs(o.Procs, runtime.NumCPU(), max(o.Instances, o.Consumers))}
 	defer func() {
@@ -153,6 +149,10 @@ func startStack(ctx context.Context, stderr io.Writer, o StackOptions, modes []s
 			st.close()
 		}
 	}()
+	// PostgreSQL may run as another user (when this runs as root).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(stderr, "voucherd bench: starting PostgreSQL (durable commits), Redis (%s)%s and %d voucherd instance(s) per mode in %s\n",
 		o.Redis, map[bool]string{true: ", Kafka", false: ""}[withKafka], o.Instances, dir)
 	pgPort, err := localproc.FreePort()
@@ -287,8 +287,8 @@ func (s *stack) startGroup(ctx context.Context, name string, n, consumers int, a
 	return g, nil
 }
 
-// instanceProcs returns the GOMAXPROCS of each of the processes voucherd
-// processes of a write mode on a machine of cpus CPUs for the
+// instanceProcs returns the GOMAXPROCS of each of the given number of
+// voucherd processes of a write mode on a machine of cpus CPUs, for the
 // --instance-procs value flag: flag itself when positive, their share of
 // the CPUs (at least 1) for 0, and 0 (Go's default) for -1. Processes
 // sharing a machine each with a P per CPU spin and switch more than their
