@@ -96,7 +96,21 @@ type StackOptions struct {
 // Run runs the benchmark o describes, writes its reports to stdout and its
 // progress to stderr, and returns ErrInvariants when an invariant broke.
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
-	cfg := o.Workload
+	if len(o.Modes) == 0 {
+		o.Modes = []string{"flash-sync"}
+	}
+	if len(o.URLs) == 0 {
+		return runOnStack(ctx, o, stdout, stderr)
+	}
+	cfg, mode := o.Workload, o.Modes[0]
+	cfg.BaseURLs = o.URLs
+	cfg.FlashSale = mode != "standard"
+	return runTargets(ctx, o, cfg, []bench.Target{{Name: mode, BaseURLs: o.URLs, FlashSale: cfg.FlashSale, CPU: o.CPU}}, stdout, stderr)
+}
+
+// runOnStack starts the stack the modes need, warms Kafka up, and runs the
+// modes in turn (or the PostgreSQL outage), then stops the stack.
+func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	// info receives what is not the report: on stdout beside the tables,
 	// on stderr with JSON, which keeps stdout one JSON document.
 	info := stdout
@@ -104,71 +118,66 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		info = stderr
 	}
 	modes := o.Modes
-	if len(modes) == 0 {
-		modes = []string{"flash-sync"}
+	if o.Compare {
+		modes = []string{"standard", "flash-sync", "flash-kafka"}
 	}
-
-	var targets []bench.Target
-	if len(o.URLs) > 0 {
-		mode := modes[0]
-		cfg.BaseURLs = o.URLs
-		cfg.FlashSale = mode != "standard"
-		targets = []bench.Target{{Name: mode, BaseURLs: o.URLs, FlashSale: cfg.FlashSale, CPU: o.CPU}}
-	} else {
-		if o.Compare {
-			modes = []string{"standard", "flash-sync", "flash-kafka"}
+	if o.PGOutage > 0 {
+		modes = []string{"flash-sync", "flash-kafka"}
+	}
+	for _, m := range modes {
+		if m != "standard" && m != "flash-sync" && m != "flash-kafka" {
+			return fmt.Errorf("--mode must be standard, flash-sync or flash-kafka, not %q", m)
 		}
-		if o.PGOutage > 0 {
-			modes = []string{"flash-sync", "flash-kafka"}
-		}
-		for _, m := range modes {
-			if m != "standard" && m != "flash-sync" && m != "flash-kafka" {
-				return fmt.Errorf("--mode must be standard, flash-sync or flash-kafka, not %q", m)
-			}
-		}
-		so := o.Stack
-		if o.OTLPSink {
-			sink, err := StartOTLPSink()
-			if err != nil {
-				return err
-			}
-			defer func() {
-				sink.Close()
-				fmt.Fprintf(stderr, "voucherd bench: the OTLP sink received %d exports, %d bytes\n", sink.Exports(), sink.Bytes())
-			}()
-			if so.Env, err = sink.tracesTo(so.Env); err != nil {
-				return err
-			}
-		}
-		st, err := startStack(ctx, stderr, so, modes)
+	}
+	so := o.Stack
+	if o.OTLPSink {
+		sink, err := StartOTLPSink()
 		if err != nil {
 			return err
 		}
-		defer st.close()
-		cfg.APIToken, cfg.AdminToken = "", ""
-		if kafka := st.groups["kafka"]; kafka != nil {
-			if o.KafkaWarmup > 0 {
-				fmt.Fprintf(stderr, "voucherd bench: warming the Kafka path up for %s\n", o.KafkaWarmup)
-				if err := warmKafka(ctx, info, cfg, st, o.KafkaWarmup); err != nil {
-					return err
-				}
-			}
-			if o.PGOutage == 0 {
-				before := stages(ctx, kafka.urls)
-				defer func() {
-					fmt.Fprintln(info)
-					writeStages(info, "flash-kafka", before, stages(ctx, kafka.urls))
-				}()
-			}
-		}
-		if o.PGOutage > 0 {
-			return runPGOutage(ctx, stdout, stderr, info, o.JSON, cfg, st, o.PGOutageAt, o.PGOutage)
-		}
-		for _, m := range modes {
-			targets = append(targets, st.target(m))
+		defer func() {
+			sink.Close()
+			fmt.Fprintf(stderr, "voucherd bench: the OTLP sink received %d exports, %d bytes\n", sink.Exports(), sink.Bytes())
+		}()
+		if so.Env, err = sink.tracesTo(so.Env); err != nil {
+			return err
 		}
 	}
+	st, err := startStack(ctx, stderr, so, modes)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	cfg := o.Workload
+	cfg.APIToken, cfg.AdminToken = "", ""
+	if kafka := st.groups["kafka"]; kafka != nil {
+		if o.KafkaWarmup > 0 {
+			fmt.Fprintf(stderr, "voucherd bench: warming the Kafka path up for %s\n", o.KafkaWarmup)
+			if err := warmKafka(ctx, info, cfg, st, o.KafkaWarmup); err != nil {
+				return err
+			}
+		}
+		if o.PGOutage == 0 {
+			before := stages(ctx, kafka.urls)
+			defer func() {
+				fmt.Fprintln(info)
+				writeStages(info, "flash-kafka", before, stages(ctx, kafka.urls))
+			}()
+		}
+	}
+	if o.PGOutage > 0 {
+		return runPGOutage(ctx, stdout, stderr, info, o.JSON, cfg, st, o.PGOutageAt, o.PGOutage)
+	}
+	var targets []bench.Target
+	for _, m := range modes {
+		targets = append(targets, st.target(m))
+	}
+	return runTargets(ctx, o, cfg, targets, stdout, stderr)
+}
 
+// runTargets runs cfg against each target in turn, or compares them, and
+// writes the reports.
+func runTargets(ctx context.Context, o Options, cfg bench.Config, targets []bench.Target, stdout, stderr io.Writer) error {
 	if o.Compare {
 		cmp, err := bench.Compare(ctx, cfg, targets)
 		if cmp != nil {
