@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -130,7 +131,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cfg.TotalLimit, cfg.PerUserLimit, cfg.Seed = int32(*total), int32(*perUser), *seed
+	var err error
+	if cfg.TotalLimit, err = int32Setting("total", *total); err != nil {
+		return err
+	}
+	if cfg.PerUserLimit, err = int32Setting("per-user", *perUser); err != nil {
+		return err
+	}
+	cfg.Seed = *seed
 	if !*quiet {
 		cfg.Progress = stderr
 	}
@@ -379,6 +387,8 @@ func startBenchStack(ctx context.Context, stderr io.Writer, o benchOptions) (_ *
 		return nil, fmt.Errorf("--redis must be single or cluster, not %q", o.redis)
 	case o.parts < 1 || o.consumers < 1:
 		return nil, errors.New("--kafka-partitions and --consumers must be at least 1")
+	case o.parts > math.MaxInt32:
+		return nil, fmt.Errorf("--kafka-partitions must be at most %d", math.MaxInt32)
 	}
 	withSync, withKafka := false, false
 	for _, m := range o.modes {
