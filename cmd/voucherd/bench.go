@@ -125,7 +125,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer f.Close() //nolint:errcheck // pprof writes the profile and reports no write error; closing only releases the file
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}

@@ -97,7 +97,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if err := app.Start(ctx); err != nil {
-		app.Close()
+		_ = app.Close() // the start's error is the one to report
 		return err
 	}
 	printDevBanner(stdout, app.Addr(), cfg)
@@ -171,7 +171,7 @@ func startCmd(name, logPath string, cmd *exec.Cmd) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
+	defer logFile.Close() //nolint:errcheck // the child writes through its own descriptor; ours is only released
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = localproc.SysProcAttr(nil)

@@ -47,7 +47,9 @@ func (s *otlpSink) useForTraces() error {
 	if p := os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); p != "" && p != "http/protobuf" {
 		return fmt.Errorf("--otlp-sink speaks http/protobuf, not OTEL_EXPORTER_OTLP_PROTOCOL=%s", p)
 	}
-	os.Unsetenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if err := os.Unsetenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); err != nil {
+		return err
+	}
 	return os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", s.url)
 }
 

@@ -44,7 +44,7 @@ func (p *process) start() error {
 	}
 	// The child gets its own copy of the descriptor, so ours can be closed
 	// right after Start and nothing has to copy the output.
-	defer logFile.Close()
+	defer logFile.Close() //nolint:errcheck // the child writes through its own descriptor; ours is only released
 	fmt.Fprintf(logFile, "==== testenv: start %s %q at %s\n", p.path, p.args, time.Now().Format(time.RFC3339Nano))
 
 	cmd := exec.Command(p.path, p.args...)
