@@ -105,13 +105,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer f.Close() //nolint:errcheck // pprof writes the profile and reports no write error; closing only releases the file
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cfg.TotalLimit, cfg.PerUserLimit, cfg.Seed = int32(*total), int32(*perUser), *seed
+
+	if cfg.TotalLimit, err = int32Setting("total", *total); err != nil {
+		return err
+	}
+	if cfg.PerUserLimit, err = int32Setting("per-user", *perUser); err != nil {
+		return err
+	}
+	cfg.Seed = *seed
 	if !*quiet {
 		cfg.Progress = stderr
 	}

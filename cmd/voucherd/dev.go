@@ -69,7 +69,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if err := app.Start(ctx); err != nil {
-		app.Close()
+		_ = app.Close() // the start's error is the one to report
 		return err
 	}
 	printDevBanner(stdout, app.Addr(), cfg)

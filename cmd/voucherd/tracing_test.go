@@ -98,7 +98,7 @@ func (s *tracedStack) waitSpans(tid trace.TraceID, ok func([]tracetest.SpanStub)
 func attr(sp tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range sp.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

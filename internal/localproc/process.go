@@ -53,7 +53,7 @@ func (p *Process) Start() error {
 	}
 	// The child gets its own copy of the descriptor, so ours can be closed
 	// right after Start and nothing has to copy the output.
-	defer logFile.Close()
+	defer logFile.Close() //nolint:errcheck // the child writes through its own descriptor; ours is only released
 	fmt.Fprintf(logFile, "==== start %s %q at %s\n", p.Path, p.Args, time.Now().Format(time.RFC3339Nano))
 
 	cmd := exec.Command(p.Path, p.Args...)

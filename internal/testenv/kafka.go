@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,8 +315,8 @@ func kafkaFailure(p *localproc.Process, err error) string {
 // partition has a leader, and deletes it at the test's cleanup.
 func Topic(t testing.TB, brokers []string, partitions int) string {
 	t.Helper()
-	if partitions <= 0 {
-		t.Fatalf("testenv: Topic: partitions must be > 0, got %d", partitions)
+	if partitions <= 0 || partitions > math.MaxInt32 {
+		t.Fatalf("testenv: Topic: partitions must be from 1 to %d, got %d", math.MaxInt32, partitions)
 	}
 	name := topicName(t.Name())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -326,7 +327,7 @@ func Topic(t testing.TB, brokers []string, partitions int) string {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, name)
+	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, name) //nolint:gosec // G115: bounded above (t.Fatalf ends the test)
 	if err == nil {
 		err = resp.Err
 	}
