@@ -3,6 +3,7 @@ package localproc
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ func TestProcessStopKillStart(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	require.NoError(t, err)
 	log := filepath.Join(t.TempDir(), "p.log")
-	p := &Process{Name: "sleeper", Path: sh, Args: []string{"-c", "echo up; trap '' TERM; sleep 60 & wait"}, LogPath: log}
+	p := &Process{Name: "sleeper", Path: sh, Args: []string{"-c", "trap '' TERM; echo up; sleep 60 & wait"}, LogPath: log}
 	require.False(t, p.Running())
 	require.Zero(t, p.PID())
 
@@ -28,6 +29,11 @@ func TestProcessStopKillStart(t *testing.T) {
 	require.True(t, p.Running())
 	require.Positive(t, p.PID())
 	require.Error(t, p.Start(), "already running")
+	// The shell ignores SIGTERM once it has said so.
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(log)
+		return err == nil && strings.Contains(string(data), "\nup\n")
+	}, 10*time.Second, 5*time.Millisecond)
 	require.False(t, p.Stop(syscall.SIGTERM, 200*time.Millisecond), "it ignores SIGTERM, so it is killed")
 	require.False(t, p.Running())
 
