@@ -77,6 +77,11 @@ type Config struct {
 	// a development machine, 10,000 orders took about 4ms of Redis time and
 	// kept 1.3MB in this process, 100,000 orders 55-100ms and 13MB.
 	SoldOutMaxOrders int
+	// ScanCount is how many entries of a voucher's hashes one call reads
+	// when the gate reads or counts a whole voucher in chunks (Inspect,
+	// counting the held count of a voucher loaded without one); default
+	// DefaultScanCount. Each call holds Redis for a time proportional to it.
+	ScanCount int
 	// KeyGrace is how long after a voucher's end its keys stay in Redis
 	// (default 24h), so late confirms and releases still find them.
 	KeyGrace time.Duration
@@ -151,6 +156,12 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if cfg.SoldOutMaxOrders < 0 {
 		return nil, fmt.Errorf("redisgate: Config.SoldOutMaxOrders %d is negative", cfg.SoldOutMaxOrders)
+	}
+	if cfg.ScanCount == 0 {
+		cfg.ScanCount = DefaultScanCount
+	}
+	if cfg.ScanCount < 0 {
+		return nil, fmt.Errorf("redisgate: Config.ScanCount %d is negative", cfg.ScanCount)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -580,8 +591,7 @@ func (g *Gate) withTimeout(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, g.cfg.Timeout)
 }
 
-// withBulkTimeout bounds a call that moves a whole voucher (Load, Inspect,
-// Clamp): a sale of a million orders takes longer than one reservation.
+// withBulkTimeout bounds a call that moves a whole voucher (Load): a sale of a million orders takes longer than one reservation.
 func (g *Gate) withBulkTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, max(10*g.cfg.Timeout, bulkTimeout))
 }

@@ -30,6 +30,16 @@ type keys struct {
 	// only grows while it exists: Forget leaves it, and it expires with the
 	// voucher's other keys.
 	version string
+	// held is the number of orders holding a use (H, P or C in orders),
+	// kept by every script that changes whether an order holds one
+	// (lib/held.lua), so that clamp.lua and counts.lua read it without
+	// reading the orders. Absent for a voucher loaded before it existed
+	// until heldinit.lua has counted it.
+	held string
+	// heldScan is, while heldinit.lua counts held in chunks, the set of the
+	// orderIds already counted, with the marker heldScanning; absent
+	// otherwise.
+	heldScan string
 }
 
 // keysFor builds the keys of code under prefix. The prefix comes first and
@@ -45,6 +55,8 @@ func keysFor(prefix, code string) keys {
 		version:   base + "version",
 		codes:     base + "codes",
 		freed:     base + "freed",
+		held:      base + "held",
+		heldScan:  base + "heldscan",
 	}
 }
 
@@ -55,9 +67,15 @@ func (k keys) all() []string {
 	return []string{k.remaining, k.users, k.orders, k.lock, k.codes, k.freed}
 }
 
+// counts lists the keys derived from the orders (the held count and a count
+// under way), which Forget deletes with all.
+func (k keys) counts() []string { return []string{k.held, k.heldScan} }
+
 // script is the common KEYS layout of the scripts that decide or change
-// holds: remaining, users, orders, version, codes.
-func (k keys) script() []string { return []string{k.remaining, k.users, k.orders, k.version, k.codes} }
+// holds: remaining, users, orders, version, codes, held, heldscan.
+func (k keys) script() []string {
+	return []string{k.remaining, k.users, k.orders, k.version, k.codes, k.held, k.heldScan}
+}
 
 // maxCachedKeys bounds keyCache; past it the cache starts over.
 const maxCachedKeys = 100_000
