@@ -40,6 +40,10 @@ type keys struct {
 	// orderIds already counted, with the marker heldScanning; absent
 	// otherwise.
 	heldScan string
+	// loading holds, while loadstep.lua writes the voucher in steps, the
+	// token of the loader writing it; loadUsers, loadOrders and loadCodes
+	// are the hashes it writes, moved into place in its last step.
+	loading, loadUsers, loadOrders, loadCodes string
 }
 
 // keysFor builds the keys of code under prefix. The prefix comes first and
@@ -48,15 +52,19 @@ type keys struct {
 func keysFor(prefix, code string) keys {
 	base := prefix + "voucher:{" + code + "}:"
 	return keys{
-		remaining: base + "remaining",
-		users:     base + "users",
-		orders:    base + "orders",
-		lock:      base + "lock",
-		version:   base + "version",
-		codes:     base + "codes",
-		freed:     base + "freed",
-		held:      base + "held",
-		heldScan:  base + "heldscan",
+		remaining:  base + "remaining",
+		users:      base + "users",
+		orders:     base + "orders",
+		lock:       base + "lock",
+		version:    base + "version",
+		codes:      base + "codes",
+		freed:      base + "freed",
+		held:       base + "held",
+		heldScan:   base + "heldscan",
+		loading:    base + "loading",
+		loadUsers:  base + "loadusers",
+		loadOrders: base + "loadorders",
+		loadCodes:  base + "loadcodes",
 	}
 }
 
@@ -70,6 +78,17 @@ func (k keys) all() []string {
 // counts lists the keys derived from the orders (the held count and a count
 // under way), which Forget deletes with all.
 func (k keys) counts() []string { return []string{k.held, k.heldScan} }
+
+// staging lists the keys of a load in steps (loadstep.lua), which Forget
+// deletes with all.
+func (k keys) staging() []string {
+	return []string{k.loading, k.loadUsers, k.loadOrders, k.loadCodes}
+}
+
+// loadStep is the KEYS layout of loadstep.lua.
+func (k keys) loadStep() []string {
+	return append(k.script(), k.freed, k.loading, k.loadUsers, k.loadOrders, k.loadCodes)
+}
 
 // script is the common KEYS layout of the scripts that decide or change
 // holds: remaining, users, orders, version, codes, held, heldscan.

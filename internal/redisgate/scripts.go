@@ -30,6 +30,7 @@ var (
 	releaseScript  = newScript("release.lua", false)
 	commitScript   = newScript("commit.lua", false)
 	loadScript     = newScript("load.lua", false)
+	loadStepScript = newScript("loadstep.lua", false)
 	adjustScript   = newScript("adjust.lua", false)
 	unlockScript   = newScript("unlock.lua", false)
 	adoptScript    = newScript("adopt.lua", false)
