@@ -15,6 +15,10 @@ import (
 // loading key between two steps: one that dies frees it after this.
 const loadingTTL = 10 * time.Second
 
+// loadWaitPoll is how often a loader waiting for another one's turn asks
+// again.
+const loadWaitPoll = 10 * time.Millisecond
+
 // Statuses of loadstep.lua.
 const (
 	loadStepDone   = 1
@@ -26,7 +30,8 @@ const (
 // steps, or this one lost its turn.
 var errLoadBusy = errors.New("redisgate: another loader is writing the voucher")
 
-// loadInSteps writes a snapshot with loadstep.lua: a begin, then parts of
+// loadInSteps writes a snapshot with loadstep.lua: a begin (waiting, up to
+// twice loadingTTL and while ctx lasts, for another loader's turn), then parts of
 // at most Config.ScanCount customers and orders, then a finish that moves
 // the hashes into place and sets remaining. users and orders are flat
 // field, value lists. It returns 1 when it loaded the voucher, 0 when the
@@ -49,8 +54,23 @@ func (g *Gate) loadInSteps(ctx context.Context, client rueidis.Client, k keys, e
 		}
 		return n, err
 	}
-	if n, err := step("begin", token, expireAt, ttl); err != nil || n == loadStepLoaded {
-		return 0, err
+	// Another loader's turn ends when it finishes (loaded: nothing to
+	// write) or its loading key expires.
+	wait := time.Now().Add(2 * loadingTTL)
+	for {
+		n, err := step("begin", token, expireAt, ttl)
+		if errors.Is(err, errLoadBusy) && time.Now().Before(wait) {
+			select {
+			case <-ctx.Done():
+				return 0, err
+			case <-time.After(loadWaitPoll):
+			}
+			continue
+		}
+		if err != nil || n == loadStepLoaded {
+			return 0, err
+		}
+		break
 	}
 	per := 2 * g.cfg.ScanCount
 	for len(users)+len(orders) > 0 {

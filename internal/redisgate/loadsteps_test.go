@@ -90,8 +90,10 @@ func TestLoadInStepsIsNotSeenHalfDone(t *testing.T) {
 	// A leftover order of an earlier load, and another loader's turn.
 	require.NoError(t, c.Do(ctx, c.B().Hset().Key(k.orders).FieldValue().FieldValue("leftover", "H|1|1|1|1|1").Build()).Error())
 	require.NoError(t, c.Do(ctx, c.B().Set().Key(k.loading).Value("other").Build()).Error())
-	_, err := g.Load(ctx, snap)
-	require.Error(t, err, "another loader is writing")
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := g.Load(short, snap)
+	cancel()
+	require.Error(t, err, "another loader is writing: Load waits for its turn")
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(k.loading).Build()).Error())
 
 	var wg sync.WaitGroup
