@@ -34,7 +34,7 @@ end
 local cursor = ARGV[1]
 if redis.call('EXISTS', KEYS[3]) == 0 then
   -- A start: a cursor of an earlier count means nothing now.
-  redis.call('DEL', KEYS[4])
+  redis.call('UNLINK', KEYS[4])
   redis.call('SET', KEYS[3], 0)
   redis.call('SADD', KEYS[4], HELD_SCANNING)
   shareExpiry(KEYS[1], KEYS[3], KEYS[4])

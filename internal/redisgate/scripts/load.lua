@@ -37,7 +37,9 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 -- Leftovers of an earlier load (a key evicted or deleted by hand) must not
 -- mix with the snapshot.
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[7], KEYS[8])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[8])
+-- A count under way may be a set of every orderId: freed in the background.
+redis.call('UNLINK', KEYS[7])
 
 local expireAt = ARGV[1]
 redis.call('SET', KEYS[1], ARGV[2])
