@@ -169,6 +169,7 @@ func TestChunkedReconciliationRacesReservations(t *testing.T) {
 			}
 			require.NoError(t, rows.Err())
 			require.EqualValues(t, n, gs.HeldCount)
+			require.EqualValues(t, n, r.body["redisHeld"], "the report's held count is the gate's")
 		})
 	}
 }
