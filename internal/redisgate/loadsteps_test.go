@@ -130,3 +130,29 @@ func TestLoadInStepsIsNotSeenHalfDone(t *testing.T) {
 	require.EqualValues(t, snap.Voucher.TotalLimit-snap.Held, st.Remaining)
 	require.EqualValues(t, snap.Held, st.HeldCount)
 }
+
+// TestLoadInStepsWaitsForAnotherLoader: a loader that finds another one's
+// turn waits, and reports nothing written once the other has loaded.
+func TestLoadInStepsWaitsForAnotherLoader(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{ScanCount: 2})
+	snap := stepSnapshot("cmp_STEPLOAD0003", 10)
+	k := keysFor(g.cfg.KeyPrefix, snap.Voucher.Code)
+	c := rawClient(t, g)
+	require.NoError(t, c.Do(ctx, c.B().Set().Key(k.loading).Value("other").Build()).Error())
+	time.AfterFunc(100*time.Millisecond, func() {
+		// The other loader finishes.
+		_ = c.Do(ctx, c.B().Set().Key(k.remaining).Value("7").Build()).Error()
+		_ = c.Do(ctx, c.B().Del().Key(k.loading).Build()).Error()
+	})
+	start := time.Now()
+	wrote, err := g.Load(ctx, snap)
+	require.NoError(t, err)
+	require.False(t, wrote, "the other loader loaded it")
+	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	st, err := g.Inspect(ctx, snap.Voucher.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, st.Remaining)
+	require.Empty(t, st.Orders, "nothing of this loader was written")
+}
