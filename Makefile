@@ -22,10 +22,11 @@ WANTS_KAFKA := $(filter --kafka -kafka --kafka=true -kafka=true,$(ARGS))
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install what the test suite needs if missing (PostgreSQL, Redis, Java 17, Maven, Chromium, curl, Python); fetch the Kafka jars and Schemathesis once
+deps: ## install what the test suite needs if missing (PostgreSQL, Redis, Java 17, Maven, Chromium, curl, Python); fetch the Kafka jars, Schemathesis and the lint tools once
 	@scripts/deps.sh test
 	@bash scripts/kafka.sh fetch >/dev/null
 	@scripts/schemathesis.sh >/dev/null
+	@GO=$(GO) scripts/lint.sh tools
 
 deps-run: ## install what `make run` needs if missing: PostgreSQL and Redis (with ARGS=--kafka also Java 17, Maven, the Kafka jars)
 	@scripts/deps.sh run
@@ -44,10 +45,8 @@ run: deps-run build ## run voucherd dev (local PostgreSQL and Redis; ARGS=--kafk
 clean-dev: ## delete voucherd dev's data (.voucherd-dev/) to start the examples over; or run `voucherd dev --reset`
 	rm -rf .voucherd-dev
 
-test: deps ## gofmt, go vet, the whole suite against real services (Schemathesis included), -race on the concurrent packages, combining off
-	@out="$$(gofmt -l .)"; \
-	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
+test: deps ## make lint, then the whole suite against real services (Schemathesis included), -race on the concurrent packages, combining off
+	@GO=$(GO) scripts/lint.sh $(PKGS)
 	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(RACE_PKGS)
 	@echo "--- again with PostgreSQL write combining off (both write paths keep every invariant)"
@@ -65,7 +64,5 @@ test-faults: deps ## fault-injection suite, long form: seeds x modes under kill/
 bench: deps-kafka build ## flash-sale load test with invariant checks (bin/voucherd bench; ARGS passed on)
 	bin/voucherd bench $(ARGS)
 
-lint: ## gofmt must list no file; go vet
-	@out="$$(gofmt -l .)"; \
-	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
+lint: ## gofmt, go vet, golangci-lint (.golangci.yml), govulncheck against an offline vulnerability database (tools pinned in scripts/lint.sh, installed once)
+	@GO=$(GO) scripts/lint.sh $(PKGS)

@@ -484,7 +484,7 @@ func (c *Client) backoff(attempt int) time.Duration {
 	if d > c.maxBackoff {
 		d = c.maxBackoff
 	}
-	return rand.N(d + 1)
+	return rand.N(d + 1) //nolint:gosec // G404: retry jitter spreads clients apart; it needs no unpredictability
 }
 
 // do sends one attempt.

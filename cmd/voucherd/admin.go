@@ -70,8 +70,13 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		v.TotalLimit, v.PerUserLimit = int32(*total), int32(*perUser)
 		var err error
+		if v.TotalLimit, err = int32Setting("total", *total); err != nil {
+			return err
+		}
+		if v.PerUserLimit, err = int32Setting("per-user", *perUser); err != nil {
+			return err
+		}
 		if v.StartsAt, err = parseTimeOr(starts, time.Now()); err != nil {
 			return err
 		}
@@ -110,11 +115,17 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return errors.New("usage: voucherd voucher patch [flags] CODE")
 		}
 		if *total > 0 {
-			t := int32(*total)
+			t, err := int32Setting("total", *total)
+			if err != nil {
+				return err
+			}
 			p.TotalLimit = &t
 		}
 		if *perUser > 0 {
-			u := int32(*perUser)
+			u, err := int32Setting("per-user", *perUser)
+			if err != nil {
+				return err
+			}
 			p.PerUserLimit = &u
 		}
 		if *discount > 0 {

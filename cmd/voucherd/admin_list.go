@@ -45,8 +45,6 @@ func registerPageFlags(fs *flag.FlagSet, p *pageFlags) {
 	fs.BoolVar(&p.all, "all", false, "follow the cursors to the last page")
 }
 
-func (p pageFlags) page() client.Page { return client.Page{Limit: p.limit, After: p.after} }
-
 // walk calls fetch for one page, or every page with --all, and prints each;
 // without --all it prints the cursor of the next page, if any.
 func walk(p pageFlags, stdout io.Writer, fetch func(after string) (next string, err error)) error {

@@ -37,10 +37,9 @@ func (s *stack) pages(path, field, key string, limit int) []map[string]any {
 	seen := map[string]bool{}
 	after := ""
 	for range 100 {
-		q := url.Values{}
 		u, err := url.Parse(path)
 		require.NoError(s.t, err)
-		q = u.Query()
+		q := u.Query()
 		q.Set("limit", fmt.Sprint(limit))
 		if after != "" {
 			q.Set("after", after)

@@ -59,3 +59,25 @@ func TestBenchScaleScenarioSmall(t *testing.T) {
 		require.Positive(t, rep.CPU.Stack.MicrosPerRequest)
 	}
 }
+
+// With --json stdout is the report alone, so that it pipes into jq, even
+// on a flash-kafka run with its warm-up: the warm-up's line, the progress
+// and the stage table go to stderr.
+func TestBenchJSONStdoutIsTheReportAlone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"bench", "--mode=flash-kafka", "--kafka-warmup=1s", "--total=20", "--requests=300",
+		"--customers=200", "--concurrency=4", "--max-duration=60s", "--json"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	var rep bench.Report
+	require.NoError(t, dec.Decode(&rep), "stdout:\n%s", stdout.String())
+	require.False(t, dec.More(), "one JSON document; stdout:\n%s", stdout.String())
+	require.Equal(t, "flash-kafka", rep.Name)
+	require.True(t, rep.OK(), "%v", rep.Violations())
+	require.Contains(t, stderr.String(), "warm-up   flash-kafka on a throwaway voucher")
+	require.Contains(t, stderr.String(), "stages of flash-kafka")
+}

@@ -47,8 +47,13 @@ func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		n.TotalLimit, n.PerUserLimit = int32(*total), int32(*perUser)
 		var err error
+		if n.TotalLimit, err = int32Setting("total", *total); err != nil {
+			return err
+		}
+		if n.PerUserLimit, err = int32Setting("per-user", *perUser); err != nil {
+			return err
+		}
 		if n.StartsAt, err = parseTimeOr(starts, time.Now()); err != nil {
 			return err
 		}

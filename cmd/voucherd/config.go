@@ -247,6 +247,9 @@ func (c *Config) validate() error {
 	if c.tracingEnvErr != nil {
 		return c.tracingEnvErr
 	}
+	if err := c.checkInt32(); err != nil {
+		return err
+	}
 	switch c.FlashWrites {
 	case "sync", "kafka":
 	default:

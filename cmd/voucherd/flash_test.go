@@ -307,7 +307,8 @@ func TestKafkaStoppedDuringSale(t *testing.T) {
 		require.NoError(t, s.db.QueryRow(context.Background(), `SELECT order_id FROM voucher_redemption
 			WHERE voucher_code = $1 AND order_id LIKE 'k2-%' AND status <> 'RELEASED' LIMIT 1`, code).Scan(&id))
 		var n int
-		fmt.Sscanf(id, "k2-%d", &n)
+		_, err := fmt.Sscanf(id, "k2-%d", &n)
+		require.NoError(t, err, "order id %q", id)
 		r := s.reserve(code, int64(7000+n), id, 100)
 		require.Equal(t, http.StatusCreated, r.status, "a late unknown outcome is not returned on retry: %s", r.raw)
 	}

@@ -31,7 +31,7 @@ type kafkaParts struct {
 func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 	return kafkalog.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic, DeadLetterTopic: cfg.KafkaDLQTopic,
-		EventsTopic: cfg.KafkaEventsTopic, Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout,
+		EventsTopic: cfg.KafkaEventsTopic, Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout, //nolint:gosec // G115: Config.checkInt32 accepted it
 		Linger:         cfg.KafkaLinger,
 		SessionTimeout: cfg.KafkaSessionTimeout, Logger: log,
 	}
@@ -144,6 +144,9 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(cfg.KafkaBrokers) == 0 {
 		return fmt.Errorf("consume needs VOUCHERD_KAFKA_BROKERS")
 	}
+	if err := cfg.checkInt32(); err != nil {
+		return err
+	}
 	if cfg.tracingEnvErr != nil {
 		return cfg.tracingEnvErr
 	}
@@ -156,7 +159,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeTracing(tp, log)
-	store, err := pgstore.Open(ctx, tracePostgres(pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns)}, tp))
+	store, err := pgstore.Open(ctx, tracePostgres(pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns)}, tp)) //nolint:gosec // G115: Config.checkInt32 accepted it
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,11 @@ func (s *stack) outageSale(code, prefix string, n, width int, deadline time.Time
 				}
 				orderID := fmt.Sprintf("%s-%d", prefix, i)
 				r := s.reserve(code, 1_000_000+outageCustomers.Add(1), orderID, 100)
-				switch {
-				case r.status == http.StatusCreated:
+				switch r.status {
+				case http.StatusCreated:
 					tl.created.Add(1)
 					ids.Store(orderID, true)
-				case r.status == http.StatusServiceUnavailable:
+				case http.StatusServiceUnavailable:
 					tl.unavailable.Add(1)
 					if bytes.Contains(r.raw, []byte(`"outcomeUnknown":true`)) {
 						ids.Store(orderID, false)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/voucherd/voucherd/internal/redisgate"
 	"github.com/voucherd/voucherd/internal/testenv"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
@@ -29,7 +30,7 @@ func TestReconciliationRepairsOrphanAndNeverRaisesTheCounter(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(rc.Close)
 	code := s.createVoucher(voucherSpec{TotalLimit: 10})
-	remainingKey := s.cfg.RedisKeyPrefix + "voucher:{" + code + "}:remaining"
+	remainingKey := redisgate.RemainingKey(s.cfg.RedisKeyPrefix, code)
 	for i, id := range []string{"r-1", "r-2", "r-3"} {
 		require.Equal(t, http.StatusCreated, s.reserve(code, int64(i+1), id, 100).status)
 	}

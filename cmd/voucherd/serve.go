@@ -24,7 +24,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if err := app.Start(ctx); err != nil {
-		app.Close()
+		_ = app.Close() // the start's error is the one to report
 		return err
 	}
 	werr := app.Wait(ctx)

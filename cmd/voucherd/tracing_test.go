@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/voucherd/voucherd/internal/benchcmd"
 	"github.com/voucherd/voucherd/internal/tracing"
 )
 
@@ -98,7 +98,7 @@ func (s *tracedStack) waitSpans(tid trace.TraceID, ok func([]tracetest.SpanStub)
 func attr(sp tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range sp.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -331,11 +331,11 @@ func TestTracingOffWrapsNothing(t *testing.T) {
 // TestTracingOTLPFromEnv: the OTEL_* variables alone turn tracing on and
 // send the spans over OTLP/HTTP to the endpoint they name.
 func TestTracingOTLPFromEnv(t *testing.T) {
-	sink, err := startOTLPSink()
+	sink, err := benchcmd.StartOTLPSink()
 	require.NoError(t, err)
-	defer sink.close(io.Discard)
+	defer sink.Close()
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.url)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_SERVICE_NAME", "voucherd-test")
 	s := newStack(t, stackOptions{tweak: func(c *Config) {
@@ -345,6 +345,6 @@ func TestTracingOTLPFromEnv(t *testing.T) {
 	code := s.createVoucher(voucherSpec{})
 	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "otlp-env-1", 5000).status)
 	require.NoError(t, s.app.tracing.ForceFlush(context.Background()))
-	require.Positive(t, sink.exports.Load())
-	require.Positive(t, sink.bytes.Load())
+	require.Positive(t, sink.Exports())
+	require.Positive(t, sink.Bytes())
 }

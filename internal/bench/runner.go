@@ -169,10 +169,6 @@ func (r *runner) createCampaign(ctx context.Context, admin *client.Client, now t
 	}
 }
 
-func (r *runner) orderID(seq int64) string {
-	return r.prefix + "-" + strconv.FormatInt(seq, 10)
-}
-
 // maxShards bounds the number of histograms: one HdrHistogram of this range
 // takes about 140 KiB, too much to give each of thousands of workers.
 const maxShards = 256

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/redisgate"
 )
 
 // verifyPoll is the pause between two looks while waiting for the state to
@@ -200,7 +201,7 @@ func verifyOnce(ctx context.Context, conn *pgx.Conn, rdb rueidis.Client, keyPref
 		}
 
 		if rdb != nil {
-			key := keyPrefix + "voucher:{" + code + "}:remaining"
+			key := redisgate.RemainingKey(keyPrefix, code)
 			n, err := rdb.Do(ctx, rdb.B().Get().Key(key).Build()).AsInt64()
 			switch {
 			case rueidis.IsRedisNil(err):
@@ -215,7 +216,7 @@ func verifyOnce(ctx context.Context, conn *pgx.Conn, rdb rueidis.Client, keyPref
 						code, n, c.TotalLimit, c.HeldRows, want)
 				}
 				if rep.Campaign != "" {
-					codes := keyPrefix + "voucher:{" + code + "}:codes"
+					codes := redisgate.CodesKey(keyPrefix, code)
 					n, err := rdb.Do(ctx, rdb.B().Hlen().Key(codes).Build()).AsInt64()
 					if err != nil {
 						return nil, fmt.Errorf("bench: verify %s: read Redis %s: %w", code, codes, err)

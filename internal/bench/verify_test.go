@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/redisgate"
 	"github.com/voucherd/voucherd/internal/testenv"
 )
 
@@ -228,7 +229,7 @@ func TestVerifyRedisRemaining(t *testing.T) {
 	rs := testenv.Redis(t)
 	vc.RedisAddrs = []string{rs.Addr}
 	vc.KeyPrefix = "benchtest:" + rep.prefix + ":"
-	key := vc.KeyPrefix + "voucher:{" + code + "}:remaining"
+	key := redisgate.RemainingKey(vc.KeyPrefix, code)
 
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{rs.Addr}, DisableCache: true})
 	require.NoError(t, err)

@@ -81,11 +81,11 @@ func (g *generator) next() job {
 	o := order{seq: g.orders, customer: cust}
 	switch {
 	case g.hotShare == 0:
-		o.voucher = int32(g.rng.IntN(g.vouchers))
+		o.voucher = int32(g.rng.IntN(g.vouchers)) //nolint:gosec // G115: Config.withDefaults bounds Vouchers to maxVouchers
 	case g.rng.Float64() < g.hotShare:
 		o.voucher = 0
 	default:
-		o.voucher = 1 + int32(g.rng.IntN(g.vouchers-1))
+		o.voucher = 1 + int32(g.rng.IntN(g.vouchers-1)) //nolint:gosec // G115: Config.withDefaults bounds Vouchers to maxVouchers
 	}
 	if len(g.recent) < retryWindow {
 		g.recent = append(g.recent, o)

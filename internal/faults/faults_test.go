@@ -448,7 +448,7 @@ func appendReport(t *testing.T, path string, sc scenario, spec VoucherSpec, ops 
 		t.Logf("report: %v", err)
 		return
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // the report is best effort, like the write below
 	_, _ = f.WriteString(row)
 }
 

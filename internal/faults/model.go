@@ -65,13 +65,13 @@ func (s modelState) orderState(i int) (st byte, owner int) {
 
 func (s modelState) withOrder(i int, st byte, owner int) string {
 	b := []byte(s.orders)
-	b[2*i], b[2*i+1] = st, byte(owner)
+	b[2*i], b[2*i+1] = st, byte(owner) //nolint:gosec // G115: NewModel keeps at most 255 customers
 	return string(b)
 }
 
 func (s modelState) withCust(i, delta int) string {
 	b := []byte(s.cust)
-	b[i] = byte(int(b[i]) + delta)
+	b[i] = byte(int(b[i]) + delta) //nolint:gosec // G115: a held count stays within 0..PerUserLimit, at most 255 (NewModel)
 	return string(b)
 }
 
@@ -239,6 +239,9 @@ func NewModel(spec VoucherSpec, strict bool, ops []Op, final Final) (*Model, []p
 	if len(spec.Codes) > 255 {
 		return nil, nil, fmt.Errorf("the model keeps code indexes in a byte: %d codes is too many", len(spec.Codes))
 	}
+	if spec.TotalLimit > math.MaxInt32 {
+		return nil, nil, fmt.Errorf("the model keeps the uses left in an int32: totalLimit %d is too large", spec.TotalLimit)
+	}
 	if spec.PerUserLimit > 255 {
 		return nil, nil, fmt.Errorf("the model keeps per-customer counts in a byte: perUserLimit %d is too large", spec.PerUserLimit)
 	}
@@ -374,7 +377,7 @@ func chains(spec VoucherSpec, ops []Op) [][]*Op {
 
 func (m *Model) init() modelState {
 	s := modelState{
-		remaining: int32(m.spec.TotalLimit),
+		remaining: int32(m.spec.TotalLimit), //nolint:gosec // G115: NewModel keeps TotalLimit within an int32
 		cust:      strings.Repeat("\x00", m.nCust),
 		orders:    strings.Repeat("\x00", 2*m.nOrder),
 	}
@@ -423,7 +426,7 @@ func (m *Model) expectReserve(s modelState, in modelInput) (want, alt Outcome, n
 	}
 	if in.code > 0 {
 		next.codes = setByte(s.codes, in.code-1, 1)
-		next.ocode = setByte(s.ocode, in.order, byte(in.code))
+		next.ocode = setByte(s.ocode, in.order, byte(in.code)) //nolint:gosec // G115: NewModel keeps at most 255 codes
 	}
 	return OK, "", next
 }
@@ -451,7 +454,7 @@ func (m *Model) expectReplace(s modelState, in modelInput) (want, alt Outcome, n
 		}
 		codes[in.code-1] = 1
 		next.codes = string(codes)
-		next.ocode = setByte(s.ocode, in.order, byte(in.code))
+		next.ocode = setByte(s.ocode, in.order, byte(in.code)) //nolint:gosec // G115: NewModel keeps at most 255 codes
 	}
 	return OK, "", next
 }
@@ -526,7 +529,7 @@ func hashState(state any) uint64 {
 	s := state.(modelState)
 	h := fnv.New64a()
 	var b [4]byte
-	b[0], b[1], b[2], b[3] = byte(s.remaining), byte(s.remaining>>8), byte(s.remaining>>16), byte(s.remaining>>24)
+	b[0], b[1], b[2], b[3] = byte(s.remaining), byte(s.remaining>>8), byte(s.remaining>>16), byte(s.remaining>>24) //nolint:gosec // G115: the four bytes of remaining, truncated on purpose
 	_, _ = h.Write(b[:])
 	_, _ = h.Write([]byte(s.cust))
 	_, _ = h.Write([]byte(s.orders))

@@ -39,7 +39,7 @@ func (p *proc) start() error {
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
+	defer logFile.Close() //nolint:errcheck // the child writes through its own descriptor; ours is only released
 	fmt.Fprintf(logFile, "==== faults: start %s %v at %s\n", p.name, p.args, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = p.env

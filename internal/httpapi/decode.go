@@ -583,7 +583,7 @@ func parseScaled(raw []byte, scale int) (int64, bool) {
 	case !neg && u <= math.MaxInt64:
 		return int64(u), true
 	case neg && u <= 1<<63:
-		return int64(-u), true
+		return int64(-u), true //nolint:gosec // G115: u <= 1<<63, so -u wraps to the two's complement of the negative value
 	}
 	return 0, false
 }

@@ -115,7 +115,7 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			var bp int64
 			bp, err = decimalField(name, v, 2, voucher.MinDiscountPercentBP, voucher.MaxDiscountPercentBP,
 				"a number from 1 to 100 with at most two decimals")
-			bp32 := int32(bp)
+			bp32 := int32(bp) //nolint:gosec // G115: decimalField bounds bp to [MinDiscountPercentBP, MaxDiscountPercentBP]
 			r.DiscountPercentBP = &bp32
 		case "maxDiscountAmount":
 			r.MaxDiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
@@ -154,7 +154,7 @@ func int64Ptr(name string, v jsonValue, lo, hi int64) (*int64, error) {
 
 func int32Ptr(name string, v jsonValue) (*int32, error) {
 	n, err := intField(name, v, 1, maxInt32)
-	n32 := int32(n)
+	n32 := int32(n) //nolint:gosec // G115: intField bounds n to [1, maxInt32]
 	return &n32, err
 }
 

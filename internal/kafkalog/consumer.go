@@ -224,11 +224,20 @@ func (c *Consumer) runOnce(ctx context.Context) (batchResult, error) {
 	}
 	res.Committed = true
 	c.batches.Add(1)
-	c.applied.Add(uint64(res.Applied))
-	c.alreadyApplied.Add(uint64(res.AlreadyApplied))
-	c.rejected.Add(uint64(res.Rejected))
-	c.undecodable.Add(uint64(res.Undecodable))
+	c.applied.Add(asCount(res.Applied))
+	c.alreadyApplied.Add(asCount(res.AlreadyApplied))
+	c.rejected.Add(asCount(res.Rejected))
+	c.undecodable.Add(asCount(res.Undecodable))
 	return res, nil
+}
+
+// asCount is n, a number of records of one batch, for the running totals of
+// Stats; such a number is never negative.
+func asCount(n int) uint64 {
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
 }
 
 // apply decodes, applies, dead-letters and commits records, in that order.

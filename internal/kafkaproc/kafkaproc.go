@@ -1,7 +1,8 @@
 // Package kafkaproc runs a real Apache Kafka broker as a child process: one
 // KRaft node in combined mode (broker and controller), listening on loopback
 // only. It is the one implementation behind the throwaway brokers of
-// internal/testenv and behind `voucherd dev --kafka`.
+// internal/testenv and behind internal/localstack's (`voucherd dev --kafka`,
+// `voucherd bench`).
 //
 // The broker's jars are not vendored: scripts/kafka.sh fetch downloads Kafka
 // from Maven Central once into a cache directory (see DefaultHome), and this

@@ -1,8 +1,10 @@
 // Package localproc holds what voucherd needs to run PostgreSQL, Redis and
 // Kafka from locally installed binaries as child processes: finding the
-// binaries, choosing an unprivileged user when running as root, and process
-// attributes that tie a server's life to its parent. `voucherd dev` and the
-// test harness (internal/testenv) both use it.
+// binaries, choosing an unprivileged user when running as root, process
+// attributes that tie a server's life to its parent, and Process, a server
+// that can be stopped, killed and started again. internal/localstack (the
+// servers of `voucherd dev` and `voucherd bench`) and the test harness
+// (internal/testenv) build on it.
 package localproc
 
 import (
@@ -57,6 +59,7 @@ func FindPostgres() (initdb, postgres string, err error) {
 	return "", "", fmt.Errorf("PostgreSQL binaries initdb and postgres not found on PATH or in /usr/lib/postgresql/*/bin; %s", InstallHint)
 }
 
+// IsExecutable reports whether path is a regular file with an execute bit.
 func IsExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0

@@ -366,8 +366,8 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 		}
 		a := &answers[pos-1]
 		a.set = true
-		switch {
-		case code == "":
+		switch code {
+		case "":
 			a.res = withTaken(res, used, total)
 		default:
 			a.err = rejection(code, reason, facts, retryMS)

@@ -11,6 +11,8 @@ import (
 )
 
 // SQLSTATEs raised by the stored functions (functions/voucherd_reject.sql).
+// VD900, counters that disagree with the redemptions, has no constant: like
+// any SQLSTATE not named here it is a bug and becomes CodeInternal.
 const (
 	// sqlstateRejected is a rule rejection: MESSAGE is the voucher.ErrorCode,
 	// DETAIL the facts (rejection), HINT the NOT_ELIGIBLE reason or ''.
@@ -27,8 +29,6 @@ const (
 	// DETAIL is the facts, HINT the milliseconds until the earliest hold
 	// expires.
 	sqlstateHeldOut = "VD004"
-	// sqlstateInconsistent means the counters disagree with the redemptions.
-	sqlstateInconsistent = "VD900"
 )
 
 // Standard SQLSTATEs the adapter looks at.

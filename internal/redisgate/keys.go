@@ -68,6 +68,17 @@ func keysFor(prefix, code string) keys {
 	}
 }
 
+// RemainingKey returns the key holding code's uses left under prefix (the
+// gate's Config.KeyPrefix): a string integer, absent while the voucher is
+// not loaded. Tools that read the gate's state (the benchmark's
+// verification) name it with this rather than spelling the layout again.
+func RemainingKey(prefix, code string) string { return keysFor(prefix, code).remaining }
+
+// CodesKey returns the key of a campaign budget's codes-in-use hash under
+// prefix: campaign code -> orderId of the order holding it. code is the
+// campaign id, the budget's code.
+func CodesKey(prefix, code string) string { return keysFor(prefix, code).codes }
+
 // all lists the keys Forget deletes: all of a voucher's but the version,
 // which must keep growing so that a copy made before the Forget never
 // matches the state after the next load.

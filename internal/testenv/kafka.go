@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/voucherd/voucherd/internal/kafkaproc"
+	"github.com/voucherd/voucherd/internal/localproc"
 )
 
 const (
@@ -39,8 +41,8 @@ type KafkaBroker struct {
 	// Brokers are the seed addresses, "127.0.0.1:port".
 	Brokers []string
 
-	dir  string   // temp dir with server.properties, data/ and kafka.log; "" when external
-	proc *process // nil when the broker is external
+	dir  string             // temp dir with server.properties, data/ and kafka.log; "" when external
+	proc *localproc.Process // nil when the broker is external
 }
 
 var sharedKafka struct {
@@ -96,8 +98,8 @@ func NewKafka(t testing.TB) *KafkaBroker {
 func (b *KafkaBroker) Stop(t testing.TB) {
 	t.Helper()
 	b.mustOwn(t, "Stop")
-	if !b.proc.stop(syscall.SIGTERM, kafkaStopGrace) {
-		t.Logf("testenv: Kafka did not stop within %s and was killed\n%s", kafkaStopGrace, logTail(b.proc.logPath))
+	if !b.proc.Stop(syscall.SIGTERM, kafkaStopGrace) {
+		t.Logf("testenv: Kafka did not stop within %s and was killed\n%s", kafkaStopGrace, localproc.LogTail(b.proc.LogPath))
 	}
 }
 
@@ -105,7 +107,7 @@ func (b *KafkaBroker) Stop(t testing.TB) {
 func (b *KafkaBroker) Kill(t testing.TB) {
 	t.Helper()
 	b.mustOwn(t, "Kill")
-	b.proc.kill()
+	b.proc.Kill()
 }
 
 // Start starts a stopped or killed broker again with the same ports and data
@@ -113,7 +115,7 @@ func (b *KafkaBroker) Kill(t testing.TB) {
 func (b *KafkaBroker) Start(t testing.TB) {
 	t.Helper()
 	b.mustOwn(t, "Start")
-	if !isClosed(b.proc.exited()) {
+	if b.proc.Running() {
 		t.Fatalf("testenv: KafkaBroker.Start: broker %s is already running", b.Brokers[0])
 	}
 	began := time.Now()
@@ -140,20 +142,20 @@ func (b *KafkaBroker) mustOwn(t testing.TB, method string) {
 }
 
 func (b *KafkaBroker) startOnce() error {
-	if err := b.proc.start(); err != nil {
+	if err := b.proc.Start(); err != nil {
 		return err
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
 	if err != nil {
-		b.proc.kill()
+		b.proc.Kill()
 		return err
 	}
 	defer cl.Close()
-	err = b.proc.waitReady(kafkaStartTimeout, func(ctx context.Context) error {
+	err = b.proc.WaitReady(context.Background(), kafkaStartTimeout, func(ctx context.Context) error {
 		return kafkaproc.ReadyClient(ctx, cl)
 	})
 	if err != nil {
-		b.proc.kill()
+		b.proc.Kill()
 	}
 	return err
 }
@@ -163,7 +165,7 @@ func (b *KafkaBroker) shutdown() {
 	if b.proc == nil {
 		return
 	}
-	b.proc.stop(syscall.SIGTERM, kafkaStopGrace)
+	b.proc.Stop(syscall.SIGTERM, kafkaStopGrace)
 	if b.dir != "" {
 		_ = os.RemoveAll(b.dir)
 	}
@@ -203,12 +205,12 @@ func startKafka(tries int) (*KafkaBroker, error) {
 		return nil, fmt.Errorf("create temp dir: %w", err)
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := localproc.FreePort()
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		cport, err := freePort()
+		cport, err := localproc.FreePort()
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
@@ -229,18 +231,18 @@ func startKafka(tries int) (*KafkaBroker, error) {
 		b := &KafkaBroker{
 			Brokers: []string{fmt.Sprintf("127.0.0.1:%d", port)},
 			dir:     dir,
-			proc: &process{
-				name:    "kafka",
-				path:    cmd.Path,
-				args:    cmd.Args[1:],
-				logPath: filepath.Join(dir, "kafka.log"),
+			proc: &localproc.Process{
+				Name:    "kafka",
+				Path:    cmd.Path,
+				Args:    cmd.Args[1:],
+				LogPath: filepath.Join(dir, "kafka.log"),
 			},
 		}
 		err = b.startOnce()
 		if err == nil {
 			return b, nil
 		}
-		if attempt < tries && strings.Contains(logTail(b.proc.logPath), "Address already in use") {
+		if attempt < tries && strings.Contains(localproc.LogTail(b.proc.LogPath), "Address already in use") {
 			continue
 		}
 		msg := kafkaFailure(b.proc, err)
@@ -305,16 +307,16 @@ func repoRoot() (string, error) {
 	}
 }
 
-func kafkaFailure(p *process, err error) string {
-	return fmt.Sprintf("%v\nkafka log %s (last lines):\n%s\nKafka needs java 17+ and the jars from %s", err, p.logPath, logTail(p.logPath), kafkaproc.FetchHint)
+func kafkaFailure(p *localproc.Process, err error) string {
+	return fmt.Sprintf("%v\nkafka log %s (last lines):\n%s\nKafka needs java 17+ and the jars from %s", err, p.LogPath, localproc.LogTail(p.LogPath), kafkaproc.FetchHint)
 }
 
 // Topic creates a topic with a unique name on brokers, waits until every
 // partition has a leader, and deletes it at the test's cleanup.
 func Topic(t testing.TB, brokers []string, partitions int) string {
 	t.Helper()
-	if partitions <= 0 {
-		t.Fatalf("testenv: Topic: partitions must be > 0, got %d", partitions)
+	if partitions <= 0 || partitions > math.MaxInt32 {
+		t.Fatalf("testenv: Topic: partitions must be from 1 to %d, got %d", math.MaxInt32, partitions)
 	}
 	name := topicName(t.Name())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -325,7 +327,7 @@ func Topic(t testing.TB, brokers []string, partitions int) string {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, name)
+	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, name) //nolint:gosec // G115: bounded above (t.Fatalf ends the test)
 	if err == nil {
 		err = resp.Err
 	}

@@ -36,9 +36,9 @@ type PG struct {
 // PGServer is a PostgreSQL server. Postgres uses one per test binary;
 // NewPostgres starts a private one that a test may stop, kill and start.
 type PGServer struct {
-	base *url.URL // the server's "postgres" database, as a superuser
-	dir  string   // temp dir holding data/, the log and the socket; "" when external
-	proc *process // nil when the server is external
+	base *url.URL           // the server's "postgres" database, as a superuser
+	dir  string             // temp dir holding data/, the log and the socket; "" when external
+	proc *localproc.Process // nil when the server is external
 }
 
 var sharedPG struct {
@@ -120,8 +120,8 @@ func (s *PGServer) NewDatabase(t testing.TB) *PG {
 func (s *PGServer) Stop(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Stop")
-	if !s.proc.stop(syscall.SIGINT, 30*time.Second) {
-		t.Logf("testenv: postgres did not stop within 30s and was killed\n%s", logTail(s.proc.logPath))
+	if !s.proc.Stop(syscall.SIGINT, 30*time.Second) {
+		t.Logf("testenv: postgres did not stop within 30s and was killed\n%s", localproc.LogTail(s.proc.LogPath))
 	}
 }
 
@@ -132,8 +132,8 @@ func (s *PGServer) Stop(t testing.TB) {
 func (s *PGServer) StopImmediate(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "StopImmediate")
-	if !s.proc.stop(syscall.SIGQUIT, 30*time.Second) {
-		t.Logf("testenv: postgres did not stop within 30s and was killed\n%s", logTail(s.proc.logPath))
+	if !s.proc.Stop(syscall.SIGQUIT, 30*time.Second) {
+		t.Logf("testenv: postgres did not stop within 30s and was killed\n%s", localproc.LogTail(s.proc.LogPath))
 	}
 }
 
@@ -142,7 +142,7 @@ func (s *PGServer) StopImmediate(t testing.TB) {
 func (s *PGServer) Kill(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Kill")
-	s.proc.kill()
+	s.proc.Kill()
 }
 
 // Start starts a stopped or killed server again on the same data and port,
@@ -163,7 +163,7 @@ func (s *PGServer) Start(t testing.TB) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: restart postgres: %s", s.proc.failure(err))
+			t.Fatalf("testenv: restart postgres: %s", failure(s.proc, err))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -177,17 +177,17 @@ func (s *PGServer) mustOwn(t testing.TB, method string) {
 }
 
 func (s *PGServer) running() bool {
-	return s.proc == nil || !isClosed(s.proc.exited())
+	return s.proc == nil || s.proc.Running()
 }
 
 // startOnce starts the process and waits until it answers.
 func (s *PGServer) startOnce() error {
-	if err := s.proc.start(); err != nil {
+	if err := s.proc.Start(); err != nil {
 		return err
 	}
-	err := s.proc.waitReady(pgStartTimeout, s.ping)
+	err := s.proc.WaitReady(context.Background(), pgStartTimeout, s.ping)
 	if err != nil {
-		s.proc.kill()
+		s.proc.Kill()
 	}
 	return err
 }
@@ -197,7 +197,7 @@ func (s *PGServer) shutdown() {
 	if s.proc == nil {
 		return
 	}
-	s.proc.stop(syscall.SIGINT, 10*time.Second)
+	s.proc.Stop(syscall.SIGINT, 10*time.Second)
 	_ = os.RemoveAll(s.dir)
 }
 
@@ -294,7 +294,7 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 		syncCommit = "synchronous_commit=on"
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := localproc.FreePort()
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
@@ -308,10 +308,10 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 				RawQuery: "sslmode=disable",
 			},
 			dir: dir,
-			proc: &process{
-				name: "postgres",
-				path: postgres,
-				args: []string{
+			proc: &localproc.Process{
+				Name: "postgres",
+				Path: postgres,
+				Args: []string{
 					"-D", data,
 					"-p", strconv.Itoa(port),
 					"-k", dir,
@@ -322,18 +322,18 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 					"-c", "max_connections=400",
 					"-c", "shared_buffers=128MB",
 				},
-				logPath: filepath.Join(dir, "postgres.log"),
-				cred:    cred,
+				LogPath: filepath.Join(dir, "postgres.log"),
+				Cred:    cred,
 			},
 		}
 		err = srv.startOnce()
 		if err == nil {
 			return srv, nil
 		}
-		if attempt < tries && strings.Contains(logTail(srv.proc.logPath), "could not bind") {
+		if attempt < tries && strings.Contains(localproc.LogTail(srv.proc.LogPath), "could not bind") {
 			continue
 		}
-		msg := srv.proc.failure(err)
+		msg := failure(srv.proc, err)
 		_ = os.RemoveAll(dir)
 		return nil, errors.New(msg)
 	}

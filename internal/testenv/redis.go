@@ -1,23 +1,15 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/voucherd/voucherd/internal/localproc"
+	"github.com/voucherd/voucherd/internal/localstack"
 )
 
 // redisStartTimeout bounds one redis-server start; it is normally instant.
@@ -30,8 +22,8 @@ type RedisServer struct {
 	// Addr is the server's "127.0.0.1:port".
 	Addr string
 
-	dir  string   // temp dir with the log (and nodes.conf in a cluster); "" when external
-	proc *process // nil when the server is external
+	dir string            // temp dir with the log; "" when external or a cluster's node
+	srv *localstack.Redis // nil when the server is external
 }
 
 // RedisCluster is a Redis Cluster of three masters without replicas, for
@@ -42,7 +34,8 @@ type RedisCluster struct {
 	// Nodes are the masters, in the order of Addrs, for tests that stop one.
 	Nodes []*RedisServer
 
-	dir string
+	dir     string
+	cluster *localstack.RedisCluster
 }
 
 var sharedRedis struct {
@@ -61,7 +54,7 @@ func Redis(t testing.TB) *RedisServer {
 			sharedRedis.srv, sharedRedis.err = externalRedis(addr)
 			return
 		}
-		sharedRedis.srv, sharedRedis.err = startRedis("", 3, nil)
+		sharedRedis.srv, sharedRedis.err = startRedis()
 		if sharedRedis.err == nil {
 			registerCleanup(sharedRedis.srv.shutdown)
 		}
@@ -77,7 +70,7 @@ func Redis(t testing.TB) *RedisServer {
 // (persistence is off, as in the shared server).
 func NewRedis(t testing.TB) *RedisServer {
 	t.Helper()
-	srv, err := startRedis("", 3, nil)
+	srv, err := startRedis()
 	if err != nil {
 		t.Fatalf("testenv: private Redis: %v", err)
 	}
@@ -97,33 +90,21 @@ func NewRedisCluster(t testing.TB) *RedisCluster {
 	return c
 }
 
-// StartRedisCluster starts a Redis Cluster of three masters outside any
-// test (for `voucherd bench`); the caller must Close it.
-func StartRedisCluster() (*RedisCluster, error) { return startRedisCluster() }
-
-// Close stops the masters and removes their files.
-func (c *RedisCluster) Close() { c.shutdown() }
-
 // PID returns the server's process id, 0 when it is not running or not
 // ours.
 func (s *RedisServer) PID() int {
-	if s.proc == nil {
+	if s.srv == nil {
 		return 0
 	}
-	s.proc.mu.Lock()
-	defer s.proc.mu.Unlock()
-	if s.proc.cmd == nil || s.proc.cmd.Process == nil || isClosed(s.proc.done) {
-		return 0
-	}
-	return s.proc.cmd.Process.Pid
+	return s.srv.PID()
 }
 
 // Stop shuts the server down (SIGTERM); nothing is saved.
 func (s *RedisServer) Stop(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Stop")
-	if !s.proc.stop(syscall.SIGTERM, 10*time.Second) {
-		t.Logf("testenv: redis-server did not stop within 10s and was killed\n%s", logTail(s.proc.logPath))
+	if !s.srv.Stop() {
+		t.Logf("testenv: redis-server did not stop within 15s and was killed\n%s", localproc.LogTail(s.srv.LogPath()))
 	}
 }
 
@@ -131,7 +112,7 @@ func (s *RedisServer) Stop(t testing.TB) {
 func (s *RedisServer) Kill(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Kill")
-	s.proc.kill()
+	s.srv.Kill()
 }
 
 // Start starts a stopped or killed server again on the same address and
@@ -139,18 +120,19 @@ func (s *RedisServer) Kill(t testing.TB) {
 func (s *RedisServer) Start(t testing.TB) {
 	t.Helper()
 	s.mustOwn(t, "Start")
-	if !isClosed(s.proc.exited()) {
+	if s.srv.Running() {
 		t.Fatalf("testenv: RedisServer.Start: redis-server %s is already running", s.Addr)
 	}
 	// Retry for a while: another process may briefly hold the port.
 	deadline := time.Now().Add(redisStartTimeout)
 	for {
-		err := s.startOnce()
+		err := s.srv.Start(context.Background())
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: restart redis-server %s: %s", s.Addr, s.proc.failure(err))
+			t.Fatalf("testenv: restart redis-server %s: %v\nredis-server log %s (last lines):\n%s\n%s",
+				s.Addr, err, s.srv.LogPath(), localproc.LogTail(s.srv.LogPath()), installHint)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -158,239 +140,66 @@ func (s *RedisServer) Start(t testing.TB) {
 
 func (s *RedisServer) mustOwn(t testing.TB, method string) {
 	t.Helper()
-	if s.proc == nil {
+	if s.srv == nil {
 		t.Fatalf("testenv: RedisServer.%s needs a server started by NewRedis, not the shared or an external one", method)
 	}
 }
 
-func (s *RedisServer) startOnce() error {
-	if err := s.proc.start(); err != nil {
-		return err
-	}
-	err := s.proc.waitReady(redisStartTimeout, func(ctx context.Context) error {
-		reply, err := redisCommand(ctx, s.Addr, "PING")
-		if err == nil && reply != "PONG" {
-			err = fmt.Errorf("PING answered %q", reply)
-		}
-		return err
-	})
-	if err != nil {
-		s.proc.kill()
-	}
-	return err
-}
-
 // shutdown stops the server and removes its files; for Main and t.Cleanup.
 func (s *RedisServer) shutdown() {
-	if s.proc == nil {
+	if s.srv == nil {
 		return
 	}
-	s.proc.stop(syscall.SIGTERM, 10*time.Second)
+	s.srv.Stop()
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
 }
 
 func (c *RedisCluster) shutdown() {
-	var wg sync.WaitGroup
-	for _, n := range c.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n.proc.stop(syscall.SIGTERM, 10*time.Second)
-		}()
-	}
-	wg.Wait()
+	c.cluster.Stop()
 	_ = os.RemoveAll(c.dir)
 }
 
 func externalRedis(addr string) (*RedisServer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := redisCommand(ctx, addr, "PING"); err != nil {
+	if err := localstack.PingRedis(ctx, addr); err != nil {
 		return nil, fmt.Errorf("VOUCHERD_TEST_REDIS_ADDR %s does not answer PING: %w", addr, err)
 	}
 	return &RedisServer{Addr: addr}, nil
 }
 
-// startRedis starts redis-server on a free port with persistence off. With
-// dir == "" it makes (and shutdown removes) a temp dir of its own. It tries
-// up to tries ports in case another process takes the port first.
-func startRedis(dir string, tries int, extra func() ([]string, error)) (*RedisServer, error) {
-	bin, err := exec.LookPath("redis-server")
+// startRedis starts redis-server on a free port with persistence off, in a
+// temp dir of its own that shutdown removes.
+func startRedis() (*RedisServer, error) {
+	dir, err := tempDir("voucherd-redis-")
 	if err != nil {
-		return nil, fmt.Errorf("redis-server not found on PATH; %s", installHint)
+		return nil, err
 	}
-	ownDir := dir == ""
-	if ownDir {
-		if dir, err = tempDir("voucherd-redis-"); err != nil {
-			return nil, err
-		}
+	srv, err := localstack.StartRedis(context.Background(), localstack.RedisConfig{Dir: dir, StartTimeout: redisStartTimeout})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w\n%s", err, installHint)
 	}
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		args := []string{
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--dir", dir,
-			"--save", "",
-			"--appendonly", "no",
-			"--protected-mode", "no",
-			"--daemonize", "no",
-			"--logfile", "",
-		}
-		if extra != nil {
-			more, err := extra()
-			if err != nil {
-				return nil, err
-			}
-			args = append(args, more...)
-		}
-		srv := &RedisServer{
-			Addr: fmt.Sprintf("127.0.0.1:%d", port),
-			proc: &process{
-				name:    "redis-server",
-				path:    bin,
-				args:    args,
-				logPath: filepath.Join(dir, "redis.log"),
-			},
-		}
-		if ownDir {
-			srv.dir = dir
-		}
-		err = srv.startOnce()
-		if err == nil {
-			return srv, nil
-		}
-		if attempt < tries && strings.Contains(logTail(srv.proc.logPath), "in use") {
-			continue
-		}
-		msg := srv.proc.failure(err)
-		if ownDir {
-			_ = os.RemoveAll(dir)
-		}
-		return nil, errors.New(msg)
-	}
+	return &RedisServer{Addr: srv.Addr, dir: dir, srv: srv}, nil
 }
 
-// startRedisCluster starts three cluster-enabled masters, joins them with
-// redis-cli --cluster create and waits until all agree the cluster is ok.
-func startRedisCluster() (c *RedisCluster, err error) {
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		return nil, fmt.Errorf("redis-cli not found on PATH; %s", installHint)
-	}
+// startRedisCluster starts a cluster of three masters (localstack) in a
+// temp dir of its own that shutdown removes.
+func startRedisCluster() (*RedisCluster, error) {
 	dir, err := tempDir("voucherd-rcluster-")
 	if err != nil {
 		return nil, err
 	}
-	c = &RedisCluster{dir: dir}
-	defer func() {
-		if err != nil {
-			c.shutdown()
-		}
-	}()
-	for i := 0; i < 3; i++ {
-		nodeDir := filepath.Join(dir, fmt.Sprintf("node%d", i))
-		if err := os.Mkdir(nodeDir, 0o755); err != nil {
-			return nil, err
-		}
-		n, err := startRedis(nodeDir, 3, func() ([]string, error) {
-			// An explicit bus port: the default (port+10000) may be taken or
-			// past 65535 for a port from the ephemeral range.
-			bus, err := freePort()
-			if err != nil {
-				return nil, err
-			}
-			return []string{
-				"--cluster-enabled", "yes",
-				"--cluster-config-file", "nodes.conf",
-				"--cluster-port", strconv.Itoa(bus),
-				"--cluster-node-timeout", "5000",
-			}, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		c.Nodes = append(c.Nodes, n)
-		c.Addrs = append(c.Addrs, n.Addr)
+	cluster, err := localstack.StartRedisCluster(context.Background(), localstack.RedisClusterConfig{Dir: dir})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w\n%s", err, installHint)
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	cmd := exec.CommandContext(ctx, cli, args...)
-	cmd.SysProcAttr = localproc.SysProcAttr(nil)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("redis-cli --cluster create %s: %v\n%s", strings.Join(c.Addrs, " "), err, strings.TrimSpace(string(out)))
-	}
-
-	for _, n := range c.Nodes {
-		err := n.proc.waitReady(time.Minute, func(ctx context.Context) error {
-			info, err := redisCommand(ctx, n.Addr, "CLUSTER", "INFO")
-			if err == nil && !strings.Contains(info, "cluster_state:ok") {
-				err = errors.New("cluster_state is not ok yet")
-			}
-			return err
-		})
-		if err != nil {
-			return nil, errors.New(n.proc.failure(fmt.Errorf("cluster node %s: %w", n.Addr, err)))
-		}
+	c := &RedisCluster{Addrs: cluster.Addrs, dir: dir, cluster: cluster}
+	for _, n := range cluster.Nodes {
+		c.Nodes = append(c.Nodes, &RedisServer{Addr: n.Addr, srv: n})
 	}
 	return c, nil
-}
-
-// redisCommand sends one command over a new connection and returns a
-// simple-string, integer or bulk-string reply; an error reply becomes an
-// error. It is all testenv needs (PING, CLUSTER INFO) and keeps this
-// package free of a Redis client.
-func redisCommand(ctx context.Context, addr string, args ...string) (string, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := io.WriteString(conn, b.String()); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	if line == "" {
-		return "", errors.New("empty reply")
-	}
-	switch line[0] {
-	case '+', ':':
-		return line[1:], nil
-	case '-':
-		return "", errors.New(line[1:])
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("bad bulk reply %q", line)
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	default:
-		return "", fmt.Errorf("unexpected reply %q", line)
-	}
 }

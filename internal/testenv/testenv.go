@@ -9,6 +9,10 @@
 // NewRedisCluster, NewKafka) belong to one test, can be stopped, killed and
 // started again for fault tests, and are removed at the test's cleanup.
 //
+// Redis servers and Clusters are started by internal/localstack, as
+// `voucherd dev` and `voucherd bench` start theirs; PostgreSQL and Kafka
+// get settings of their own for tests (no fsync, a quick-starting JVM).
+//
 // A missing binary or a server that does not start fails the test with a
 // message naming the binary and the install command: tests never skip
 // because a service is missing.
@@ -29,7 +33,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,21 +83,6 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago. Another
-// process can take it before the server binds it; the shared servers retry
-// with a new port when that happens.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("testenv: find a free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("testenv: find a free port: %w", err)
-	}
-	return port, nil
-}
-
 // randomSuffix returns n random bytes as lower-case hex, for names that must
 // not collide between parallel tests and test binaries.
 func randomSuffix(n int) string {
@@ -103,28 +91,6 @@ func randomSuffix(n int) string {
 		panic(fmt.Sprintf("testenv: crypto/rand: %v", err))
 	}
 	return hex.EncodeToString(b)
-}
-
-// logTail returns the last lines of a process log file, indented for a
-// failure message, or a note saying why it could not be read.
-func logTail(path string) string {
-	const maxBytes = 4096
-	const maxLines = 40
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("    (no log: %v)", err)
-	}
-	if len(data) > maxBytes {
-		data = data[len(data)-maxBytes:]
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > maxLines {
-		lines = lines[len(lines)-maxLines:]
-	}
-	if len(lines) == 1 && lines[0] == "" {
-		return "    (log is empty)"
-	}
-	return "    " + strings.Join(lines, "\n    ")
 }
 
 // ownerFile names the file in each temp dir that holds the pid of the test

@@ -1,20 +1,14 @@
-package main
+package benchcmd
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"sort"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/voucherd/voucherd/internal/bench"
 )
@@ -23,7 +17,7 @@ import (
 // and prints its figures apart, so that the measured runs find the broker's
 // JVM warm (a fresh broker acknowledges about a tenth as fast in its first
 // seconds). It waits for the consumer to catch up afterwards.
-func warmKafka(ctx context.Context, stdout io.Writer, base bench.Config, st *benchStack, d time.Duration) error {
+func warmKafka(ctx context.Context, out io.Writer, base bench.Config, st *stack, d time.Duration) error {
 	cfg := bench.Config{
 		Name: "kafka warm-up", BaseURLs: st.groups["kafka"].urls, FlashSale: true,
 		TotalLimit: 100_000_000, PerUserLimit: 1, Customers: 100_000_000, Concurrency: base.Concurrency,
@@ -34,7 +28,7 @@ func warmKafka(ctx context.Context, stdout io.Writer, base bench.Config, st *ben
 	if err != nil {
 		return fmt.Errorf("Kafka warm-up: %w", err)
 	}
-	fmt.Fprintf(stdout, "warm-up   flash-kafka on a throwaway voucher, %s closed loop (not in the figures below): %d requests, %.0f req/s, p50 %.1fms p99 %.1fms, failures %d, verify %s\n\n",
+	fmt.Fprintf(out, "warm-up   flash-kafka on a throwaway voucher, %s closed loop (not in the figures below): %d requests, %.0f req/s, p50 %.1fms p99 %.1fms, failures %d, verify %s\n\n",
 		d, rep.Requests, rep.Rate, rep.Latency.P50, rep.Latency.P99, rep.Failures, map[bool]string{true: "OK", false: "FAILED"}[rep.OK()])
 	if !rep.OK() {
 		return fmt.Errorf("Kafka warm-up broke invariants: %v", rep.Violations())
@@ -61,8 +55,9 @@ const drainedLag = 100
 
 // runPGOutage runs the workload against the sync-mode and the Kafka-mode
 // server at once and stops PostgreSQL from at into the run for d, then
-// prints both reports and a side-by-side table.
-func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config, st *benchStack, at, d time.Duration) error {
+// writes both reports to stdout (as a JSON array with asJSON) and a
+// side-by-side table and the Kafka-mode stages to info.
+func runPGOutage(ctx context.Context, stdout, stderr, info io.Writer, asJSON bool, cfg bench.Config, st *stack, at, d time.Duration) error {
 	if cfg.Requests == 0 && cfg.Duration == 0 {
 		cfg.Duration = at + d + 10*time.Second
 	}
@@ -91,15 +86,13 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 			return err
 		}
 		fmt.Fprintf(stderr, "voucherd bench: stopping PostgreSQL for %s\n", d)
-		st.pg.signal(syscall.SIGINT)
+		st.pg.Stop()
 		if err := sleepCtx(ctx, d); err != nil {
 			return err
 		}
-		pg, err := startDevPostgres(ctx, st.pgDir, st.pgPort)
-		if err != nil {
+		if err := st.pg.Start(ctx); err != nil {
 			return fmt.Errorf("restart PostgreSQL: %w", err)
 		}
-		st.replacePG(pg)
 		restarted := time.Now()
 		fmt.Fprintln(stderr, "voucherd bench: PostgreSQL started again")
 		var rw sync.WaitGroup
@@ -130,14 +123,21 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 	}()
 	wg.Wait()
 
+	reports := make([]*bench.Report, len(results))
 	for i, r := range results {
 		if r.err != nil {
 			return fmt.Errorf("%s: %w", targets[i].name, r.err)
 		}
-		_ = r.rep.WriteTable(stdout)
-		fmt.Fprintln(stdout)
+		reports[i] = r.rep
+		if !asJSON {
+			_ = r.rep.WriteTable(stdout)
+			fmt.Fprintln(stdout)
+		}
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	if asJSON {
+		_ = writeJSON(stdout, reports)
+	}
+	tw := tabwriter.NewWriter(info, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "PostgreSQL down %s from %s into the run\n", d, at)
 	fmt.Fprintln(tw, "mode\trequests\t201 (distinct orderIds)\t503\tother failures\tp99\tafter restart\tverify")
 	for i, r := range results {
@@ -154,14 +154,14 @@ func runPGOutage(ctx context.Context, stdout, stderr io.Writer, cfg bench.Config
 			rep.Status[503], rep.Failures-rep.Status[503], rep.Latency.P99, after, verify)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(stdout)
-	writeStages(stdout, "flash-kafka", before, stages(ctx, st.groups["kafka"].urls))
+	fmt.Fprintln(info)
+	writeStages(info, "flash-kafka", before, stages(ctx, st.groups["kafka"].urls))
 	if outErr != nil {
 		return outErr
 	}
 	for _, r := range results {
 		if !r.rep.OK() {
-			return exitError(2)
+			return ErrInvariants
 		}
 	}
 	return nil
@@ -179,85 +179,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// replacePG swaps the stack's PostgreSQL child for a restarted one.
-func (s *benchStack) replacePG(pg *child) {
-	for i, c := range s.children {
-		if c == s.pg {
-			s.children[i] = pg
-		}
-	}
-	s.pg = pg
-}
-
-// stageHist is one dependency call's latency histogram at a moment.
-type stageHist struct {
-	count  uint64
-	sum    float64
-	bounds []float64
-	cum    []uint64
-}
-
-// stages reads the dependency histograms of servers from their /metrics
-// and sums them, keyed "dependency\top". A server that does not answer
-// counts as none.
-func stages(ctx context.Context, urls []string) map[string]stageHist {
-	out := map[string]stageHist{}
-	for _, u := range urls {
-		families, err := scrape(ctx, u+"/metrics")
-		if err != nil {
-			continue
-		}
-		fam := families["voucherd_dependency_duration_seconds"]
-		if fam == nil {
-			continue
-		}
-		for _, d := range fam.Metric {
-			if d.Histogram == nil {
-				continue
-			}
-			labels := map[string]string{}
-			for _, l := range d.Label {
-				labels[l.GetName()] = l.GetValue()
-			}
-			key := labels["dependency"] + "\t" + labels["op"]
-			h := out[key]
-			h.count += d.Histogram.GetSampleCount()
-			h.sum += d.Histogram.GetSampleSum()
-			for i, bk := range d.Histogram.Bucket {
-				if i < len(h.cum) {
-					h.cum[i] += bk.GetCumulativeCount()
-					continue
-				}
-				h.bounds = append(h.bounds, bk.GetUpperBound())
-				h.cum = append(h.cum, bk.GetCumulativeCount())
-			}
-			out[key] = h
-		}
-	}
-	return out
-}
-
-// scrape reads a Prometheus text exposition.
-func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/plain")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %d", url, resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	return p.TextToMetricFamilies(resp.Body)
-}
-
 // pingDatabase succeeds when PostgreSQL at url accepts a new connection.
 func pingDatabase(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -268,39 +189,4 @@ func pingDatabase(ctx context.Context, url string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return conn.Ping(ctx)
-}
-
-// writeStages prints the dependency calls a server made since the snapshot
-// before: how many, their mean and their p99 (the upper bound of the
-// histogram bucket it falls in), that is where its requests spent their time
-// outside its own code.
-func writeStages(w io.Writer, name string, before, after map[string]stageHist) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "stages of %s (dependency calls during the measured runs)\n", name)
-	fmt.Fprintln(tw, "dependency\top\tcalls\tmean\tp99 <=")
-	keys := make([]string, 0, len(after))
-	for k := range after {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		a, b := after[k], before[k]
-		n := a.count - b.count
-		if n == 0 {
-			continue
-		}
-		p99 := "inf"
-		for i, bound := range a.bounds {
-			c := a.cum[i]
-			if i < len(b.cum) {
-				c -= b.cum[i]
-			}
-			if float64(c) >= 0.99*float64(n) {
-				p99 = fmt.Sprintf("%.1fms", bound*1000)
-				break
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2fms\t%s\n", k, n, (a.sum-b.sum)/float64(n)*1000, p99)
-	}
-	_ = tw.Flush()
 }
