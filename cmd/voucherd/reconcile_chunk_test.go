@@ -63,9 +63,11 @@ func TestChunkedReconciliationRacesReservations(t *testing.T) {
 					vals, err := gateCountsScript.Exec(ctx, rc, []string{base + "remaining", base + "held"}, nil).AsStrSlice()
 					if err == nil && len(vals) == 2 && vals[1] != "" {
 						var rem, held int64
-						fmt.Sscan(vals[0], &rem)
-						fmt.Sscan(vals[1], &held)
-						if rem < 0 || rem+held > total {
+						_, rerr := fmt.Sscan(vals[0], &rem)
+						_, herr := fmt.Sscan(vals[1], &held)
+						if rerr != nil || herr != nil {
+							t.Errorf("gate counts %q: %v %v", vals, rerr, herr)
+						} else if rem < 0 || rem+held > total {
 							if gateBad.Add(1) == 1 {
 								t.Errorf("gate: remaining %d, held %d, totalLimit %d", rem, held, total)
 							}
