@@ -82,7 +82,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	if len(cfg.RedisAddrs) > 0 {
 		a.gate, err = redisgate.New(traceRedis(redisgate.Config{
 			Addrs: cfg.RedisAddrs, KeyPrefix: cfg.RedisKeyPrefix, SoldOutTTL: cfg.SoldOutTTL,
-			Timeout: cfg.RedisTimeout,
+			Timeout: cfg.RedisTimeout, ScanCount: cfg.RedisScanCount,
 		}, a.tracing))
 		if err != nil {
 			return nil, fmt.Errorf("open Redis: %w", err)

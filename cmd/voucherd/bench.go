@@ -31,6 +31,12 @@ var benchScenarios = map[string][]string{
 	// flash-sync or flash-kafka runs it as a flash campaign).
 	"campaign": {"--campaign-codes=100000", "--total=10000", "--per-user=1", "--customers=50000",
 		"--requests=20000", "--mode=standard"},
+	// A big flash voucher: 1,000,000 uses, one per customer, filled by a
+	// million new customers, run twice: without reconciliation, then with
+	// a repairing reconciliation every 5 s during the load; each run
+	// reports Redis's longest command (SLOWLOG) beside its latency.
+	"big-voucher": {"--total=1000000", "--per-user=1", "--customers=2000000", "--requests=1000000",
+		"--repeat-share=0", "--retry-share=0", "--mode=flash-sync", "--reconcile-every=5s", "--max-duration=15m"},
 }
 
 // runBench sends a flash-sale workload to running voucherd instances
@@ -84,6 +90,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.KafkaWarmup, "kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode servers for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
 	fs.DurationVar(&o.PGOutage, "pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
 	fs.DurationVar(&o.PGOutageAt, "pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
+	fs.DurationVar(&o.ReconcileEvery, "reconcile-every", 0, "run each mode twice on fresh vouchers, without and then with a repairing reconciliation of the run's vouchers this often during the load, and report Redis's longest command (SLOWLOG) of each run; needs a started stack or --redis-addr; 0 runs once without")
 	fs.BoolVar(&o.OTLPSink, "otlp-sink", false, "with a started stack and OTEL_TRACES_EXPORTER=otlp: export the servers' spans to an OTLP/HTTP endpoint in this process that discards them (the cost of tracing)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the load generator; the servers are processes of their own) to this file")
 	err := fs.Parse(args)

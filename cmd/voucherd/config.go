@@ -34,6 +34,7 @@ type Config struct {
 	FlashWrites     string
 	FlashFallback   bool
 	SoldOutTTL      time.Duration
+	RedisScanCount  int
 	KafkaBrokers    []string
 	KafkaTopic      string
 	KafkaDLQTopic   string
@@ -182,6 +183,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.ExpiryInterval, "expiry-interval", envDuration("VOUCHERD_EXPIRY_INTERVAL", time.Second), "how often expired holds are released (VOUCHERD_EXPIRY_INTERVAL)")
 	fs.StringVar(&cfg.FlashWrites, "flash-writes", envOr("VOUCHERD_FLASH_WRITES", "sync"), "how flash reservations reach PostgreSQL: sync or kafka (VOUCHERD_FLASH_WRITES)")
 	fs.BoolVar(&cfg.FlashFallback, "flash-fallback", envBool("VOUCHERD_FLASH_FALLBACK", false), "when Redis is down, reserve flash vouchers through PostgreSQL directly (sync mode only) (VOUCHERD_FLASH_FALLBACK)")
+	fs.IntVar(&cfg.RedisScanCount, "redis-scan-count", envInt("VOUCHERD_REDIS_SCAN_COUNT", redisgate.DefaultScanCount), "entries of a flash voucher's Redis hashes read or written per call when reconciliation reads or counts the whole voucher and when a warm-up loads it; each call holds Redis for a time proportional to it (VOUCHERD_REDIS_SCAN_COUNT)")
 	fs.DurationVar(&cfg.SoldOutTTL, "soldout-ttl", envDuration("VOUCHERD_SOLDOUT_TTL", time.Second), "how long a sold-out answer is cached in process; negative disables (VOUCHERD_SOLDOUT_TTL)")
 	cfg.KafkaBrokers = splitList(os.Getenv("VOUCHERD_KAFKA_BROKERS"))
 	fs.Var(listFlag{&cfg.KafkaBrokers}, "kafka-brokers", "Kafka bootstrap brokers, comma-separated (VOUCHERD_KAFKA_BROKERS)")

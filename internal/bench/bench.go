@@ -156,6 +156,13 @@ type Config struct {
 	// Verify, when DatabaseURL is set, checks the invariants after the run.
 	Verify VerifyConfig
 
+	// Alongside, when set, runs while the requests are sent, with the codes
+	// the run reserves on (its vouchers, or its campaign's id); its context
+	// ends when sending does, and the run waits for it to return. It is for
+	// work beside the traffic whose effect on it is measured, such as
+	// reconciliation.
+	Alongside func(ctx context.Context, codes []string)
+
 	// CPU lists the processes of the stack under load; when set, the report
 	// gives each one's CPU time per request over the measured requests
 	// (those after Warmup), read from /proc (Linux).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -253,7 +254,9 @@ func (r *runner) run(ctx context.Context) *Report {
 			r.work(ctx, sendCtx, r.endpoints[i%len(r.endpoints)], stats[i%len(stats)])
 		}()
 	}
+	alongside := r.startAlongside(sendCtx)
 	wg.Wait()
+	alongside()
 	elapsed := time.Since(r.start)
 	stopProgress(elapsed)
 
@@ -274,6 +277,25 @@ func (r *runner) run(ctx context.Context) *Report {
 	rep.StoppedByMaxDuration = r.stopped.Load() && ctx.Err() == nil
 	rep.Interrupted = ctx.Err() != nil
 	return rep
+}
+
+// startAlongside starts Config.Alongside, if set, until ctx ends or the
+// returned function is called; that function waits for it to return.
+func (r *runner) startAlongside(ctx context.Context) (stop func()) {
+	if r.cfg.Alongside == nil {
+		return func() {}
+	}
+	codes := r.codes
+	if r.campaign != "" {
+		codes = []string{r.campaign}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.cfg.Alongside(ctx, slices.Clone(codes))
+	}()
+	return func() { cancel(); <-done }
 }
 
 // take returns the next job and, in an open loop, its scheduled send time;

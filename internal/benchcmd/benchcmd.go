@@ -59,6 +59,12 @@ type Options struct {
 	// PGOutage, with a started stack, runs flash-sync and flash-kafka side
 	// by side and stops PostgreSQL for this long, PGOutageAt into the run.
 	PGOutage, PGOutageAt time.Duration
+	// ReconcileEvery, when positive, runs each mode twice on fresh
+	// vouchers, without and then with a repairing reconciliation of the
+	// run's vouchers this often during the load, and reports Redis's
+	// longest command (SLOWLOG) of each run; it needs a started stack or
+	// the workload's Verify.RedisAddrs, and no Compare.
+	ReconcileEvery time.Duration
 	// OTLPSink, with a started stack, has the servers export their spans
 	// to an OTLP/HTTP endpoint in this process that discards them (the cost
 	// of tracing; the servers must have OTEL_TRACES_EXPORTER=otlp).
@@ -105,7 +111,11 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	cfg, mode := o.Workload, o.Modes[0]
 	cfg.BaseURLs = o.URLs
 	cfg.FlashSale = mode != "standard"
-	return runTargets(ctx, o, cfg, []bench.Target{{Name: mode, BaseURLs: o.URLs, FlashSale: cfg.FlashSale, CPU: o.CPU}}, stdout, stderr)
+	targets := []bench.Target{{Name: mode, BaseURLs: o.URLs, FlashSale: cfg.FlashSale, CPU: o.CPU}}
+	if o.ReconcileEvery > 0 {
+		return runReconciling(ctx, o, cfg, targets, cfg.Verify.RedisAddrs, stdout, stderr)
+	}
+	return runTargets(ctx, o, cfg, targets, stdout, stderr)
 }
 
 // runOnStack starts the stack the modes need, warms Kafka up, and runs the
@@ -172,7 +182,22 @@ func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error 
 	for _, m := range modes {
 		targets = append(targets, st.target(m))
 	}
+	if o.ReconcileEvery > 0 {
+		return runReconciling(ctx, o, cfg, targets, st.redisAddrs, stdout, stderr)
+	}
 	return runTargets(ctx, o, cfg, targets, stdout, stderr)
+}
+
+// runReconciling is runTargets for Options.ReconcileEvery.
+func runReconciling(ctx context.Context, o Options, cfg bench.Config, targets []bench.Target, redisAddrs []string, stdout, stderr io.Writer) error {
+	if o.Compare || len(redisAddrs) == 0 {
+		return errors.New("--reconcile-every needs a started stack or --redis-addr, and no --compare")
+	}
+	reports, err := runBigVoucher(ctx, stdout, cfg, targets, redisAddrs, o.ReconcileEvery)
+	if err != nil {
+		return err
+	}
+	return checkInvariants(stderr, reports)
 }
 
 // runTargets runs cfg against each target in turn, or compares them, and

@@ -77,6 +77,12 @@ type Config struct {
 	// a development machine, 10,000 orders took about 4ms of Redis time and
 	// kept 1.3MB in this process, 100,000 orders 55-100ms and 13MB.
 	SoldOutMaxOrders int
+	// ScanCount is how many entries of a voucher's hashes one call reads or
+	// writes when the gate handles a whole voucher in chunks (Inspect,
+	// counting the held count of a voucher loaded without one, Load of a
+	// bigger snapshot); default DefaultScanCount. Each call holds Redis for
+	// a time proportional to it.
+	ScanCount int
 	// KeyGrace is how long after a voucher's end its keys stay in Redis
 	// (default 24h), so late confirms and releases still find them.
 	KeyGrace time.Duration
@@ -151,6 +157,12 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if cfg.SoldOutMaxOrders < 0 {
 		return nil, fmt.Errorf("redisgate: Config.SoldOutMaxOrders %d is negative", cfg.SoldOutMaxOrders)
+	}
+	if cfg.ScanCount == 0 {
+		cfg.ScanCount = DefaultScanCount
+	}
+	if cfg.ScanCount < 0 {
+		return nil, fmt.Errorf("redisgate: Config.ScanCount %d is negative", cfg.ScanCount)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -406,7 +418,9 @@ func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.R
 }
 
 // Load writes the snapshot if the voucher is not loaded, and reports whether
-// it wrote. Remaining is s.Remaining() (totalLimit - held); held orders are
+// it wrote. A snapshot of at most Config.ScanCount customers and orders is
+// written in one script (load.lua), a bigger one in steps of that many
+// (loadInSteps); either way the voucher is loaded all at once. Remaining is s.Remaining() (totalLimit - held); held orders are
 // stored as held, released ones as released markers. An order of a
 // campaign's budget made with one of its codes (its VoucherCode is that
 // code, not the budget's) keeps the code in its hold, and the codes of the
@@ -423,21 +437,15 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 	if err != nil {
 		return false, interpretError(err, "load", code)
 	}
-	args := make([]string, 0, 3+2*len(s.Customers)+2*len(s.Orders))
-	args = append(args,
-		strconv.FormatInt(g.expireAt(s.Voucher.EndsAt), 10),
-		strconv.FormatInt(s.Remaining(), 10),
-		"", // number of customers, set below
-	)
-	n := 0
+	users := make([]string, 0, 2*len(s.Customers))
 	for cust, held := range s.Customers {
 		if held <= 0 {
 			continue
 		}
-		args = append(args, cust, strconv.FormatInt(int64(held), 10))
-		n++
+		users = append(users, cust, strconv.FormatInt(int64(held), 10))
 	}
-	args[2] = strconv.Itoa(n)
+	orders := make([]string, 0, 2*len(s.Orders))
+	var held int64
 	for _, r := range s.Orders {
 		state := byte(stateReleased)
 		switch {
@@ -446,7 +454,10 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 		case r.Status.Held():
 			state = stateHeld
 		}
-		args = append(args, r.OrderID, encodeHold(state, voucher.Hold{
+		if state != stateReleased {
+			held++
+		}
+		orders = append(orders, r.OrderID, encodeHold(state, voucher.Hold{
 			CustomerID:     r.CustomerID,
 			OrderAmount:    r.OrderAmount,
 			DiscountAmount: r.DiscountAmount,
@@ -456,9 +467,19 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 		}))
 	}
 	k := keysFor(g.cfg.KeyPrefix, code)
-	ctx, cancel := g.withBulkTimeout(ctx)
-	defer cancel()
-	wrote, err := loadScript.Exec(ctx, client, append(k.script(), k.freed), args).AsInt64()
+	expireAt := strconv.FormatInt(g.expireAt(s.Voucher.EndsAt), 10)
+	remaining := strconv.FormatInt(s.Remaining(), 10)
+	var wrote int64
+	if (len(users)+len(orders))/2 > g.cfg.ScanCount {
+		wrote, err = g.loadInSteps(ctx, client, k, expireAt, remaining, held, users, orders)
+	} else {
+		args := make([]string, 0, 3+len(users)+len(orders))
+		args = append(args, expireAt, remaining, strconv.Itoa(len(users)/2))
+		args = append(append(args, users...), orders...)
+		ctx, cancel := g.withBulkTimeout(ctx)
+		defer cancel()
+		wrote, err = loadScript.Exec(ctx, client, append(k.script(), k.freed), args).AsInt64()
+	}
 	if err != nil {
 		return false, interpretError(err, "load", code)
 	}
@@ -580,8 +601,8 @@ func (g *Gate) withTimeout(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, g.cfg.Timeout)
 }
 
-// withBulkTimeout bounds a call that moves a whole voucher (Load, Inspect,
-// Clamp): a sale of a million orders takes longer than one reservation.
+// withBulkTimeout bounds a call that moves many orders at once (Load in one
+// script, the sold-out cache's copy): longer than one reservation.
 func (g *Gate) withBulkTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, max(10*g.cfg.Timeout, bulkTimeout))
 }

@@ -10,11 +10,19 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
+// DefaultScanCount is the default of Config.ScanCount.
+const DefaultScanCount = 500
+
 // Inspect reads the state of a voucher for reconciliation (remaining against
 // totalLimit - held in PostgreSQL, holds that never reached the database) and
-// for tests, in one script. It reads every order of the voucher, and Redis
-// serves nothing else meanwhile: call it for one voucher at a time, never on
-// the hot path.
+// for tests, in chunks: remaining and the held count together in one step
+// (counts.lua), then the users, orders and codes hashes with HSCAN, at most
+// Config.ScanCount entries a call, so that Redis serves other clients
+// between chunks. The hashes are not one snapshot: an entry present for the
+// whole read is in the result (once, even when HSCAN returns it twice), one
+// changed meanwhile with any value it had during the read, one added or
+// removed meanwhile may be in it or not (docs/rules.md, "Reconciliation reads
+// in chunks").
 func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateState{}, err
@@ -24,76 +32,85 @@ func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, err
 		return voucher.GateState{}, interpretError(err, "inspect", code)
 	}
 	k := keysFor(g.cfg.KeyPrefix, code)
-	ctx, cancel := g.withBulkTimeout(ctx)
-	defer cancel()
-	res, err := inspectScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes}, nil).ToArray()
-	if err != nil {
-		return voucher.GateState{}, interpretError(err, "inspect", code)
+	loaded, remaining, held, err := g.counts(ctx, client, k)
+	if err != nil || !loaded {
+		return voucher.GateState{}, interpretError0(err, "inspect", code)
 	}
-	st, err := decodeState(res)
+	st := voucher.GateState{Loaded: true, Remaining: remaining, HeldCount: held, HeldCounted: held >= 0,
+		Users: map[string]int32{}, Orders: map[string]voucher.Hold{}, Codes: map[string]string{}}
+	err = g.scanHash(ctx, client, k.users, func(cust, n string) error {
+		c, err := strconv.ParseInt(n, 10, 32)
+		st.Users[cust] = int32(c)
+		return err
+	})
+	if err == nil {
+		err = g.scanHash(ctx, client, k.orders, func(id, v string) error {
+			h, err := decodeHold(id, v)
+			st.Orders[id] = h
+			return err
+		})
+	}
+	if err == nil {
+		err = g.scanHash(ctx, client, k.codes, func(c, id string) error {
+			st.Codes[c] = id
+			return nil
+		})
+	}
 	if err != nil {
 		return voucher.GateState{}, interpretError(err, "inspect", code)
 	}
 	return st, nil
+}
+
+// interpretError0 is interpretError, nil for a nil err.
+func interpretError0(err error, op, code string) error {
+	if err == nil {
+		return nil
+	}
+	return interpretError(err, op, code)
+}
+
+// counts reads whether code is loaded, its remaining uses and its held
+// count in one step; held is -1 while the gate has no exact count.
+func (g *Gate) counts(ctx context.Context, client rueidis.Client, k keys) (loaded bool, remaining, held int64, err error) {
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	res, err := countsScript.Exec(ctx, client, []string{k.remaining, k.held, k.heldScan}, nil).AsIntSlice()
+	if err == nil && len(res) != 3 {
+		err = errBadReply
+	}
+	if err != nil {
+		return false, 0, 0, err
+	}
+	return res[0] == 1, res[1], res[2], nil
+}
+
+// scanHash calls fn for each field and value of the hash at key, read with
+// HSCAN, Config.ScanCount entries a call, each call under Config.Timeout.
+// A field HSCAN returns twice is passed twice, the later value last.
+func (g *Gate) scanHash(ctx context.Context, client rueidis.Client, key string, fn func(field, value string) error) error {
+	var cursor uint64
+	for {
+		cctx, cancel := g.withTimeout(ctx)
+		e, err := client.Do(cctx, client.B().Hscan().Key(key).Cursor(cursor).Count(int64(g.cfg.ScanCount)).Build()).AsScanEntry()
+		cancel()
+		if err != nil {
+			return err
+		}
+		for i := 0; i+1 < len(e.Elements); i += 2 {
+			if err := fn(e.Elements[i], e.Elements[i+1]); err != nil {
+				return err
+			}
+		}
+		if e.Cursor == 0 {
+			return nil
+		}
+		cursor = e.Cursor
+	}
 }
 
 // errBadReply is returned for a script reply of an unexpected shape.
 var errBadReply = errors.New("redisgate: malformed script reply")
-
-// decodeState parses the reply of inspect.lua.
-func decodeState(res []rueidis.RedisMessage) (voucher.GateState, error) {
-	if len(res) == 0 {
-		return voucher.GateState{}, errBadReply
-	}
-	loaded, err := res[0].AsInt64()
-	if err != nil {
-		return voucher.GateState{}, err
-	}
-	if loaded == 0 {
-		return voucher.GateState{}, nil
-	}
-	if len(res) != 5 {
-		return voucher.GateState{}, errBadReply
-	}
-	st := voucher.GateState{Loaded: true}
-	if st.Remaining, err = res[1].AsInt64(); err != nil {
-		return voucher.GateState{}, err
-	}
-	users, err := res[2].AsStrSlice()
-	if err != nil {
-		return voucher.GateState{}, err
-	}
-	st.Users = make(map[string]int32, len(users)/2)
-	for i := 0; i+1 < len(users); i += 2 {
-		cust := users[i]
-		n, err := strconv.ParseInt(users[i+1], 10, 32)
-		if err != nil {
-			return voucher.GateState{}, err
-		}
-		st.Users[cust] = int32(n)
-	}
-	orders, err := res[3].AsStrSlice()
-	if err != nil {
-		return voucher.GateState{}, err
-	}
-	st.Orders = make(map[string]voucher.Hold, len(orders)/2)
-	for i := 0; i+1 < len(orders); i += 2 {
-		h, err := decodeHold(orders[i], orders[i+1])
-		if err != nil {
-			return voucher.GateState{}, err
-		}
-		st.Orders[orders[i]] = h
-	}
-	codes, err := res[4].AsStrSlice()
-	if err != nil {
-		return voucher.GateState{}, err
-	}
-	st.Codes = make(map[string]string, len(codes)/2)
-	for i := 0; i+1 < len(codes); i += 2 {
-		st.Codes[codes[i]] = codes[i+1]
-	}
-	return st, nil
-}
 
 // Adopt records a hold the database has and the gate lost (reconciliation):
 // it takes a use for hold.OrderID, even below zero remaining, only if the
@@ -135,7 +152,9 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 
 // Clamp lowers remaining to totalLimit minus the holds (held and pending) the
 // gate records, if it is above, and returns remaining before and after. It
-// never raises it. A voucher that is not loaded returns 0, 0.
+// never raises it. A voucher that is not loaded returns 0, 0. It reads the
+// held count, not the orders (clamp.lua); a voucher without an exact count
+// (loaded before the count existed) is counted first, in chunks (countHeld).
 func (g *Gate) Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error) {
 	if err := checkCode(code); err != nil {
 		return 0, 0, err
@@ -145,17 +164,66 @@ func (g *Gate) Clamp(ctx context.Context, code string, totalLimit int32) (before
 		return 0, 0, interpretError(err, "clamp", code)
 	}
 	k := keysFor(g.cfg.KeyPrefix, code)
-	ctx, cancel := g.withBulkTimeout(ctx)
-	defer cancel()
-	res, err := clampScript.Exec(ctx, client, []string{k.remaining, k.orders},
-		[]string{strconv.FormatInt(int64(totalLimit), 10)}).AsIntSlice()
-	if err == nil && len(res) != 3 {
-		err = errBadReply
+	for range clampTries {
+		cctx, cancel := g.withTimeout(ctx)
+		res, err := clampScript.Exec(cctx, client, []string{k.remaining, k.held, k.heldScan},
+			[]string{strconv.FormatInt(int64(totalLimit), 10)}).AsIntSlice()
+		cancel()
+		if err == nil && len(res) != 3 {
+			err = errBadReply
+		}
+		if err != nil {
+			return 0, 0, interpretError(err, "clamp", code)
+		}
+		if res[0] != clampUncounted {
+			return res[1], res[2], nil
+		}
+		if err := g.countHeld(ctx, client, k); err != nil {
+			return 0, 0, interpretError(err, "clamp", code)
+		}
 	}
-	if err != nil {
-		return 0, 0, interpretError(err, "clamp", code)
+	return 0, 0, interpretError(errUncounted, "clamp", code)
+}
+
+// clampUncounted is clamp.lua's status for a voucher without an exact held
+// count; clampTries bounds how often Clamp counts and tries again (the count
+// is lost again only if its key is).
+const (
+	clampUncounted = 2
+	clampTries     = 3
+)
+
+// errUncounted is returned when the held count could not be made exact.
+var errUncounted = errors.New("redisgate: held count not counted")
+
+// countHeld makes the held count of the voucher at k exact, counting its
+// orders in chunks of Config.ScanCount with heldinit.lua if it has none. It
+// returns once a count is exact or the voucher is not loaded.
+func (g *Gate) countHeld(ctx context.Context, client rueidis.Client, k keys) error {
+	cursor := "0"
+	count := strconv.Itoa(g.cfg.ScanCount)
+	for {
+		cctx, cancel := g.withTimeout(ctx)
+		res, err := heldInitScript.Exec(cctx, client, []string{k.remaining, k.orders, k.held, k.heldScan},
+			[]string{cursor, count}).ToArray()
+		cancel()
+		if err == nil && len(res) != 2 {
+			err = errBadReply
+		}
+		if err != nil {
+			return err
+		}
+		status, err := res[0].AsInt64()
+		if err != nil {
+			return err
+		}
+		if status != 2 {
+			return nil
+		}
+		if cursor, err = res[1].ToString(); err != nil {
+			return err
+		}
 	}
-	return res[1], res[2], nil
 }
 
 // Forget deletes the keys of a voucher (its state and its warm-up lock, not
@@ -173,7 +241,7 @@ func (g *Gate) Forget(ctx context.Context, code string) error {
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err = client.Do(ctx, client.B().Del().Key(k.all()...).Build()).Error()
+	err = client.Do(ctx, client.B().Del().Key(append(append(k.all(), k.counts()...), k.staging()...)...).Build()).Error()
 	g.soldOut.clear(code)
 	if err != nil {
 		return interpretError(err, "forget", code)

@@ -30,6 +30,20 @@ type keys struct {
 	// only grows while it exists: Forget leaves it, and it expires with the
 	// voucher's other keys.
 	version string
+	// held is the number of orders holding a use (H, P or C in orders),
+	// kept by every script that changes whether an order holds one
+	// (lib/held.lua), so that clamp.lua and counts.lua read it without
+	// reading the orders. Absent for a voucher loaded before it existed
+	// until heldinit.lua has counted it.
+	held string
+	// heldScan is, while heldinit.lua counts held in chunks, the set of the
+	// orderIds already counted, with the marker heldScanning; absent
+	// otherwise.
+	heldScan string
+	// loading holds, while loadstep.lua writes the voucher in steps, the
+	// token of the loader writing it; loadUsers, loadOrders and loadCodes
+	// are the hashes it writes, moved into place in its last step.
+	loading, loadUsers, loadOrders, loadCodes string
 }
 
 // keysFor builds the keys of code under prefix. The prefix comes first and
@@ -38,13 +52,19 @@ type keys struct {
 func keysFor(prefix, code string) keys {
 	base := prefix + "voucher:{" + code + "}:"
 	return keys{
-		remaining: base + "remaining",
-		users:     base + "users",
-		orders:    base + "orders",
-		lock:      base + "lock",
-		version:   base + "version",
-		codes:     base + "codes",
-		freed:     base + "freed",
+		remaining:  base + "remaining",
+		users:      base + "users",
+		orders:     base + "orders",
+		lock:       base + "lock",
+		version:    base + "version",
+		codes:      base + "codes",
+		freed:      base + "freed",
+		held:       base + "held",
+		heldScan:   base + "heldscan",
+		loading:    base + "loading",
+		loadUsers:  base + "loadusers",
+		loadOrders: base + "loadorders",
+		loadCodes:  base + "loadcodes",
 	}
 }
 
@@ -66,9 +86,26 @@ func (k keys) all() []string {
 	return []string{k.remaining, k.users, k.orders, k.lock, k.codes, k.freed}
 }
 
+// counts lists the keys derived from the orders (the held count and a count
+// under way), which Forget deletes with all.
+func (k keys) counts() []string { return []string{k.held, k.heldScan} }
+
+// staging lists the keys of a load in steps (loadstep.lua), which Forget
+// deletes with all.
+func (k keys) staging() []string {
+	return []string{k.loading, k.loadUsers, k.loadOrders, k.loadCodes}
+}
+
+// loadStep is the KEYS layout of loadstep.lua.
+func (k keys) loadStep() []string {
+	return append(k.script(), k.freed, k.loading, k.loadUsers, k.loadOrders, k.loadCodes)
+}
+
 // script is the common KEYS layout of the scripts that decide or change
-// holds: remaining, users, orders, version, codes.
-func (k keys) script() []string { return []string{k.remaining, k.users, k.orders, k.version, k.codes} }
+// holds: remaining, users, orders, version, codes, held, heldscan.
+func (k keys) script() []string {
+	return []string{k.remaining, k.users, k.orders, k.version, k.codes, k.held, k.heldScan}
+}
 
 // maxCachedKeys bounds keyCache; past it the cache starts over.
 const maxCachedKeys = 100_000

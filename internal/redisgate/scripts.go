@@ -26,16 +26,18 @@ var scriptFS embed.FS
 // to EVAL when Redis does not know the SHA yet). Only the read-only ones are
 // retryable: a write retried after a lost reply could act twice.
 var (
-	reserveScript = newScript("reserve.lua", false)
-	releaseScript = newScript("release.lua", false)
-	commitScript  = newScript("commit.lua", false)
-	loadScript    = newScript("load.lua", false)
-	adjustScript  = newScript("adjust.lua", false)
-	unlockScript  = newScript("unlock.lua", false)
-	adoptScript   = newScript("adopt.lua", false)
-	clampScript   = newScript("clamp.lua", false)
-	lookupScript  = newScript("lookup.lua", true)
-	inspectScript = newScript("inspect.lua", true)
+	reserveScript  = newScript("reserve.lua", false)
+	releaseScript  = newScript("release.lua", false)
+	commitScript   = newScript("commit.lua", false)
+	loadScript     = newScript("load.lua", false)
+	loadStepScript = newScript("loadstep.lua", false)
+	adjustScript   = newScript("adjust.lua", false)
+	unlockScript   = newScript("unlock.lua", false)
+	adoptScript    = newScript("adopt.lua", false)
+	clampScript    = newScript("clamp.lua", false)
+	heldInitScript = newScript("heldinit.lua", false)
+	lookupScript   = newScript("lookup.lua", true)
+	countsScript   = newScript("counts.lua", true)
 
 	validateScript  = newScript("validate.lua", true)
 	replaceScript   = newScript("replace.lua", false)

@@ -241,10 +241,16 @@ type GateLoading interface {
 }
 
 // GateRepairs reads a voucher's whole gate state and repairs it in the
-// direction that cannot oversell (reconciliation).
+// direction that cannot oversell (reconciliation). No call holds the gate
+// for longer than a bounded chunk of work, whatever the voucher's size.
 type GateRepairs interface {
-	// Inspect reads a voucher's whole gate state atomically (reconciliation
-	// and tests; it reads every order, so never on the hot path).
+	// Inspect reads a voucher's whole gate state (reconciliation and tests;
+	// it reads every order, so never on the hot path). Remaining and
+	// HeldCount are read together in one step; the users, orders and codes
+	// are read in chunks, not as one snapshot: an entry present for the
+	// whole read is in the state, one that changed meanwhile holds any
+	// value it had during the read, one added or removed meanwhile may be
+	// missing or present.
 	Inspect(ctx context.Context, code string) (GateState, error)
 	// Adopt records a hold the store has and the gate does not know (for
 	// example after Redis lost writes): it takes a use for it, even below
@@ -252,9 +258,9 @@ type GateRepairs interface {
 	// whether it changed anything. This is the safe direction: the gate
 	// hands out less.
 	Adopt(ctx context.Context, code string, hold Hold) (bool, error)
-	// Clamp lowers remaining to totalLimit minus the holds the gate records,
-	// if it is above; it never raises it. It returns remaining before and
-	// after.
+	// Clamp lowers remaining to totalLimit minus the holds the gate records
+	// (its held count, in one step with remaining), if it is above; it
+	// never raises it. It returns remaining before and after.
 	Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error)
 }
 
@@ -271,13 +277,19 @@ type GateInstances interface {
 	ForgetInstance(ctx context.Context, instance string) error
 }
 
-// GateState is a voucher's whole state in the gate.
+// GateState is a voucher's whole state in the gate, as Inspect reads it.
 type GateState struct {
 	// Loaded is false when the voucher is not in the gate; the other
 	// fields are then empty.
 	Loaded bool
 	// Remaining is the number of uses left.
 	Remaining int64
+	// HeldCount is the number of orders holding a use as the gate counts
+	// them, read in one step with Remaining, when HeldCounted; a gate
+	// without an exact count (a voucher loaded before it kept one) leaves
+	// HeldCounted false, and Held counts Orders.
+	HeldCount   int64
+	HeldCounted bool
 	// Users maps each customer holding uses to their count.
 	Users map[string]int32
 	// Orders maps every known orderId to its hold: held, pending (Pending)

@@ -76,7 +76,10 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	// The gate first, then the store: in both write modes a use is taken in
 	// the gate before its row is written, so a row the gate read does not
-	// show was taken after that read, and Adopt checks again atomically.
+	// show was taken after that order was read, and Adopt checks again
+	// atomically. The gate is read in chunks, each order at its own moment,
+	// all of them before the store; every repair re-checks its order in one
+	// step (docs/rules.md, "Reconciliation reads in chunks").
 	gs, err := s.gate.Inspect(ctx, code)
 	if err != nil {
 		return rep, err
@@ -93,6 +96,9 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		return rep, nil
 	}
 	rep.RedisHeld = gs.Held()
+	if gs.HeldCounted {
+		rep.RedisHeld = gs.HeldCount
+	}
 	rep.RedisRemaining = gs.Remaining
 	rep.Drift = gs.Remaining - rep.ExpectedRemaining
 

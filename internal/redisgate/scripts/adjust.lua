@@ -6,6 +6,8 @@
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
 -- KEYS[4] -> voucher:{CODE}:version    string int: only its expiry changes here
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId: only its expiry changes here
+-- KEYS[6] -> voucher:{CODE}:held       string int: only its expiry changes here
+-- KEYS[7] -> voucher:{CODE}:heldscan   set: only its expiry changes here
 --
 -- ARGV[1] -> delta, may be negative
 -- ARGV[2] -> expireAt, unix milliseconds; "0" keeps the current expiries
@@ -18,7 +20,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local r = redis.call('INCRBY', KEYS[1], ARGV[1])
 if ARGV[2] ~= '0' then
-  for i = 1, 5 do
+  for i = 1, 7 do
     redis.call('PEXPIREAT', KEYS[i], ARGV[2])
   end
 end

@@ -7,6 +7,8 @@
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
+-- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
+-- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId, a string (voucher.ValidCustomerID: never '|')
@@ -21,7 +23,7 @@
 --   0 if nothing changed: the orderId is known (in any state) or the voucher
 --     is not loaded (its next load reads the database, hold included)
 --
--- include: keys
+-- include: keys, held
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -31,6 +33,7 @@ end
 redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
 redis.call('INCR', KEYS[4])
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])

@@ -10,7 +10,11 @@
 --                                      of one before it
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it,
 --                                      rebuilt from the held orders' code field
--- KEYS[6] -> voucher:{CODE}:freed      hash campaign code -> replaced orderId
+-- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use
+--                                      (lib/held.lua), set to the snapshot's
+-- KEYS[7] -> voucher:{CODE}:heldscan   set: a count under way (heldinit.lua),
+--                                      deleted: the snapshot's count is exact
+-- KEYS[8] -> voucher:{CODE}:freed      hash campaign code -> replaced orderId
 --                                      (commit.lua), emptied: a load waits for
 --                                      the consumer, so every such order is in
 --                                      the snapshot
@@ -33,7 +37,9 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 -- Leftovers of an earlier load (a key evicted or deleted by hand) must not
 -- mix with the snapshot.
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[8])
+-- A count under way may be a set of every orderId: freed in the background.
+redis.call('UNLINK', KEYS[7])
 
 local expireAt = ARGV[1]
 redis.call('SET', KEYS[1], ARGV[2])
@@ -64,9 +70,13 @@ hsetPairs(KEYS[3], 4 + 2 * n, #ARGV)
 -- The codes held by held orders: only a campaign's holds carry one, so a
 -- voucher writes nothing here.
 local codes = {}
+local held = 0
 for i = 4 + 2 * n, #ARGV - 1, 2 do
   local v = ARGV[i + 1]
   local state = holdState(v)
+  if holdsUse(state) then
+    held = held + 1
+  end
   if state == HELD or state == CONFIRMED then
     local code = holdCode(v)
     if code then
@@ -82,6 +92,8 @@ end
 if #codes > 0 then
   redis.call('HSET', KEYS[5], unpack(codes))
 end
+redis.call('SET', KEYS[6], held)
+redis.call('PEXPIREAT', KEYS[6], expireAt)
 if redis.call('EXISTS', KEYS[5]) == 1 then
   redis.call('PEXPIREAT', KEYS[5], expireAt)
 end

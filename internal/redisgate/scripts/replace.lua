@@ -15,6 +15,8 @@
 -- KEYS[3] -> voucher:{CODE}:orders     hash orderId -> encoded hold
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
+-- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
+-- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
 --
 -- ARGV[1] -> new orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'), compared as a string
@@ -34,7 +36,7 @@
 --   {9, remaining}        code used: the new code is held by an order other
 --                         than the replaced one
 --
--- include: hold, known_order, codes, keys
+-- include: hold, known_order, codes, keys, held
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
 if known then
   return known
@@ -57,6 +59,8 @@ end
 
 redis.call('HSET', KEYS[3], ARGV[4], holdAs(old, RELEASED))
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+countHeld(KEYS[6], KEYS[7], ARGV[4], true, false)
+countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
 if holdState(ARGV[3]) ~= PENDING then
   freeCode(KEYS[5], holdCode(old), ARGV[4])
 end

@@ -8,6 +8,8 @@
 -- KEYS[4] -> voucher:{CODE}:version    string int: bumped by every change of the orders
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 --                                      (a campaign's budget, CODE its id)
+-- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
+-- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'); compared as a string; an int64 does
@@ -33,7 +35,7 @@
 -- The version lets the caller's sold-out cache keep its copy of the orders
 -- when nothing changed.
 --
--- include: known_order, take_checks, keys
+-- include: known_order, take_checks, keys, held
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
 if known then
   return known
@@ -50,6 +52,7 @@ end
 r = redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
 local ver = redis.call('INCR', KEYS[4])
 local last = 4
 if ARGV[5] ~= '' then
