@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -85,6 +86,15 @@ type Config struct {
 	tracingEnvErr error
 	// PprofAddr, when set, serves net/http/pprof on a listener of its own.
 	PprofAddr string
+
+	// --- managed services (tls.go) ---
+	// Managed is the credentials and TLS of Redis and Kafka, read from the
+	// environment only (managedFromEnv).
+	Managed ManagedConfig
+	// managedEnvErr is why those variables, or VOUCHERD_DATABASE_URL_FILE,
+	// could not be used; validate reports it.
+	managedEnvErr error
+	// --- end managed services ---
 }
 
 // envOr returns the environment variable or def.
@@ -167,7 +177,8 @@ const defaultDatabaseURL = "postgres://voucherd@127.0.0.1:55432/voucherd?sslmode
 // registerServeFlags binds cfg to flags on fs with environment defaults.
 func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Addr, "addr", envOr("VOUCHERD_ADDR", "127.0.0.1:8080"), "listen address (VOUCHERD_ADDR)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", envOr("VOUCHERD_DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (VOUCHERD_DATABASE_URL)")
+	dbURL, dbURLErr := databaseURLFromEnv(os.Getenv, defaultDatabaseURL)
+	fs.StringVar(&cfg.DatabaseURL, "database-url", dbURL, "PostgreSQL URL, or VOUCHERD_DATABASE_URL_FILE naming a file that holds it (VOUCHERD_DATABASE_URL)")
 	cfg.RedisAddrs = splitList(os.Getenv("VOUCHERD_REDIS_ADDR"))
 	fs.Var(listFlag{&cfg.RedisAddrs}, "redis-addr", "Redis address, or a comma-separated list of Cluster nodes; empty disables flash mode (VOUCHERD_REDIS_ADDR)")
 	fs.StringVar(&cfg.RedisKeyPrefix, "redis-key-prefix", envOr("VOUCHERD_REDIS_KEY_PREFIX", ""), "prefix of every Redis key (VOUCHERD_REDIS_KEY_PREFIX)")
@@ -214,6 +225,10 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	// The OTEL_* variables are read here too, with no flags: they are the
 	// standard names every OpenTelemetry deployment already sets.
 	cfg.Tracing, cfg.tracingEnvErr = tracingFromEnv(os.Getenv)
+	// Credentials and TLS of the dependencies: environment only (tls.go).
+	var managedErr error
+	cfg.Managed, managedErr = managedFromEnv(os.Getenv)
+	cfg.managedEnvErr = errors.Join(dbURLErr, managedErr)
 }
 
 // registerServeFlagsExcept is registerServeFlags without the named flags: a
@@ -236,6 +251,17 @@ const envOnlyHelp = `
 Environment only (no flags, so that secrets stay out of process listings):
   VOUCHERD_API_TOKEN    bearer token of the reservation routes (unset: loopback clients only)
   VOUCHERD_ADMIN_TOKEN  bearer token of voucher administration (unset: loopback clients only)
+  VOUCHERD_DATABASE_URL_FILE      file holding the PostgreSQL URL, instead of VOUCHERD_DATABASE_URL
+  VOUCHERD_REDIS_USERNAME         Redis ACL user (needs a password)
+  VOUCHERD_REDIS_PASSWORD         Redis password; or VOUCHERD_REDIS_PASSWORD_FILE, a file holding it
+  VOUCHERD_REDIS_TLS              true connects to Redis with TLS; then optionally
+  VOUCHERD_REDIS_CA_FILE          PEM CA the server must chain to (default: system roots),
+  VOUCHERD_REDIS_CERT_FILE        client certificate with VOUCHERD_REDIS_KEY_FILE,
+  VOUCHERD_REDIS_SERVER_NAME      name the server's certificate must carry (default: the host)
+  VOUCHERD_KAFKA_TLS              true connects to Kafka with TLS; then optionally VOUCHERD_KAFKA_CA_FILE,
+                                  _CERT_FILE with _KEY_FILE, _SERVER_NAME as for Redis
+  VOUCHERD_KAFKA_SASL_MECHANISM   PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, with VOUCHERD_KAFKA_SASL_USERNAME
+                                  and VOUCHERD_KAFKA_SASL_PASSWORD (or _PASSWORD_FILE)
   OTEL_TRACES_EXPORTER  otlp turns OpenTelemetry tracing on (default none); the exporter reads
                         OTEL_EXPORTER_OTLP_* and the SDK OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME
 `
@@ -244,6 +270,12 @@ Environment only (no flags, so that secrets stay out of process listings):
 func (c *Config) validate() error {
 	if c.tracingEnvErr != nil {
 		return c.tracingEnvErr
+	}
+	if c.managedEnvErr != nil {
+		return c.managedEnvErr
+	}
+	if err := c.Managed.load(); err != nil {
+		return err
 	}
 	switch c.FlashWrites {
 	case "sync", "kafka":
