@@ -191,7 +191,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg.RunConsumer = true
 	k, err := openKafka(ctx, cfg, store, metrics.New(metrics.Counts{StatementReruns: store.StatementReruns}), log, tp)
 	if err != nil {
-		return err
+		return fmt.Errorf("kafka: %w", err)
 	}
 	k.startConsumer(context.WithoutCancel(ctx))
 	log.Info("voucherd consumer running", "topic", cfg.KafkaTopic, "group", cfg.KafkaGroup)

@@ -276,16 +276,16 @@ func kafkaSecure(kcfg kafkalog.Config, cfg Config) (kafkalog.Config, error) {
 	return kcfg, err
 }
 
-// kafkaStartError names what Kafka refused when err is a refusal of the
-// credentials or certificates, and says "kafka" in any case.
+// kafkaStartError says what Kafka refused when err is a refusal of the
+// credentials or certificates; callers prefix "kafka: ".
 func kafkaStartError(err error) error {
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
-		return fmt.Errorf("kafka: SASL authentication failed (check VOUCHERD_KAFKA_SASL_*): %w", err)
+		return fmt.Errorf("SASL authentication failed (check VOUCHERD_KAFKA_SASL_*): %w", err)
 	case kafkalog.IsConfigError(err):
-		return fmt.Errorf("kafka: TLS or SASL settings refused (check VOUCHERD_KAFKA_TLS, _CA_FILE, _CERT_FILE, _SASL_*): %w", err)
+		return fmt.Errorf("TLS or SASL settings refused (check VOUCHERD_KAFKA_TLS, _CA_FILE, _CERT_FILE, _SASL_*): %w", err)
 	}
-	return fmt.Errorf("kafka: %w", err)
+	return err
 }
 
 // checkPostgres fails when PostgreSQL answers but refuses voucherd's
