@@ -251,19 +251,32 @@ const envOnlyHelp = `
 Environment only (no flags, so that secrets stay out of process listings):
   VOUCHERD_API_TOKEN    bearer token of the reservation routes (unset: loopback clients only)
   VOUCHERD_ADMIN_TOKEN  bearer token of voucher administration (unset: loopback clients only)
-  VOUCHERD_DATABASE_URL_FILE      file holding the PostgreSQL URL, instead of VOUCHERD_DATABASE_URL
-  VOUCHERD_REDIS_USERNAME         Redis ACL user (needs a password)
-  VOUCHERD_REDIS_PASSWORD         Redis password; or VOUCHERD_REDIS_PASSWORD_FILE, a file holding it
-  VOUCHERD_REDIS_TLS              true connects to Redis with TLS; then optionally
-  VOUCHERD_REDIS_CA_FILE          PEM CA the server must chain to (default: system roots),
-  VOUCHERD_REDIS_CERT_FILE        client certificate with VOUCHERD_REDIS_KEY_FILE,
-  VOUCHERD_REDIS_SERVER_NAME      name the server's certificate must carry (default: the host)
-  VOUCHERD_KAFKA_TLS              true connects to Kafka with TLS; then optionally VOUCHERD_KAFKA_CA_FILE,
-                                  _CERT_FILE with _KEY_FILE, _SERVER_NAME as for Redis
-  VOUCHERD_KAFKA_SASL_MECHANISM   PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, with VOUCHERD_KAFKA_SASL_USERNAME
-                                  and VOUCHERD_KAFKA_SASL_PASSWORD (or _PASSWORD_FILE)
   OTEL_TRACES_EXPORTER  otlp turns OpenTelemetry tracing on (default none); the exporter reads
                         OTEL_EXPORTER_OTLP_* and the SDK OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME
+` + managedEnvHelp
+
+// managedEnvHelp is the part of envOnlyHelp that `consume` reads too: the
+// credentials and TLS of the dependencies (tls.go).
+const managedEnvHelp = `
+Managed services, environment only (README.md, "Managed services"); a *_FILE names a file holding the value:
+  VOUCHERD_DATABASE_URL_FILE          the PostgreSQL URL, instead of VOUCHERD_DATABASE_URL
+  VOUCHERD_REDIS_USERNAME             Redis ACL user (needs a password)
+  VOUCHERD_REDIS_PASSWORD             Redis password (alone: the default user)
+  VOUCHERD_REDIS_PASSWORD_FILE        or a file holding it
+  VOUCHERD_REDIS_TLS                  true connects to Redis with TLS (default false)
+  VOUCHERD_REDIS_CA_FILE              PEM CA the server must chain to (default: the system's roots)
+  VOUCHERD_REDIS_CERT_FILE            client certificate (PEM), with VOUCHERD_REDIS_KEY_FILE
+  VOUCHERD_REDIS_KEY_FILE             its key
+  VOUCHERD_REDIS_SERVER_NAME          name the server's certificate must carry (default: the host)
+  VOUCHERD_KAFKA_TLS                  true connects every Kafka client with TLS (default false)
+  VOUCHERD_KAFKA_CA_FILE              as for Redis
+  VOUCHERD_KAFKA_CERT_FILE            as for Redis
+  VOUCHERD_KAFKA_KEY_FILE             as for Redis
+  VOUCHERD_KAFKA_SERVER_NAME          as for Redis
+  VOUCHERD_KAFKA_SASL_MECHANISM       PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL)
+  VOUCHERD_KAFKA_SASL_USERNAME        the SASL user
+  VOUCHERD_KAFKA_SASL_PASSWORD        its password
+  VOUCHERD_KAFKA_SASL_PASSWORD_FILE   or a file holding it
 `
 
 // validate checks combinations flags cannot express alone.
