@@ -105,6 +105,30 @@ func TestManagedServices(t *testing.T) {
 		t.Logf("flash sale over TLS PostgreSQL, TLS+ACL Redis, SASL_SSL Kafka: %s", time.Since(start).Round(time.Millisecond))
 	})
 
+	// The other mechanisms and a Redis client certificate: the start
+	// succeeds and the dependencies are ready.
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"kafka PLAIN", map[string]string{"VOUCHERD_KAFKA_SASL_MECHANISM": "PLAIN"}},
+		{"kafka SCRAM-SHA-512", map[string]string{"VOUCHERD_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512"}},
+		{"redis client certificate", map[string]string{"VOUCHERD_REDIS_CERT_FILE": certs.ClientCert, "VOUCHERD_REDIS_KEY_FILE": certs.ClientKey,
+			"VOUCHERD_REDIS_SERVER_NAME": "localhost"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := pgSrv.NewDatabase(t)
+			s := newStack(t, stackOptions{flash: true, databaseURL: pgSrv.TLSURL(db.Database, certs.CAFile),
+				redisAddrs: []string{redis.Addr}, tweak: kafkaMode(t, secure(tc.env))})
+			s.opts.kafka = true
+			r := s.do(http.MethodGet, "/readyz", nil)
+			require.Equal(t, http.StatusOK, r.status, string(r.raw))
+			code := s.createVoucher(voucherSpec{TotalLimit: 2})
+			require.Equal(t, http.StatusCreated, s.reserve(code, 1, "a-1", 100).status)
+			s.settle(code, 1)
+		})
+	}
+
 	// Each wrong setting alone: the start fails, naming the dependency.
 	for _, tc := range []struct {
 		name    string
