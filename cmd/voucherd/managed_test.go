@@ -16,7 +16,8 @@ import (
 
 // TestManagedServices runs voucherd against dependencies secured as managed
 // services are: PostgreSQL with TLS checked under sslmode=verify-full,
-// Redis with TLS only and an ACL user (the default user off), and Kafka
+// Redis (one server and a Cluster) with TLS only and an ACL user (the
+// default user off), and Kafka
 // with a SASL_SSL listener and SCRAM users. A flash sale in Kafka mode goes
 // through all three; then each wrong credential or CA stops the start with
 // a message naming the dependency. One broker serves every subtest.
@@ -103,6 +104,23 @@ func TestManagedServices(t *testing.T) {
 		r = s.do(http.MethodGet, "/readyz", nil)
 		require.Equal(t, http.StatusOK, r.status, string(r.raw))
 		t.Logf("flash sale over TLS PostgreSQL, TLS+ACL Redis, SASL_SSL Kafka: %s", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("redis cluster", func(t *testing.T) {
+		cluster := testenv.NewRedisClusterWith(t, testenv.RedisOptions{TLS: certs, Users: [][]string{
+			{"voucherd", "on", ">redis-secret", "~*", "&*", "+@all"},
+			{"default", "off"},
+		}})
+		db := pgSrv.NewDatabase(t)
+		s := newStack(t, stackOptions{flash: true, databaseURL: pgSrv.TLSURL(db.Database, certs.CAFile),
+			redisAddrs: cluster.Addrs, tweak: kafkaMode(t, secure(nil))})
+		s.opts.kafka = true
+		for i := range 3 {
+			code := s.createVoucher(voucherSpec{TotalLimit: 2}) // codes hash to different nodes
+			require.Equal(t, http.StatusCreated, s.reserve(code, 1, fmt.Sprintf("c-%d", i), 100).status)
+			s.settle(code, 1)
+			s.assertConsistent(code)
+		}
 	})
 
 	// The other mechanisms and a Redis client certificate: the start

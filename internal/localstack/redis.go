@@ -198,6 +198,12 @@ type RedisClusterConfig struct {
 	Dir string
 	// Masters is the number of masters, without replicas; 0 means 3.
 	Masters int
+	// TLS and Users secure every node as RedisConfig's do; with TLS the
+	// cluster bus uses TLS too (tls-cluster), each node showing its
+	// certificate to the others, so the certificate must also be valid for
+	// client authentication.
+	TLS   *RedisTLS
+	Users [][]string
 }
 
 // RedisCluster is a Redis Cluster started by StartRedisCluster: masters
@@ -238,12 +244,17 @@ func StartRedisCluster(ctx context.Context, cfg RedisClusterConfig) (c *RedisClu
 		if err != nil {
 			return nil, err
 		}
-		n, err := StartRedis(ctx, RedisConfig{Dir: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)), Args: []string{
+		args := []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-node-timeout", "5000",
-		}})
+		}
+		if cfg.TLS != nil {
+			args = append(args, "--tls-cluster", "yes")
+		}
+		n, err := StartRedis(ctx, RedisConfig{Dir: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)), Args: args,
+			TLS: cfg.TLS, Users: cfg.Users})
 		if err != nil {
 			return nil, err
 		}
@@ -255,15 +266,26 @@ func StartRedisCluster(ctx context.Context, cfg RedisClusterConfig) (c *RedisClu
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if cfg.TLS != nil {
+		args = append(args, "--tls", "--cacert", cfg.TLS.CAFile)
+	}
+	if n := c.Nodes[0]; n.user != "" {
+		// redis-cli reads the password from REDISCLI_AUTH, out of the
+		// process listing.
+		args = append(args, "--user", n.user)
+	}
 	cmd := exec.CommandContext(cctx, cli, args...)
 	cmd.SysProcAttr = localproc.SysProcAttr(nil)
+	if n := c.Nodes[0]; n.user != "" {
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+n.password)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("redis-cli --cluster create %s: %v\n%s", strings.Join(c.Addrs, " "), err, strings.TrimSpace(string(out)))
 	}
 
 	for _, n := range c.Nodes {
 		err := n.proc.WaitReady(ctx, time.Minute, func(ctx context.Context) error {
-			info, err := redisCommand(ctx, n.Addr, "CLUSTER", "INFO")
+			info, err := n.command(ctx, "CLUSTER", "INFO")
 			if err == nil && !strings.Contains(info, "cluster_state:ok") {
 				err = errors.New("cluster_state is not ok yet")
 			}
@@ -297,21 +319,26 @@ func PingRedis(ctx context.Context, addr string) error {
 
 // ping is PingRedis over the server's TLS and as its first user.
 func (r *Redis) ping(ctx context.Context) error {
-	conn, err := dialRedis(ctx, r.Addr, r.tls)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if r.user != "" {
-		if _, err := roundTrip(conn, "AUTH", r.user, r.password); err != nil {
-			return err
-		}
-	}
-	reply, err := roundTrip(conn, "PING")
+	reply, err := r.command(ctx, "PING")
 	if err == nil && reply != "PONG" {
 		err = fmt.Errorf("PING answered %q", reply)
 	}
 	return err
+}
+
+// command is redisCommand over the server's TLS and as its first user.
+func (r *Redis) command(ctx context.Context, args ...string) (string, error) {
+	conn, err := dialRedis(ctx, r.Addr, r.tls)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if r.user != "" {
+		if _, err := roundTrip(conn, "AUTH", r.user, r.password); err != nil {
+			return "", err
+		}
+	}
+	return roundTrip(conn, args...)
 }
 
 // dialRedis opens a connection that ends with ctx's deadline, with TLS

@@ -22,7 +22,9 @@ import (
 type Certs struct {
 	// CAFile is the authority's certificate.
 	CAFile string
-	// ServerCert and ServerKey are valid for 127.0.0.1, ::1 and localhost.
+	// ServerCert and ServerKey are valid for 127.0.0.1, ::1 and localhost,
+	// as a server and as a client (Redis Cluster nodes show it to each
+	// other).
 	ServerCert, ServerKey string
 	// ClientCert and ClientKey are a client certificate (CN "voucherd").
 	ClientCert, ClientKey string
@@ -93,6 +95,7 @@ func NewCerts(t testing.TB) *Certs {
 		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
 		if usage == x509.ExtKeyUsageServerAuth {
+			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 			tmpl.DNSNames = []string{"localhost"}
 			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 		}

@@ -90,14 +90,32 @@ type RedisOptions struct {
 	Users [][]string
 }
 
+// redisTLS is the server side of opts.TLS, nil without it.
+func (opts RedisOptions) redisTLS() *localstack.RedisTLS {
+	c := opts.TLS
+	if c == nil {
+		return nil
+	}
+	return &localstack.RedisTLS{CertFile: c.ServerCert, KeyFile: c.ServerKey, CAFile: c.CAFile,
+		ClientCerts: "optional", Client: &tls.Config{RootCAs: c.Pool, MinVersion: tls.VersionTLS12}}
+}
+
+// NewRedisClusterWith is NewRedisCluster with TLS (on the cluster bus
+// too) and ACL users on every node.
+func NewRedisClusterWith(t testing.TB, opts RedisOptions) *RedisCluster {
+	t.Helper()
+	c, err := startRedisClusterConfig(localstack.RedisClusterConfig{TLS: opts.redisTLS(), Users: opts.Users})
+	if err != nil {
+		t.Fatalf("testenv: Redis Cluster: %v", err)
+	}
+	t.Cleanup(c.shutdown)
+	return c
+}
+
 // NewRedisWith is NewRedis with TLS and ACL users.
 func NewRedisWith(t testing.TB, opts RedisOptions) *RedisServer {
 	t.Helper()
-	cfg := localstack.RedisConfig{Users: opts.Users}
-	if c := opts.TLS; c != nil {
-		cfg.TLS = &localstack.RedisTLS{CertFile: c.ServerCert, KeyFile: c.ServerKey, CAFile: c.CAFile,
-			ClientCerts: "optional", Client: &tls.Config{RootCAs: c.Pool, MinVersion: tls.VersionTLS12}}
-	}
+	cfg := localstack.RedisConfig{Users: opts.Users, TLS: opts.redisTLS()}
 	srv, err := startRedisConfig(cfg)
 	if err != nil {
 		t.Fatalf("testenv: private Redis: %v", err)
@@ -221,11 +239,18 @@ func startRedisConfig(cfg localstack.RedisConfig) (*RedisServer, error) {
 // startRedisCluster starts a cluster of three masters (localstack) in a
 // temp dir of its own that shutdown removes.
 func startRedisCluster() (*RedisCluster, error) {
+	return startRedisClusterConfig(localstack.RedisClusterConfig{})
+}
+
+// startRedisClusterConfig is startRedisCluster with more settings in cfg
+// (its Dir is set here).
+func startRedisClusterConfig(cfg localstack.RedisClusterConfig) (*RedisCluster, error) {
 	dir, err := tempDir("voucherd-rcluster-")
 	if err != nil {
 		return nil, err
 	}
-	cluster, err := localstack.StartRedisCluster(context.Background(), localstack.RedisClusterConfig{Dir: dir})
+	cfg.Dir = dir
+	cluster, err := localstack.StartRedisCluster(context.Background(), cfg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w\n%s", err, installHint)
