@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ func TestManagedServices(t *testing.T) {
 	t.Parallel()
 	certs := testenv.NewCerts(t)
 	pgSrv := testenv.NewPostgresTLS(t, certs)
+	pgSrv.AddPasswordUser(t, "app", "pg-secret")
 	redis := testenv.NewRedisWith(t, testenv.RedisOptions{TLS: certs, Users: [][]string{
 		{"voucherd", "on", ">redis-secret", "~*", "&*", "+@all"},
 		{"default", "off"},
@@ -106,6 +108,24 @@ func TestManagedServices(t *testing.T) {
 		t.Logf("flash sale over TLS PostgreSQL, TLS+ACL Redis, SASL_SSL Kafka: %s", time.Since(start).Round(time.Millisecond))
 	})
 
+	t.Run("postgres password from a file", func(t *testing.T) {
+		db := pgSrv.NewDatabase(t)
+		urlFile := writeSecret("database-url", pgSrv.TLSURLAs(db.Database, certs.CAFile, url.UserPassword("app", "pg-secret")))
+		dbURL, err := databaseURLFromEnv(func(name string) string {
+			return map[string]string{"VOUCHERD_DATABASE_URL_FILE": urlFile}[name]
+		}, defaultDatabaseURL)
+		require.NoError(t, err)
+		s := newStack(t, stackOptions{databaseURL: dbURL})
+		var user string
+		var ssl bool
+		require.NoError(t, s.db.QueryRow(context.Background(),
+			"SELECT current_user, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&user, &ssl))
+		require.Equal(t, "app", user)
+		require.True(t, ssl)
+		code := s.createVoucher(voucherSpec{TotalLimit: 1})
+		require.Equal(t, http.StatusCreated, s.reserve(code, 1, "p-1", 100).status)
+	})
+
 	t.Run("redis cluster", func(t *testing.T) {
 		cluster := testenv.NewRedisClusterWith(t, testenv.RedisOptions{TLS: certs, Users: [][]string{
 			{"voucherd", "on", ">redis-secret", "~*", "&*", "+@all"},
@@ -154,6 +174,8 @@ func TestManagedServices(t *testing.T) {
 		pgCA    string
 		want    []string
 		noKafka bool
+		// pgUser connects as this user instead of the trusted superuser.
+		pgUser *url.Userinfo
 		// noEvents turns threshold events off, so that the Kafka-mode log,
 		// not the events producer, is the first client to meet the broker.
 		noEvents bool
@@ -173,6 +195,8 @@ func TestManagedServices(t *testing.T) {
 			want: []string{"kafka: open: SASL authentication failed", "create topics"}},
 		{name: "kafka unknown CA", env: map[string]string{"VOUCHERD_KAFKA_CA_FILE": certs.OtherCAFile},
 			want: []string{"kafka:", "certificate signed by unknown authority"}},
+		{name: "postgres wrong password", pgUser: url.UserPassword("app", "nope"), noKafka: true,
+			want: []string{"postgres: credentials refused", "28P01"}},
 		{name: "postgres unknown CA", pgCA: certs.OtherCAFile, noKafka: true,
 			want: []string{"postgres:", "certificate"}},
 	} {
@@ -182,8 +206,12 @@ func TestManagedServices(t *testing.T) {
 			if tc.pgCA != "" {
 				pgCA = tc.pgCA
 			}
+			pgUser := tc.pgUser
+			if pgUser == nil {
+				pgUser = url.User("postgres")
+			}
 			cfg := Config{
-				Addr: "127.0.0.1:0", DatabaseURL: pgSrv.TLSURL(db.Database, pgCA), FlashWrites: "sync",
+				Addr: "127.0.0.1:0", DatabaseURL: pgSrv.TLSURLAs(db.Database, pgCA, pgUser), FlashWrites: "sync",
 				ReservationTTL: time.Minute, ExpiryInterval: time.Second, MigrateOnStart: true,
 				ShutdownTimeout: 5 * time.Second, MaxDBConns: 4, HeartbeatTTL: 3 * time.Second,
 				RedisAddrs: []string{redis.Addr}, RedisKeyPrefix: "bad:", RedisTimeout: 3 * time.Second,

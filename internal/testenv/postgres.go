@@ -97,10 +97,43 @@ func NewPostgresTLS(t testing.TB, certs *Certs) *PGServer {
 	return srv
 }
 
+// AddPasswordUser creates a superuser role that must log in with password
+// over TLS (a hostssl scram-sha-256 line put first in pg_hba.conf), as a
+// managed database's users do; the server's own superuser stays trusted.
+func (s *PGServer) AddPasswordUser(t testing.TB, role, password string) {
+	t.Helper()
+	s.mustOwn(t, "AddPasswordUser")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hba := filepath.Join(s.dir, "data", "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err == nil {
+		line := fmt.Sprintf("hostssl all %s 127.0.0.1/32 scram-sha-256\n", role)
+		// WriteFile keeps the file's owner, the server's user.
+		err = os.WriteFile(hba, append([]byte(line), old...), 0o600)
+	}
+	if err == nil {
+		err = s.exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN SUPERUSER PASSWORD '%s'", pgx.Identifier{role}.Sanitize(),
+			strings.ReplaceAll(password, "'", "''")))
+	}
+	if err == nil {
+		err = s.exec(ctx, "SELECT pg_reload_conf()")
+	}
+	if err != nil {
+		t.Fatalf("testenv: add PostgreSQL user %s: %v", role, err)
+	}
+}
+
 // TLSURL returns a superuser URL for the database db that connects with
 // sslmode=verify-full, checking the server against the CA in rootCAFile.
 func (s *PGServer) TLSURL(db, rootCAFile string) string {
+	return s.TLSURLAs(db, rootCAFile, url.User("postgres"))
+}
+
+// TLSURLAs is TLSURL as another user (see AddPasswordUser).
+func (s *PGServer) TLSURLAs(db, rootCAFile string, user *url.Userinfo) string {
 	u := *s.base
+	u.User = user
 	u.Path = "/" + db
 	u.RawPath = ""
 	u.RawQuery = url.Values{"sslmode": {"verify-full"}, "sslrootcert": {rootCAFile}}.Encode()
