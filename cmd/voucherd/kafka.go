@@ -71,7 +71,8 @@ func (k *kafkaParts) ping(ctx context.Context) error { return k.log.Ping(ctx) }
 // whenever Kafka brokers are configured, in any write mode. A Kafka that is
 // down at start does not stop serving: threshold events are best effort
 // (logged and counted in any case), so the topic is only created if it can
-// be now.
+// be now. A Kafka that answers and refuses the credentials or certificates
+// stops the start (kafkalog.IsConfigError).
 func openNotifier(ctx context.Context, cfg Config, log *slog.Logger, tp *tracing.Provider) (*kafkalog.Notifier, error) {
 	kcfg, err := kafkaSecure(kafkaConfig(cfg, log), cfg)
 	if err != nil {
