@@ -73,6 +73,9 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	if err != nil {
 		return nil, fmt.Errorf("open PostgreSQL: %w", err)
 	}
+	if err := checkPostgres(ctx, a.store); err != nil {
+		return nil, err
+	}
 	if cfg.MigrateOnStart {
 		if err := a.store.Migrate(ctx); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
@@ -80,12 +83,17 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	}
 	var gate voucher.Gate
 	if len(cfg.RedisAddrs) > 0 {
+		redisTLS, err := cfg.Managed.redisTLS()
+		if err != nil {
+			return nil, err
+		}
 		a.gate, err = redisgate.New(traceRedis(redisgate.Config{
 			Addrs: cfg.RedisAddrs, KeyPrefix: cfg.RedisKeyPrefix, SoldOutTTL: cfg.SoldOutTTL,
 			Timeout: cfg.RedisTimeout, ScanCount: cfg.RedisScanCount,
+			Username: cfg.Managed.Redis.Username, Password: cfg.Managed.Redis.Password, TLS: redisTLS,
 		}, a.tracing))
 		if err != nil {
-			return nil, fmt.Errorf("open Redis: %w", err)
+			return nil, fmt.Errorf("redis: open: %w", err)
 		}
 		gate = a.gate
 	}
@@ -118,14 +126,14 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
 		if a.notifier, err = openNotifier(ctx, cfg, log, a.tracing); err != nil {
-			return nil, fmt.Errorf("open Kafka events: %w", err)
+			return nil, fmt.Errorf("kafka: open events: %w", err)
 		}
 		svcCfg.Notifier = a.notifier
 	}
 	if cfg.FlashWrites == "kafka" {
 		a.kafka, err = openKafka(ctx, cfg, a.store, a.metrics, log, a.tracing)
 		if err != nil {
-			return nil, fmt.Errorf("open Kafka: %w", err)
+			return nil, fmt.Errorf("kafka: open: %w", err)
 		}
 		svcCfg.Events = a.metrics.InstrumentEvents(a.kafka.events)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -86,6 +87,15 @@ type Config struct {
 	tracingEnvErr error
 	// PprofAddr, when set, serves net/http/pprof on a listener of its own.
 	PprofAddr string
+
+	// --- managed services (tls.go) ---
+	// Managed is the credentials and TLS of Redis and Kafka, read from the
+	// environment only (managedFromEnv).
+	Managed ManagedConfig
+	// managedEnvErr is why those variables, or VOUCHERD_DATABASE_URL_FILE,
+	// could not be used; validate reports it.
+	managedEnvErr error
+	// --- end managed services ---
 }
 
 // envOr returns the environment variable or def.
@@ -168,7 +178,8 @@ const defaultDatabaseURL = "postgres://voucherd@127.0.0.1:55432/voucherd?sslmode
 // registerServeFlags binds cfg to flags on fs with environment defaults.
 func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Addr, "addr", envOr("VOUCHERD_ADDR", "127.0.0.1:8080"), "listen address (VOUCHERD_ADDR)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", envOr("VOUCHERD_DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (VOUCHERD_DATABASE_URL)")
+	dbURL, dbURLErr := databaseURLFromEnv(os.Getenv, defaultDatabaseURL)
+	fs.StringVar(&cfg.DatabaseURL, "database-url", dbURL, "PostgreSQL URL, or VOUCHERD_DATABASE_URL_FILE naming a file that holds it (VOUCHERD_DATABASE_URL)")
 	cfg.RedisAddrs = splitList(os.Getenv("VOUCHERD_REDIS_ADDR"))
 	fs.Var(listFlag{&cfg.RedisAddrs}, "redis-addr", "Redis address, or a comma-separated list of Cluster nodes; empty disables flash mode (VOUCHERD_REDIS_ADDR)")
 	fs.StringVar(&cfg.RedisKeyPrefix, "redis-key-prefix", envOr("VOUCHERD_REDIS_KEY_PREFIX", ""), "prefix of every Redis key (VOUCHERD_REDIS_KEY_PREFIX)")
@@ -216,6 +227,10 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	// The OTEL_* variables are read here too, with no flags: they are the
 	// standard names every OpenTelemetry deployment already sets.
 	cfg.Tracing, cfg.tracingEnvErr = tracingFromEnv(os.Getenv)
+	// Credentials and TLS of the dependencies: environment only (tls.go).
+	var managedErr error
+	cfg.Managed, managedErr = managedFromEnv(os.Getenv)
+	cfg.managedEnvErr = errors.Join(dbURLErr, managedErr)
 }
 
 // registerServeFlagsExcept is registerServeFlags without the named flags: a
@@ -240,6 +255,30 @@ Environment only (no flags, so that secrets stay out of process listings):
   VOUCHERD_ADMIN_TOKEN  bearer token of voucher administration (unset: loopback clients only)
   OTEL_TRACES_EXPORTER  otlp turns OpenTelemetry tracing on (default none); the exporter reads
                         OTEL_EXPORTER_OTLP_* and the SDK OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME
+` + managedEnvHelp
+
+// managedEnvHelp is the part of envOnlyHelp that `consume` reads too: the
+// credentials and TLS of the dependencies (tls.go).
+const managedEnvHelp = `
+Managed services, environment only (README.md, "Managed services"); a *_FILE names a file holding the value:
+  VOUCHERD_DATABASE_URL_FILE          the PostgreSQL URL, instead of VOUCHERD_DATABASE_URL
+  VOUCHERD_REDIS_USERNAME             Redis ACL user (needs a password)
+  VOUCHERD_REDIS_PASSWORD             Redis password (alone: the default user)
+  VOUCHERD_REDIS_PASSWORD_FILE        or a file holding it
+  VOUCHERD_REDIS_TLS                  true connects to Redis with TLS (default false)
+  VOUCHERD_REDIS_CA_FILE              PEM CA the server must chain to (default: the system's roots)
+  VOUCHERD_REDIS_CERT_FILE            client certificate (PEM), with VOUCHERD_REDIS_KEY_FILE
+  VOUCHERD_REDIS_KEY_FILE             its key
+  VOUCHERD_REDIS_SERVER_NAME          name the server's certificate must carry (default: the host)
+  VOUCHERD_KAFKA_TLS                  true connects every Kafka client with TLS (default false)
+  VOUCHERD_KAFKA_CA_FILE              as for Redis
+  VOUCHERD_KAFKA_CERT_FILE            as for Redis
+  VOUCHERD_KAFKA_KEY_FILE             as for Redis
+  VOUCHERD_KAFKA_SERVER_NAME          as for Redis
+  VOUCHERD_KAFKA_SASL_MECHANISM       PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no SASL)
+  VOUCHERD_KAFKA_SASL_USERNAME        the SASL user
+  VOUCHERD_KAFKA_SASL_PASSWORD        its password
+  VOUCHERD_KAFKA_SASL_PASSWORD_FILE   or a file holding it
 `
 
 // validate checks combinations flags cannot express alone.
@@ -248,6 +287,12 @@ func (c *Config) validate() error {
 		return c.tracingEnvErr
 	}
 	if err := c.checkInt32(); err != nil {
+		return err
+	}
+	if c.managedEnvErr != nil {
+		return c.managedEnvErr
+	}
+	if err := c.Managed.load(); err != nil {
 		return err
 	}
 	switch c.FlashWrites {

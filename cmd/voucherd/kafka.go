@@ -40,7 +40,11 @@ func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 // openKafka connects the log, creates the topics when absent and, when
 // cfg.RunConsumer is set, prepares the consumer (started by startConsumer).
 func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics.Metrics, log *slog.Logger, tp *tracing.Provider) (*kafkaParts, error) {
-	kcfg := traceKafka(kafkaConfig(cfg, log), tp)
+	kcfg, err := kafkaSecure(kafkaConfig(cfg, log), cfg)
+	if err != nil {
+		return nil, err
+	}
+	kcfg = traceKafka(kcfg, tp)
 	l, err := kafkalog.New(kcfg)
 	if err != nil {
 		return nil, err
@@ -50,7 +54,7 @@ func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics
 	defer cancel()
 	if err := l.EnsureTopics(ectx); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("create topics: %w", err)
+		return nil, kafkaStartError(fmt.Errorf("create topics: %w", err))
 	}
 	if cfg.RunConsumer {
 		if k.consumer, err = kafkalog.NewConsumer(kcfg, store); err != nil {
@@ -67,15 +71,25 @@ func (k *kafkaParts) ping(ctx context.Context) error { return k.log.Ping(ctx) }
 // whenever Kafka brokers are configured, in any write mode. A Kafka that is
 // down at start does not stop serving: threshold events are best effort
 // (logged and counted in any case), so the topic is only created if it can
-// be now.
+// be now. A Kafka that answers and refuses the credentials or certificates
+// stops the start (kafkalog.IsConfigError).
 func openNotifier(ctx context.Context, cfg Config, log *slog.Logger, tp *tracing.Provider) (*kafkalog.Notifier, error) {
-	n, err := kafkalog.NewNotifier(traceKafka(kafkaConfig(cfg, log), tp))
+	kcfg, err := kafkaSecure(kafkaConfig(cfg, log), cfg)
+	if err != nil {
+		return nil, err
+	}
+	n, err := kafkalog.NewNotifier(traceKafka(kcfg, tp))
 	if err != nil {
 		return nil, err
 	}
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := n.EnsureTopic(ectx); err != nil {
+	if err := n.EnsureTopic(ectx); kafkalog.IsConfigError(err) {
+		// Kafka answered and refused the credentials or certificates:
+		// waiting does not fix that, so the start stops and says so.
+		n.Close()
+		return nil, kafkaStartError(err)
+	} else if err != nil {
 		log.Warn("could not create the threshold events topic; events are dropped until it exists",
 			"topic", cfg.KafkaEventsTopic, "err", err)
 	}
@@ -150,6 +164,12 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.tracingEnvErr != nil {
 		return cfg.tracingEnvErr
 	}
+	if cfg.managedEnvErr != nil {
+		return cfg.managedEnvErr
+	}
+	if err := cfg.Managed.load(); err != nil {
+		return err
+	}
 	log, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
@@ -164,6 +184,9 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer store.Close()
+	if err := checkPostgres(ctx, store); err != nil {
+		return err
+	}
 	if cfg.MigrateOnStart {
 		if err := store.Migrate(ctx); err != nil {
 			return err
@@ -172,7 +195,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg.RunConsumer = true
 	k, err := openKafka(ctx, cfg, store, metrics.New(metrics.Counts{StatementReruns: store.StatementReruns}), log, tp)
 	if err != nil {
-		return err
+		return fmt.Errorf("kafka: %w", err)
 	}
 	k.startConsumer(context.WithoutCancel(ctx))
 	log.Info("voucherd consumer running", "topic", cfg.KafkaTopic, "group", cfg.KafkaGroup)

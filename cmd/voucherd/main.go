@@ -110,8 +110,11 @@ func newFlagSet(name, usageLine string, stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: voucherd %s [flags] %s\n\n%s\n\nFlags:\n", name, usageLine, commands[name].summary)
 		fs.PrintDefaults()
-		if name == "serve" || name == "dev" {
+		switch name {
+		case "serve", "dev":
 			fmt.Fprint(stderr, envOnlyHelp)
+		case "consume":
+			fmt.Fprint(stderr, managedEnvHelp)
 		}
 	}
 	return fs

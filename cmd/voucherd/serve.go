@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/voucherd/voucherd/internal/pgstore"
 )
@@ -38,9 +39,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("migrate", "", stderr)
-	url := fs.String("database-url", envOr("VOUCHERD_DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL (VOUCHERD_DATABASE_URL)")
+	dbURL, dbURLErr := databaseURLFromEnv(os.Getenv, defaultDatabaseURL)
+	url := fs.String("database-url", dbURL, "PostgreSQL URL, or VOUCHERD_DATABASE_URL_FILE naming a file that holds it (VOUCHERD_DATABASE_URL)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if dbURLErr != nil {
+		return dbURLErr
 	}
 	store, err := pgstore.Open(ctx, pgstore.Config{URL: *url})
 	if err != nil {

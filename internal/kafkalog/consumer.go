@@ -99,7 +99,7 @@ func NewConsumer(cfg Config, applier Applier) (*Consumer, error) {
 		kgo.BlockRebalanceOnPoll(),
 		// The same client writes the dead letters.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-	}, cfg.ClientOpts...)...)
+	}, append(cfg.securityOpts(), cfg.ClientOpts...)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: %w", err)
 	}

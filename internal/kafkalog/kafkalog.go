@@ -21,13 +21,18 @@ package kafkalog
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Defaults of Config.
@@ -126,6 +131,13 @@ type Config struct {
 
 	// Logger receives warnings about failed batches; nil means slog.Default().
 	Logger *slog.Logger
+
+	// TLS, when set, is how every client (producer, consumer, admin,
+	// notifier) dials the brokers; nil dials plain TCP.
+	TLS *tls.Config
+	// SASL, when set, authenticates every client's connections (PLAIN or
+	// SCRAM, from franz-go's pkg/sasl); nil does not authenticate.
+	SASL sasl.Mechanism
 
 	// ClientOpts are added to the options of every franz-go client (the
 	// producer, the consumer, the notifier), after voucherd's own: hooks
@@ -240,4 +252,58 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("kafkalog: need 0 < RetryBackoff <= MaxRetryBackoff")
 	}
 	return c, nil
+}
+
+// securityOpts are the franz-go options of Config.TLS and Config.SASL, given
+// to every client this package makes.
+func (c Config) securityOpts() []kgo.Opt {
+	var opts []kgo.Opt
+	if c.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.TLS.Clone()))
+	}
+	if c.SASL != nil {
+		opts = append(opts, kgo.SASL(c.SASL))
+	}
+	return opts
+}
+
+// IsConfigError reports whether err, from any call of this package, says
+// that the brokers refused this client's settings rather than being down:
+// SASL authentication failed, or the TLS handshake failed on a certificate
+// (an unknown authority, a wrong name, a client certificate refused).
+// Retrying cannot fix such an error; a process should stop and say so.
+func IsConfigError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) {
+		return true
+	}
+	return isTLSConfigError(err)
+}
+
+// isTLSConfigError reports whether err is a TLS handshake failure that a
+// retry cannot fix: the certificate did not verify, or the peer refused
+// ours.
+func isTLSConfigError(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "remote error" {
+		return true // the peer sent a TLS alert: it refused our certificate or none
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return true // a TLS client talking to a plain listener
+	}
+	return false
 }

@@ -48,7 +48,7 @@ func New(cfg Config) (*Log, error) {
 		// replicas; say so, since the durability of a reservation rests on it.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.Linger),
-	}, cfg.ClientOpts...)...)
+	}, append(cfg.securityOpts(), cfg.ClientOpts...)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: %w", err)
 	}

@@ -105,7 +105,7 @@ func NewNotifier(cfg Config) (*Notifier, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.MaxBufferedRecords(cfg.EventsBuffer),
 		kgo.RecordDeliveryTimeout(cfg.EventsDelivery),
-	}, cfg.ClientOpts...)...)
+	}, append(cfg.securityOpts(), cfg.ClientOpts...)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: %w", err)
 	}

@@ -18,9 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,6 +73,25 @@ type Config struct {
 	// and the serial collector start a broker noticeably faster on a small,
 	// busy machine, and run it slower under load. For tests, not benchmarks.
 	QuickStart bool
+	// SASLSSL, when set, adds a SASL_SSL listener, as managed Kafka services
+	// have; the PLAINTEXT listener on Port stays (it carries the broker's
+	// own traffic).
+	SASLSSL *SASLSSL
+}
+
+// SASLSSL is a SASL_SSL listener on 127.0.0.1: TLS with the server's
+// certificate, then SASL (SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN enabled).
+type SASLSSL struct {
+	// Port is the listener's port. Required.
+	Port int
+	// CertFile and KeyFile are the server's certificate and its unencrypted
+	// PKCS #8 key (PEM). Required.
+	CertFile, KeyFile string
+	// Users may authenticate with any of the three mechanisms: their SCRAM
+	// credentials are written when the storage is formatted (KRaft keeps
+	// them in its metadata), so a Dir formatted before keeps the users it
+	// had then.
+	Users map[string]string
 }
 
 // DefaultHome returns the cache directory scripts/kafka.sh uses by default:
@@ -97,6 +118,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Port <= 0 || c.ControllerPort <= 0 || c.Port == c.ControllerPort {
 		return fmt.Errorf("kafkaproc: need two distinct ports, got %d and %d", c.Port, c.ControllerPort)
+	}
+	if s := c.SASLSSL; s != nil && (s.Port <= 0 || s.Port == c.Port || s.Port == c.ControllerPort || s.CertFile == "" || s.KeyFile == "") {
+		return fmt.Errorf("kafkaproc: SASLSSL needs a port of its own (got %d), CertFile and KeyFile", s.Port)
 	}
 	if c.Home == "" {
 		home, err := DefaultHome()
@@ -139,7 +163,15 @@ func Command(ctx context.Context, cfg Config) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("kafkaproc: %w", err)
 	}
 	props := filepath.Join(cfg.Dir, "server.properties")
-	if err := os.WriteFile(props, []byte(serverProperties(cfg)), 0o644); err != nil {
+	text := serverProperties(cfg)
+	if cfg.SASLSSL != nil {
+		keystore, err := writeKeystore(cfg)
+		if err != nil {
+			return nil, err
+		}
+		text += saslSSLProperties(cfg, keystore)
+	}
+	if err := os.WriteFile(props, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("kafkaproc: write server.properties: %w", err)
 	}
 	log4j := filepath.Join(cfg.Home, "log4j2.properties")
@@ -157,6 +189,13 @@ func Command(ctx context.Context, cfg Config) (*exec.Cmd, error) {
 		// faster than the broker settings would.
 		args := append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}, common...)
 		args = append(args, "kafka.tools.StorageTool", "format", "--standalone", "-t", clusterID(), "-c", props)
+		if cfg.SASLSSL != nil {
+			for _, name := range slices.Sorted(maps.Keys(cfg.SASLSSL.Users)) {
+				for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+					args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, name, cfg.SASLSSL.Users[name]))
+				}
+			}
+		}
 		out, err := exec.CommandContext(ctx, cfg.Java, args...).CombinedOutput()
 		if err != nil {
 			return nil, fmt.Errorf("kafkaproc: format %s: %v\n%s", cfg.Dir, err, strings.TrimSpace(string(out)))
@@ -196,6 +235,45 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 `, cfg.Port, cfg.ControllerPort, filepath.Join(cfg.Dir, "data"))
+}
+
+// writeKeystore writes the PEM key store of the SASL_SSL listener (the key,
+// then the certificate) into cfg.Dir and returns its path.
+func writeKeystore(cfg Config) (string, error) {
+	var pem []byte
+	for _, f := range []string{cfg.SASLSSL.KeyFile, cfg.SASLSSL.CertFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("kafkaproc: SASL_SSL key store: %w", err)
+		}
+		pem = append(pem, b...)
+	}
+	path := filepath.Join(cfg.Dir, "keystore.pem")
+	if err := os.WriteFile(path, pem, 0o600); err != nil {
+		return "", fmt.Errorf("kafkaproc: %w", err)
+	}
+	return path, nil
+}
+
+// saslSSLProperties adds the SASL_SSL listener to serverProperties: later
+// keys in a properties file win, so the listener lists are given again.
+func saslSSLProperties(cfg Config, keystore string) string {
+	var plain strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(cfg.SASLSSL.Users)) {
+		fmt.Fprintf(&plain, ` user_%s="%s"`, name, cfg.SASLSSL.Users[name])
+	}
+	return fmt.Sprintf(`# SASL_SSL listener for clients.
+listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d,SASL_SSL://127.0.0.1:%[3]d
+advertised.listeners=PLAINTEXT://127.0.0.1:%[1]d,SASL_SSL://127.0.0.1:%[3]d
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required%[5]s;
+ssl.keystore.type=PEM
+ssl.keystore.location=%[4]s
+ssl.client.auth=none
+`, cfg.Port, cfg.ControllerPort, cfg.SASLSSL.Port, keystore, plain.String())
 }
 
 // clusterID returns a random cluster id as `kafka-storage.sh random-uuid`

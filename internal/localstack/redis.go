@@ -3,6 +3,7 @@ package localstack
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,9 +38,31 @@ type RedisConfig struct {
 	// Args are more redis-server arguments, given after the ones this
 	// package sets.
 	Args []string
+	// TLS, when set, makes the server accept TLS connections only: Port is
+	// its tls-port and the plain port is off.
+	TLS *RedisTLS
+	// Users are ACL users, each the words of one `user` directive
+	// ("alice", "on", ">secret", "~*", "&*", "+@all"); the readiness PING
+	// authenticates as the first one (its password is the word after ">").
+	// An entry {"default", "off"} makes every client authenticate.
+	Users [][]string
 	// StartTimeout bounds a start until the server answers PING; 0 means
 	// 60s.
 	StartTimeout time.Duration
+}
+
+// RedisTLS is the TLS of a server started by StartRedis.
+type RedisTLS struct {
+	// CertFile and KeyFile are the server's certificate and key (PEM).
+	CertFile, KeyFile string
+	// CAFile holds the certificates that clients' certificates must chain
+	// to; Redis needs one even when it asks for no client certificate.
+	CAFile string
+	// ClientCerts: "no" (the default) asks for none, "optional" checks one
+	// when given, "yes" requires one (tls-auth-clients).
+	ClientCerts string
+	// Client is how the readiness PING connects; it must trust CertFile.
+	Client *tls.Config
 }
 
 // Redis is a redis-server started by StartRedis.
@@ -49,6 +72,10 @@ type Redis struct {
 
 	timeout time.Duration
 	proc    *localproc.Process
+	// tls, user and password are how ping connects (nil, "" for plain TCP
+	// without AUTH).
+	tls            *tls.Config
+	user, password string
 }
 
 // StartRedis starts redis-server and waits until it answers PING. A server
@@ -84,8 +111,20 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 				return nil, err
 			}
 		}
-		args := append([]string{
-			"--port", strconv.Itoa(port),
+		listen := []string{"--port", strconv.Itoa(port)}
+		if cfg.TLS != nil {
+			clientCerts := cfg.TLS.ClientCerts
+			if clientCerts == "" {
+				clientCerts = "no"
+			}
+			listen = []string{"--port", "0", "--tls-port", strconv.Itoa(port),
+				"--tls-cert-file", cfg.TLS.CertFile, "--tls-key-file", cfg.TLS.KeyFile,
+				"--tls-ca-cert-file", cfg.TLS.CAFile, "--tls-auth-clients", clientCerts}
+		}
+		for _, u := range cfg.Users {
+			listen = append(append(listen, "--user"), u...)
+		}
+		args := append(listen, []string{
 			"--bind", "127.0.0.1",
 			"--dir", dir,
 			"--save", "",
@@ -93,11 +132,23 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 			"--protected-mode", "no",
 			"--daemonize", "no",
 			"--logfile", "",
-		}, cfg.Args...)
+		}...)
+		args = append(args, cfg.Args...)
 		r := &Redis{
 			Addr:    "127.0.0.1:" + strconv.Itoa(port),
 			timeout: orDefault(cfg.StartTimeout),
 			proc:    &localproc.Process{Name: "redis-server", Path: bin, Args: args, LogPath: filepath.Join(dir, "redis.log")},
+		}
+		if cfg.TLS != nil {
+			r.tls = cfg.TLS.Client
+		}
+		if len(cfg.Users) > 0 {
+			r.user = cfg.Users[0][0]
+			for _, w := range cfg.Users[0][1:] {
+				if strings.HasPrefix(w, ">") {
+					r.password = w[1:]
+				}
+			}
 		}
 		err := r.Start(ctx)
 		if err == nil {
@@ -117,7 +168,7 @@ func (r *Redis) Start(ctx context.Context) error {
 	if err := r.proc.Start(); err != nil {
 		return err
 	}
-	err := r.proc.WaitReady(ctx, r.timeout, func(ctx context.Context) error { return PingRedis(ctx, r.Addr) })
+	err := r.proc.WaitReady(ctx, r.timeout, r.ping)
 	if err != nil {
 		r.proc.Kill()
 	}
@@ -147,6 +198,12 @@ type RedisClusterConfig struct {
 	Dir string
 	// Masters is the number of masters, without replicas; 0 means 3.
 	Masters int
+	// TLS and Users secure every node as RedisConfig's do; with TLS the
+	// cluster bus uses TLS too (tls-cluster), each node showing its
+	// certificate to the others, so the certificate must also be valid for
+	// client authentication.
+	TLS   *RedisTLS
+	Users [][]string
 }
 
 // RedisCluster is a Redis Cluster started by StartRedisCluster: masters
@@ -187,12 +244,17 @@ func StartRedisCluster(ctx context.Context, cfg RedisClusterConfig) (c *RedisClu
 		if err != nil {
 			return nil, err
 		}
-		n, err := StartRedis(ctx, RedisConfig{Dir: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)), Args: []string{
+		args := []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-node-timeout", "5000",
-		}})
+		}
+		if cfg.TLS != nil {
+			args = append(args, "--tls-cluster", "yes")
+		}
+		n, err := StartRedis(ctx, RedisConfig{Dir: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)), Args: args,
+			TLS: cfg.TLS, Users: cfg.Users})
 		if err != nil {
 			return nil, err
 		}
@@ -204,15 +266,26 @@ func StartRedisCluster(ctx context.Context, cfg RedisClusterConfig) (c *RedisClu
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if cfg.TLS != nil {
+		args = append(args, "--tls", "--cacert", cfg.TLS.CAFile)
+	}
+	if n := c.Nodes[0]; n.user != "" {
+		// redis-cli reads the password from REDISCLI_AUTH, out of the
+		// process listing.
+		args = append(args, "--user", n.user)
+	}
 	cmd := exec.CommandContext(cctx, cli, args...)
 	cmd.SysProcAttr = localproc.SysProcAttr(nil)
+	if n := c.Nodes[0]; n.user != "" {
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+n.password)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("redis-cli --cluster create %s: %v\n%s", strings.Join(c.Addrs, " "), err, strings.TrimSpace(string(out)))
 	}
 
 	for _, n := range c.Nodes {
 		err := n.proc.WaitReady(ctx, time.Minute, func(ctx context.Context) error {
-			info, err := redisCommand(ctx, n.Addr, "CLUSTER", "INFO")
+			info, err := n.command(ctx, "CLUSTER", "INFO")
 			if err == nil && !strings.Contains(info, "cluster_state:ok") {
 				err = errors.New("cluster_state is not ok yet")
 			}
@@ -244,20 +317,66 @@ func PingRedis(ctx context.Context, addr string) error {
 	return err
 }
 
+// ping is PingRedis over the server's TLS and as its first user.
+func (r *Redis) ping(ctx context.Context) error {
+	reply, err := r.command(ctx, "PING")
+	if err == nil && reply != "PONG" {
+		err = fmt.Errorf("PING answered %q", reply)
+	}
+	return err
+}
+
+// command is redisCommand over the server's TLS and as its first user.
+func (r *Redis) command(ctx context.Context, args ...string) (string, error) {
+	conn, err := dialRedis(ctx, r.Addr, r.tls)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if r.user != "" {
+		if _, err := roundTrip(conn, "AUTH", r.user, r.password); err != nil {
+			return "", err
+		}
+	}
+	return roundTrip(conn, args...)
+}
+
+// dialRedis opens a connection that ends with ctx's deadline, with TLS
+// when tlsConfig is not nil.
+func dialRedis(ctx context.Context, addr string, tlsConfig *tls.Config) (net.Conn, error) {
+	var conn net.Conn
+	var err error
+	if tlsConfig != nil {
+		d := tls.Dialer{Config: tlsConfig}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	return conn, nil
+}
+
 // redisCommand sends one command over a new connection and returns a
 // simple-string, integer or bulk-string reply; an error reply becomes an
 // error. It is all starting a server needs (PING, CLUSTER INFO) and keeps
 // this package free of a Redis client.
 func redisCommand(ctx context.Context, addr string, args ...string) (string, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := dialRedis(ctx, addr, nil)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
+	return roundTrip(conn, args...)
+}
+
+// roundTrip sends one command on conn and reads its reply, as redisCommand.
+func roundTrip(conn net.Conn, args ...string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
@@ -266,6 +385,8 @@ func redisCommand(ctx context.Context, addr string, args ...string) (string, err
 	if _, err := io.WriteString(conn, b.String()); err != nil {
 		return "", err
 	}
+	// One reader per command is enough: Redis answers nothing unasked, so
+	// no byte of the next reply is buffered away.
 	r := bufio.NewReader(conn)
 	line, err := r.ReadString('\n')
 	if err != nil {

@@ -1,8 +1,11 @@
 package redisgate
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -42,6 +45,7 @@ func (g *Gate) dial() (rueidis.Client, error) {
 		InitAddress: append([]string(nil), g.cfg.Addrs...),
 		Username:    g.cfg.Username,
 		Password:    g.cfg.Password,
+		TLSConfig:   g.cfg.TLS.Clone(),
 		// The gate never reads through the client-side cache, and leaving
 		// it off keeps the handshake working on servers without RESP3.
 		DisableCache: true,
@@ -53,8 +57,12 @@ func (g *Gate) dial() (rueidis.Client, error) {
 }
 
 // isConfigError reports whether a dial error is one that retrying cannot
-// fix: Redis answered and refused the credentials.
+// fix: Redis answered and refused the credentials, or the TLS handshake
+// failed on a certificate.
 func isConfigError(err error) bool {
+	if isTLSConfigError(err) {
+		return true
+	}
 	if errors.Is(err, rueidis.ErrNoAddr) {
 		return false // no address answered: Redis is down, not misconfigured
 	}
@@ -64,6 +72,26 @@ func isConfigError(err error) bool {
 	}
 	msg := re.Error()
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH")
+}
+
+// isTLSConfigError reports whether err is a TLS handshake failure that a
+// retry cannot fix: the server's certificate did not verify, the server
+// refused ours (or wanted one), or the server does not speak TLS.
+func isTLSConfigError(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return true
+	}
+	oe, ok := errors.AsType[*net.OpError](err)
+	return ok && oe.Op == "remote error" // a TLS alert from the server
 }
 
 // dialLoop retries dial every dialRetry until it succeeds or Close is

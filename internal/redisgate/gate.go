@@ -22,6 +22,7 @@ package redisgate
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -62,6 +63,10 @@ type Config struct {
 	// when set.
 	Username string
 	Password string
+	// TLS, when set, is how the client dials every node (one server or
+	// all nodes of a cluster); nil dials plain TCP. Leave ServerName empty
+	// on a cluster so that each node is checked against its own host name.
+	TLS *tls.Config
 	// KeyPrefix is prepended to every key, to share a Redis between
 	// deployments or tests. It may not contain '{' or '}' (the code is the
 	// hash tag).

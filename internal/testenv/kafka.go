@@ -40,6 +40,9 @@ const (
 type KafkaBroker struct {
 	// Brokers are the seed addresses, "127.0.0.1:port".
 	Brokers []string
+	// SASLBrokers are the addresses of the SASL_SSL listener of a broker
+	// started by NewKafkaSASL; nil otherwise.
+	SASLBrokers []string
 
 	dir  string             // temp dir with server.properties, data/ and kafka.log; "" when external
 	proc *localproc.Process // nil when the broker is external
@@ -195,7 +198,25 @@ func externalKafka(list string) (*KafkaBroker, error) {
 // tries port pairs in case another process takes a port before the broker
 // binds it. Each try formats a fresh data dir, since KRaft records the
 // controller's address at format time.
-func startKafka(tries int) (*KafkaBroker, error) {
+func startKafka(tries int) (*KafkaBroker, error) { return startKafkaWith(tries, nil, nil) }
+
+// NewKafkaSASL starts a broker for this test only, as NewKafka, with a
+// SASL_SSL listener (SASLBrokers) besides the PLAINTEXT one (Brokers, for
+// the test's own set-up): TLS with the server certificate of certs, then
+// SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN as one of users (name: password).
+func NewKafkaSASL(t testing.TB, certs *Certs, users map[string]string) *KafkaBroker {
+	t.Helper()
+	b, err := startKafkaWith(3, certs, users)
+	if err != nil {
+		t.Fatalf("testenv: private Kafka with SASL_SSL: %v", err)
+	}
+	t.Cleanup(b.shutdown)
+	return b
+}
+
+// startKafkaWith is startKafka with a SASL_SSL listener when certs is not
+// nil.
+func startKafkaWith(tries int, certs *Certs, users map[string]string) (*KafkaBroker, error) {
 	home, err := ensureKafkaJars()
 	if err != nil {
 		return nil, err
@@ -218,10 +239,22 @@ func startKafka(tries int) (*KafkaBroker, error) {
 		if cport == port {
 			continue
 		}
+		var saslSSL *kafkaproc.SASLSSL
+		if certs != nil {
+			sport, err := localproc.FreePort()
+			if err != nil {
+				_ = os.RemoveAll(dir)
+				return nil, err
+			}
+			if sport == port || sport == cport {
+				continue
+			}
+			saslSSL = &kafkaproc.SASLSSL{Port: sport, CertFile: certs.ServerCert, KeyFile: certs.ServerKey, Users: users}
+		}
 		_ = os.RemoveAll(filepath.Join(dir, "data"))
 		ctx, cancel := context.WithTimeout(context.Background(), kafkaStartTimeout)
 		cmd, err := kafkaproc.Command(ctx, kafkaproc.Config{
-			Dir: dir, Port: port, ControllerPort: cport, Home: home, QuickStart: true,
+			Dir: dir, Port: port, ControllerPort: cport, Home: home, QuickStart: true, SASLSSL: saslSSL,
 		})
 		cancel()
 		if err != nil {
@@ -237,6 +270,9 @@ func startKafka(tries int) (*KafkaBroker, error) {
 				Args:    cmd.Args[1:],
 				LogPath: filepath.Join(dir, "kafka.log"),
 			},
+		}
+		if saslSSL != nil {
+			b.SASLBrokers = []string{fmt.Sprintf("127.0.0.1:%d", saslSSL.Port)}
 		}
 		err = b.startOnce()
 		if err == nil {

@@ -84,6 +84,62 @@ func NewPostgres(t testing.TB) *PGServer {
 	return srv
 }
 
+// NewPostgresTLS is NewPostgres with ssl=on and the server certificate of
+// certs. Clients choose: URL keeps sslmode=disable, TLSURL connects with
+// sslmode=verify-full.
+func NewPostgresTLS(t testing.TB, certs *Certs) *PGServer {
+	t.Helper()
+	srv, err := startPGWith(3, true, certs)
+	if err != nil {
+		t.Fatalf("testenv: private PostgreSQL with TLS: %v", err)
+	}
+	t.Cleanup(srv.shutdown)
+	return srv
+}
+
+// AddPasswordUser creates a superuser role that must log in with password
+// over TLS (a hostssl scram-sha-256 line put first in pg_hba.conf), as a
+// managed database's users do; the server's own superuser stays trusted.
+func (s *PGServer) AddPasswordUser(t testing.TB, role, password string) {
+	t.Helper()
+	s.mustOwn(t, "AddPasswordUser")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hba := filepath.Join(s.dir, "data", "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err == nil {
+		line := fmt.Sprintf("hostssl all %s 127.0.0.1/32 scram-sha-256\n", role)
+		// WriteFile keeps the file's owner, the server's user.
+		err = os.WriteFile(hba, append([]byte(line), old...), 0o600)
+	}
+	if err == nil {
+		err = s.exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN SUPERUSER PASSWORD '%s'", pgx.Identifier{role}.Sanitize(),
+			strings.ReplaceAll(password, "'", "''")))
+	}
+	if err == nil {
+		err = s.exec(ctx, "SELECT pg_reload_conf()")
+	}
+	if err != nil {
+		t.Fatalf("testenv: add PostgreSQL user %s: %v", role, err)
+	}
+}
+
+// TLSURL returns a superuser URL for the database db that connects with
+// sslmode=verify-full, checking the server against the CA in rootCAFile.
+func (s *PGServer) TLSURL(db, rootCAFile string) string {
+	return s.TLSURLAs(db, rootCAFile, url.User("postgres"))
+}
+
+// TLSURLAs is TLSURL as another user (see AddPasswordUser).
+func (s *PGServer) TLSURLAs(db, rootCAFile string, user *url.Userinfo) string {
+	u := *s.base
+	u.User = user
+	u.Path = "/" + db
+	u.RawPath = ""
+	u.RawQuery = url.Values{"sslmode": {"verify-full"}, "sslrootcert": {rootCAFile}}.Encode()
+	return u.String()
+}
+
 // URL returns a superuser URL for the database db on this server.
 func (s *PGServer) URL(db string) string {
 	u := *s.base
@@ -261,7 +317,12 @@ func externalPG(raw string) (*PGServer, error) {
 // port, trying up to tries ports in case another process takes the port
 // between freePort and the server's bind. With durable, commits wait for
 // the WAL write; without, the last commits may be lost when it is killed.
-func startPG(tries int, durable bool) (*PGServer, error) {
+func startPG(tries int, durable bool) (*PGServer, error) { return startPGWith(tries, durable, nil) }
+
+// startPGWith is startPG with TLS on (ssl=on) when certs is not nil, the
+// server's certificate and key copied into the server's folder, owned by
+// the server's user as PostgreSQL requires.
+func startPGWith(tries int, durable bool, certs *Certs) (*PGServer, error) {
 	initdb, postgres, err := localproc.FindPostgres()
 	if err != nil {
 		return nil, err
@@ -293,6 +354,24 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 	if durable {
 		syncCommit = "synchronous_commit=on"
 	}
+	var tlsArgs []string
+	if certs != nil {
+		for _, f := range []struct{ from, to string }{{certs.ServerCert, "server.crt"}, {certs.ServerKey, "server.key"}} {
+			b, err := os.ReadFile(f.from)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, f.to), b, 0o600)
+			}
+			if err == nil && cred != nil {
+				err = os.Chown(filepath.Join(dir, f.to), int(cred.Uid), int(cred.Gid))
+			}
+			if err != nil {
+				_ = os.RemoveAll(dir)
+				return nil, err
+			}
+		}
+		tlsArgs = []string{"-c", "ssl=on", "-c", "ssl_cert_file=" + filepath.Join(dir, "server.crt"),
+			"-c", "ssl_key_file=" + filepath.Join(dir, "server.key")}
+	}
 	for attempt := 1; ; attempt++ {
 		port, err := localproc.FreePort()
 		if err != nil {
@@ -311,7 +390,7 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 			proc: &localproc.Process{
 				Name: "postgres",
 				Path: postgres,
-				Args: []string{
+				Args: append([]string{
 					"-D", data,
 					"-p", strconv.Itoa(port),
 					"-k", dir,
@@ -321,7 +400,7 @@ func startPG(tries int, durable bool) (*PGServer, error) {
 					"-c", "full_page_writes=off",
 					"-c", "max_connections=400",
 					"-c", "shared_buffers=128MB",
-				},
+				}, tlsArgs...),
 				LogPath: filepath.Join(dir, "postgres.log"),
 				Cred:    cred,
 			},

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"sync"
@@ -71,6 +72,51 @@ func Redis(t testing.TB) *RedisServer {
 func NewRedis(t testing.TB) *RedisServer {
 	t.Helper()
 	srv, err := startRedis()
+	if err != nil {
+		t.Fatalf("testenv: private Redis: %v", err)
+	}
+	t.Cleanup(srv.shutdown)
+	return srv
+}
+
+// RedisOptions secure a private server of NewRedisWith.
+type RedisOptions struct {
+	// TLS, when set, makes the server accept TLS connections only, with
+	// the server certificate of these Certs (client certificates signed by
+	// their CA are checked when given, not required).
+	TLS *Certs
+	// Users are ACL users, as localstack.RedisConfig.Users; the server's
+	// readiness is checked as the first.
+	Users [][]string
+}
+
+// redisTLS is the server side of opts.TLS, nil without it.
+func (opts RedisOptions) redisTLS() *localstack.RedisTLS {
+	c := opts.TLS
+	if c == nil {
+		return nil
+	}
+	return &localstack.RedisTLS{CertFile: c.ServerCert, KeyFile: c.ServerKey, CAFile: c.CAFile,
+		ClientCerts: "optional", Client: &tls.Config{RootCAs: c.Pool, MinVersion: tls.VersionTLS12}}
+}
+
+// NewRedisClusterWith is NewRedisCluster with TLS (on the cluster bus
+// too) and ACL users on every node.
+func NewRedisClusterWith(t testing.TB, opts RedisOptions) *RedisCluster {
+	t.Helper()
+	c, err := startRedisClusterConfig(localstack.RedisClusterConfig{TLS: opts.redisTLS(), Users: opts.Users})
+	if err != nil {
+		t.Fatalf("testenv: Redis Cluster: %v", err)
+	}
+	t.Cleanup(c.shutdown)
+	return c
+}
+
+// NewRedisWith is NewRedis with TLS and ACL users.
+func NewRedisWith(t testing.TB, opts RedisOptions) *RedisServer {
+	t.Helper()
+	cfg := localstack.RedisConfig{Users: opts.Users, TLS: opts.redisTLS()}
+	srv, err := startRedisConfig(cfg)
 	if err != nil {
 		t.Fatalf("testenv: private Redis: %v", err)
 	}
@@ -172,12 +218,17 @@ func externalRedis(addr string) (*RedisServer, error) {
 
 // startRedis starts redis-server on a free port with persistence off, in a
 // temp dir of its own that shutdown removes.
-func startRedis() (*RedisServer, error) {
+func startRedis() (*RedisServer, error) { return startRedisConfig(localstack.RedisConfig{}) }
+
+// startRedisConfig is startRedis with more settings in cfg (its Dir and
+// StartTimeout are set here).
+func startRedisConfig(cfg localstack.RedisConfig) (*RedisServer, error) {
 	dir, err := tempDir("voucherd-redis-")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := localstack.StartRedis(context.Background(), localstack.RedisConfig{Dir: dir, StartTimeout: redisStartTimeout})
+	cfg.Dir, cfg.StartTimeout = dir, redisStartTimeout
+	srv, err := localstack.StartRedis(context.Background(), cfg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w\n%s", err, installHint)
@@ -188,11 +239,18 @@ func startRedis() (*RedisServer, error) {
 // startRedisCluster starts a cluster of three masters (localstack) in a
 // temp dir of its own that shutdown removes.
 func startRedisCluster() (*RedisCluster, error) {
+	return startRedisClusterConfig(localstack.RedisClusterConfig{})
+}
+
+// startRedisClusterConfig is startRedisCluster with more settings in cfg
+// (its Dir is set here).
+func startRedisClusterConfig(cfg localstack.RedisClusterConfig) (*RedisCluster, error) {
 	dir, err := tempDir("voucherd-rcluster-")
 	if err != nil {
 		return nil, err
 	}
-	cluster, err := localstack.StartRedisCluster(context.Background(), localstack.RedisClusterConfig{Dir: dir})
+	cfg.Dir = dir
+	cluster, err := localstack.StartRedisCluster(context.Background(), cfg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w\n%s", err, installHint)
