@@ -85,6 +85,9 @@ type Config struct {
 	tracingEnvErr error
 	// PprofAddr, when set, serves net/http/pprof on a listener of its own.
 	PprofAddr string
+	// Access: read keys, the metrics listener and the side doors'
+	// checks (access.go).
+	Access AccessConfig
 }
 
 // envOr returns the environment variable or def.
@@ -175,7 +178,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	cfg.AdminToken = os.Getenv("VOUCHERD_ADMIN_TOKEN")
 	cfg.APIKeys = os.Getenv("VOUCHERD_API_KEYS")
 	cfg.AdminKeys = os.Getenv("VOUCHERD_ADMIN_KEYS")
-	fs.StringVar(&cfg.KeysFile, "keys-file", envOr("VOUCHERD_KEYS_FILE", ""), "file of named API keys, one \"api|admin NAME SECRET\" a line, read again on SIGHUP and on change (VOUCHERD_KEYS_FILE)")
+	fs.StringVar(&cfg.KeysFile, "keys-file", envOr("VOUCHERD_KEYS_FILE", ""), "file of named API keys, one \"api|admin|read NAME SECRET\" a line, read again on SIGHUP and on change (VOUCHERD_KEYS_FILE)")
 	fs.DurationVar(&cfg.ReservationTTL, "reservation-ttl", envDuration("VOUCHERD_RESERVATION_TTL", 15*time.Minute), "how long a RESERVED hold lasts (VOUCHERD_RESERVATION_TTL)")
 	fs.DurationVar(&cfg.MaxHold, "max-hold", envDuration("VOUCHERD_MAX_HOLD", 0), "longest total time a reservation may stay RESERVED when extended, from its creation; at least the reservation TTL; 0 means 1h, or the reservation TTL if longer (VOUCHERD_MAX_HOLD)")
 	fs.Float64Var(&cfg.LowStockShare, "low-stock-share", envFloat("VOUCHERD_LOW_STOCK_SHARE", 0.1), "share of totalLimit below which free uses emit VoucherLowStock; negative disables threshold events (VOUCHERD_LOW_STOCK_SHARE)")
@@ -214,6 +217,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	// The OTEL_* variables are read here too, with no flags: they are the
 	// standard names every OpenTelemetry deployment already sets.
 	cfg.Tracing, cfg.tracingEnvErr = tracingFromEnv(os.Getenv)
+	registerAccessFlags(fs, &cfg.Access)
 }
 
 // registerServeFlagsExcept is registerServeFlags without the named flags: a
@@ -236,6 +240,7 @@ const envOnlyHelp = `
 Environment only (no flags, so that secrets stay out of process listings):
   VOUCHERD_API_TOKEN    bearer token of the reservation routes (unset: loopback clients only)
   VOUCHERD_ADMIN_TOKEN  bearer token of voucher administration (unset: loopback clients only)
+  VOUCHERD_READ_KEYS    name:secret list of read keys (live view, GET /vouchers/{code}, /metrics)
   OTEL_TRACES_EXPORTER  otlp turns OpenTelemetry tracing on (default none); the exporter reads
                         OTEL_EXPORTER_OTLP_* and the SDK OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME
 `
@@ -244,6 +249,9 @@ Environment only (no flags, so that secrets stay out of process listings):
 func (c *Config) validate() error {
 	if c.tracingEnvErr != nil {
 		return c.tracingEnvErr
+	}
+	if err := c.validateAccess(); err != nil {
+		return err
 	}
 	switch c.FlashWrites {
 	case "sync", "kafka":

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestValidateAccess(t *testing.T) {
+	t.Parallel()
+	base := func() Config {
+		return Config{FlashWrites: "sync", ReservationTTL: time.Minute, MaxDBConns: 4}
+	}
+	for name, tc := range map[string]struct {
+		tweak   func(*Config)
+		errHas  string
+		refused bool
+	}{
+		"defaults":                 {func(c *Config) {}, "", false},
+		"placeholder admin token":  {func(c *Config) { c.AdminToken = "change-me-admin-token" }, "VOUCHERD_ADMIN_TOKEN", true},
+		"placeholder api token":    {func(c *Config) { c.APIToken = "CHANGE-ME" }, "VOUCHERD_API_TOKEN", true},
+		"placeholder in key list":  {func(c *Config) { c.APIKeys = "a:ok,b:x-change-me" }, "VOUCHERD_API_KEYS", true},
+		"placeholder in read keys": {func(c *Config) { c.Access.ReadKeys = "d:change-me" }, "VOUCHERD_READ_KEYS", true},
+		"pprof on loopback":        {func(c *Config) { c.PprofAddr = "127.0.0.1:6060" }, "", false},
+		"pprof on ::1":             {func(c *Config) { c.PprofAddr = "[::1]:6060" }, "", false},
+		"pprof on localhost":       {func(c *Config) { c.PprofAddr = "localhost:6060" }, "", false},
+		"pprof on every interface": {func(c *Config) { c.PprofAddr = ":6060" }, "--pprof-addr", true},
+		"pprof on 0.0.0.0":         {func(c *Config) { c.PprofAddr = "0.0.0.0:6060" }, "--pprof-addr", true},
+		"pprof on a pod address":   {func(c *Config) { c.PprofAddr = "10.1.2.3:6060" }, "--pprof-addr", true},
+	} {
+		cfg := base()
+		tc.tweak(&cfg)
+		err := cfg.validate()
+		if !tc.refused {
+			require.NoError(t, err, name)
+			continue
+		}
+		require.ErrorContains(t, err, tc.errHas, name)
+		require.NotContains(t, err.Error(), "admin-token", "%s: the error does not repeat the token", name)
+	}
+}
+
+// A request with 100 KiB of headers is refused before any handler runs.
+func TestLargeHeadersRefused(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	req, err := http.NewRequest(http.MethodGet, s.base+"/healthz", nil)
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		req.Header.Add("X-Filler", strings.Repeat("a", 1024))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+	// 32 KiB still pass.
+	req.Header.Del("X-Filler")
+	req.Header.Set("X-Filler", strings.Repeat("a", 32<<10))
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// With VOUCHERD_METRICS_ADDR, /metrics is served there, without a key, and
+// the serving port has none.
+func TestMetricsOnTheirOwnListener(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{tweak: func(c *Config) { c.Access.MetricsAddr = "127.0.0.1:0" }})
+	addr := s.app.MetricsAddr()
+	_, _, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "voucherd_keys_file_usable 1")
+	r := s.doToken(http.MethodGet, "/metrics", nil, testAdminToken)
+	require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
+}
+
+// On the serving port, /metrics needs a read or admin key.
+func TestMetricsNeedAKey(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	require.Equal(t, http.StatusUnauthorized, s.doToken(http.MethodGet, "/metrics", nil, "").status)
+	require.Equal(t, http.StatusForbidden, s.doToken(http.MethodGet, "/metrics", nil, testAPIToken).status)
+	require.Equal(t, http.StatusOK, s.doToken(http.MethodGet, "/metrics", nil, testReadToken).status)
+	require.Equal(t, http.StatusOK, s.doToken(http.MethodGet, "/metrics", nil, testAdminToken).status)
+}
