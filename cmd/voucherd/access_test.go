@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -93,4 +94,59 @@ func TestMetricsNeedAKey(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, s.doToken(http.MethodGet, "/metrics", nil, testAPIToken).status)
 	require.Equal(t, http.StatusOK, s.doToken(http.MethodGet, "/metrics", nil, testReadToken).status)
 	require.Equal(t, http.StatusOK, s.doToken(http.MethodGet, "/metrics", nil, testAdminToken).status)
+}
+
+// 1,000 reservations of unknown codes from one client address, each with a
+// fresh customerId: the client's budget ends them, loopback included.
+func TestGuessingLimitCountsTheClient(t *testing.T) {
+	t.Parallel()
+	const budget = 50
+	s := newStack(t, stackOptions{tweak: func(c *Config) {
+		c.Access.UnknownCodeLimitPerClient, c.Access.UnknownCodeLimitPerKey = budget, -1
+	}})
+	statuses := map[int]int{}
+	var retryAfter string
+	for i := 0; i < 1000; i++ {
+		r := s.reserve(fmt.Sprintf("NOPE%d", i), int64(100_000+i), fmt.Sprintf("g-%d", i), 5000)
+		statuses[r.status]++
+		if r.status == http.StatusTooManyRequests && retryAfter == "" {
+			retryAfter = r.header.Get("Retry-After")
+		}
+	}
+	// The miss past the budget is answered 404 and blocks what follows.
+	require.Equal(t, map[int]int{http.StatusNotFound: budget + 1, http.StatusTooManyRequests: 1000 - budget - 1}, statuses)
+	require.NotEmpty(t, retryAfter)
+}
+
+// The same with one API key used from many places: the key's budget.
+func TestGuessingLimitCountsTheKey(t *testing.T) {
+	t.Parallel()
+	const budget = 30
+	s := newStack(t, stackOptions{tweak: func(c *Config) {
+		c.Access.UnknownCodeLimitPerClient, c.Access.UnknownCodeLimitPerKey = -1, budget
+	}})
+	statuses := map[int]int{}
+	for i := 0; i < 100; i++ {
+		statuses[s.reserve(fmt.Sprintf("NOPE%d", i), int64(200_000+i), fmt.Sprintf("k-%d", i), 5000).status]++
+	}
+	require.Equal(t, map[int]int{http.StatusNotFound: budget + 1, http.StatusTooManyRequests: 100 - budget - 1}, statuses)
+}
+
+// The per-key rate limit answers 429 with Retry-After and counts it.
+func TestRateLimitAnswers429(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{tweak: func(c *Config) {
+		c.Access.RatePerKey, c.Access.BurstPerKey, c.Access.RateLimitLoopback = 0.01, 5, true
+	}})
+	statuses := map[int]int{}
+	var r response
+	for i := 0; i < 8; i++ {
+		r = s.doToken(http.MethodGet, "/vouchers/NOPE", nil, testAPIToken)
+		statuses[r.status]++
+	}
+	require.Equal(t, map[int]int{http.StatusNotFound: 5, http.StatusTooManyRequests: 3}, statuses)
+	require.NotEmpty(t, r.header.Get("Retry-After"))
+	require.Equal(t, "TOO_MANY_REQUESTS", r.str("error"))
+	m := s.doToken(http.MethodGet, "/metrics", nil, testAdminToken)
+	require.Contains(t, string(m.raw), `voucherd_rate_limited_total{limit="key"} 3`)
 }

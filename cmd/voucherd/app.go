@@ -119,6 +119,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		Logger: log, Observer: liveObserver{Observer: a.metrics, hub: a.live},
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 		UnknownCodeLimit: cfg.UnknownCodeLimit, UnknownCodeBlock: cfg.UnknownCodeBlock,
+		UnknownCodeLimitPerClient: cfg.Access.UnknownCodeLimitPerClient, UnknownCodeLimitPerKey: cfg.Access.UnknownCodeLimitPerKey,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
 		if a.notifier, err = openNotifier(ctx, cfg, log, a.tracing); err != nil {
@@ -156,7 +157,10 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		Service: a.svc, Keys: a.keys.ring,
 		Logger: log, Metrics: a.metrics, MetricsHandler: metricsOnAPI, Ready: a.ready,
 		ReconcileGrace: cfg.ReconcileGrace,
-		Extra:          httpapi.LiveRoutes(a.live),
+		RateLimits: cfg.Access.rateLimits(func(limit string) {
+			a.metrics.Access.RateLimited.WithLabelValues(limit).Inc()
+		}),
+		Extra: httpapi.LiveRoutes(a.live),
 	})
 	if err != nil {
 		return nil, err

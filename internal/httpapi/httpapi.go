@@ -98,6 +98,9 @@ type Config struct {
 	// keys (optional; leave it nil when metrics have a listener of their
 	// own). Metrics name vouchers and keys: they are never public.
 	MetricsHandler http.Handler
+	// RateLimits are the per-key and per-client limits and how the client
+	// address is found (default: no limit; the TCP peer).
+	RateLimits RateLimits
 	// Extra registers more routes on the same mux (admin and ops features
 	// of other packages).
 	Extra func(mux *http.ServeMux, wrap func(route string, admin bool, h HandlerFunc) http.Handler)
@@ -115,6 +118,8 @@ type Server struct {
 	keys     *Keyring
 	log      *slog.Logger
 	draining atomic.Bool
+	// byKey and byClient are the rate limits' buckets; nil when off.
+	byKey, byClient *buckets
 }
 
 // New returns a Server with every route registered.
@@ -142,7 +147,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.Keys = k
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), keys: cfg.Keys, log: cfg.Logger}
+	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), keys: cfg.Keys, log: cfg.Logger,
+		byKey: newBuckets(cfg.RateLimits.PerKey), byClient: newBuckets(cfg.RateLimits.PerClient)}
 	s.routes()
 	return s, nil
 }
@@ -229,7 +235,15 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 		var err error
 		key := AnonymousKey
 		if !public {
-			key, err = s.authenticate(r, want)
+			rec.client = s.clientAddr(r)
+			err = s.limitClient(rec.client, start)
+			if err == nil {
+				key, err = s.authenticate(r, want)
+			}
+			if err == nil {
+				err = s.limitKey(key, rec.client, start)
+			}
+			rec.key = key
 		}
 		if err == nil {
 			if admin {
@@ -429,6 +443,8 @@ func decodeBody(r *http.Request, dec func([]byte) error) error {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	// key and client are who sent the request (see requester).
+	key, client string
 }
 
 func (r *statusRecorder) WriteHeader(status int) {

@@ -86,6 +86,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Requester = requester(w)
 	res, err := s.svc.Reserve(r.Context(), req)
 	if err != nil {
 		return err
@@ -118,6 +119,7 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Requester = requester(w)
 	v, err := s.svc.Validate(r.Context(), req)
 	if err != nil {
 		return err
