@@ -150,3 +150,32 @@ func TestRateLimitAnswers429(t *testing.T) {
 	m := s.doToken(http.MethodGet, "/metrics", nil, testAdminToken)
 	require.Contains(t, string(m.raw), `voucherd_rate_limited_total{limit="key"} 3`)
 }
+
+// Codes added to a campaign and reads of its codes are in the audit trail,
+// with the key that made them.
+func TestCampaignCodesAudited(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	r := s.createCampaign(map[string]any{"codeCount": 20, "codePrefix": "AUD-"})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.str("id")
+	more := s.doToken(http.MethodPost, "/campaigns/"+id+"/codes", map[string]any{"count": 5}, testAdminToken)
+	require.Equal(t, http.StatusCreated, more.status, string(more.raw))
+	require.Len(t, s.campaignCodes(id, 100), 25)
+	req, err := http.NewRequest(http.MethodGet, s.base+"/campaigns/"+id+"/codes", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	req.Header.Set("Accept", "text/csv")
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	audit := s.pages("/vouchers/"+id+"/audit", "entries", "id", 10)
+	require.Equal(t, []string{"create", "add_codes", "export_codes", "export_codes"}, column(audit, "action"))
+	require.Equal(t, []string{"admin", "admin", "admin", "admin"}, column(audit, "keyName"))
+	require.Equal(t, map[string]any{"count": float64(5)}, audit[1]["after"])
+	require.Equal(t, "page", audit[2]["after"].(map[string]any)["format"])
+	require.Equal(t, "all", audit[3]["after"].(map[string]any)["format"])
+}
