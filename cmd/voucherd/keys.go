@@ -62,6 +62,9 @@ func parseKeysFile(path string, data []byte) ([]httpapi.Key, error) {
 		if len(f) != 3 || (f[0] != "api" && f[0] != "admin" && f[0] != "read") {
 			return nil, fmt.Errorf("%s:%d: want \"api|admin|read NAME SECRET\"", path, n)
 		}
+		if strings.Contains(strings.ToLower(f[2]), placeholderToken) {
+			return nil, fmt.Errorf("%s:%d: key %s holds the placeholder %q: set a secret of your own", path, n, f[1], placeholderToken)
+		}
 		keys = append(keys, httpapi.Key{Name: f[1], Secret: f[2], Admin: f[0] == "admin", Read: f[0] == "read"})
 	}
 	return keys, sc.Err()

@@ -27,7 +27,7 @@ func TestParseKeys(t *testing.T) {
 	keys, err = parseReadKeyList("dash:s4")
 	require.NoError(t, err)
 	require.Equal(t, []httpapi.Key{{Name: "dash", Secret: "s4", Read: true}}, keys)
-	for _, bad := range []string{"api a", "root a s", "api a s extra"} {
+	for _, bad := range []string{"api a", "root a s", "api a s extra", "admin b change-me-admin-token", "read c CHANGE-ME"} {
 		_, err := parseKeysFile("f", []byte(bad))
 		require.Error(t, err, bad)
 	}
