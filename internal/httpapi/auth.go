@@ -186,10 +186,13 @@ func withURLToken(r *http.Request, tok string) *http.Request {
 // authenticate checks the bearer token of r (or the URL token set by
 // withURLToken, which only read keys match) and returns the name of its
 // key. Admin routes take admin keys; reservation routes reservation and
-// admin keys; read routes all three; /metrics read and admin keys. A read key on a route it does not open
-// is forbidden (403). A role with no key configured (for read routes: no
-// read and no reservation key) accepts only loopback clients, so that a
-// forgotten key never opens the service to the network.
+// admin keys; read routes all three; /metrics read and admin keys. A key of
+// another role is forbidden (403), except a reservation key on an admin
+// route (401, as before read keys). A role with no key configured (for read
+// routes: no read and no reservation key; for /metrics: no read and no
+// admin key) accepts only loopback clients, so that a forgotten key never
+// opens the service to the network; a role whose keys were lost
+// (SetClosed) accepts nobody.
 func (s *Server) authenticate(r *http.Request, want role) (string, error) {
 	set := s.keys.set.Load()
 	var none bool
