@@ -376,7 +376,8 @@ func TestLiveBrowserPage(t *testing.T) {
 	t.Logf("screenshot of the live page: %s", path)
 
 	// The page itself: no token needed, a strict CSP, the same page for
-	// any code (it tells nothing of which codes exist).
+	// any valid code (it tells nothing of which codes exist); a code that
+	// cannot exist is refused.
 	resp, err := http.Get(s.base + "/ui/vouchers/" + code)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
@@ -386,7 +387,7 @@ func TestLiveBrowserPage(t *testing.T) {
 	resp, err = http.Get(s.base + "/ui/vouchers/bad%20code")
 	require.NoError(t, err)
 	_ = resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
 
 // browser is headless Chromium driven over the DevTools protocol on a pipe

@@ -147,6 +147,8 @@ func TestLivePageReadsNothing(t *testing.T) {
 		}
 		require.Equal(t, first, body, code)
 	}
+	status, _ := do(s, "GET", "/ui/vouchers/bad%20code", "203.0.113.9:4000", "")
+	require.Equal(t, 404, status, "a code that cannot exist")
 	require.Zero(t, reads.Load())
 }
 

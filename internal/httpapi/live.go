@@ -172,14 +172,19 @@ func writeEvent(buf *bytes.Buffer, u live.Update) error {
 	return nil
 }
 
-// livePageHandler serves the page for any code, without reading anything:
-// the page holds no data, and answering alike for real and unknown codes
-// keeps it from telling which codes exist, and from costing a database
-// read per request. What the code is worth is learnt only from the stream,
+// livePageHandler serves the page for any code that could exist (a valid
+// code; others are 404 as in the API), without reading anything: the page
+// holds no data, and answering alike for real and unknown codes keeps it
+// from telling which codes exist, and from costing a database read per
+// request. What the code is worth is learnt only from the stream,
 // which needs a key. The voucher code is read by the page's script from
 // its own URL, so nothing from the request is written into it.
 func livePageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code := r.PathValue("code"); !voucher.ValidCode(code) {
+			writeJSON(w, http.StatusNotFound, errorJSON{Error: string(voucher.CodeVoucherNotFound), Message: "voucher " + strconv.Quote(code) + " not found"})
+			return
+		}
 		h := w.Header()
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Content-Length", strconv.Itoa(len(livePage)))
