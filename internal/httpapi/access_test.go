@@ -87,6 +87,7 @@ func TestKeyringRefusesReservedNames(t *testing.T) {
 	for _, keys := range [][]Key{
 		{{Name: LoopbackKey, Secret: "x"}},
 		{{Name: AnonymousKey, Secret: "x", Admin: true}},
+		{{Name: voucher.SystemActor, Secret: "x", Admin: true}},
 		{{Name: "both", Secret: "x", Admin: true, Read: true}},
 	} {
 		_, err := NewKeyring(keys)

@@ -37,8 +37,9 @@ const (
 )
 
 // reservedKeyNames are the names logs, metrics and the audit trail use for
-// requests without a key; a key of that name would pass for them.
-var reservedKeyNames = map[string]bool{LoopbackKey: true, AnonymousKey: true}
+// requests without a key and for the background jobs' changes
+// (voucher.SystemActor); a key of that name would pass for them.
+var reservedKeyNames = map[string]bool{LoopbackKey: true, AnonymousKey: true, voucher.SystemActor: true}
 
 // role is what a route asks of its caller's key.
 type role int8
@@ -99,8 +100,9 @@ func NewKeyring(keys []Key) (*Keyring, error) {
 }
 
 // Set replaces the keys atomically. Names are 1-64 characters of letters,
-// digits and `. _ : -`, unique and not reserved ("loopback", "-"); secrets
-// are non-empty and unique. On error the keys in use stay.
+// digits and `. _ : -`, unique and not reserved ("loopback", "-",
+// "system"); secrets are non-empty and unique. On error the keys in use
+// stay.
 func (k *Keyring) Set(keys []Key) error { return k.set1(keys, false) }
 
 // SetClosed replaces the keys like Set, for when some keys could not be
