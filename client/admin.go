@@ -149,7 +149,8 @@ func (c *Client) CustomerRedemptions(ctx context.Context, customerID string, p P
 }
 
 // AuditEntry is one recorded change of a voucher: its action (create,
-// patch, activate, deactivate, reconcile), the name of the API key that made
+// patch, activate, deactivate, reconcile; for a campaign's budget also
+// add_codes and export_codes), the name of the API key that made
 // it, when, and the voucher's settings before and after as JSON (Before is
 // null for a create; a reconciliation records its report as After).
 type AuditEntry struct {

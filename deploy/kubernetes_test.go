@@ -35,6 +35,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const manifestDir = "kubernetes"
 
+// exampleDir holds objects shown as examples and never applied: the
+// Secret, whose values each deployment must make its own.
+const exampleDir = "kubernetes/example"
+
 // The parts of the objects the checks read.
 type (
 	meta struct {
@@ -109,6 +113,16 @@ type (
 			TargetPort yaml.Node `yaml:"targetPort"`
 		} `yaml:"ports"`
 	}
+	networkPolicySpec struct {
+		PodSelector labelSelector `yaml:"podSelector"`
+		PolicyTypes []string      `yaml:"policyTypes"`
+		Ingress     []struct {
+			From  []yaml.Node `yaml:"from"`
+			Ports []struct {
+				Port yaml.Node `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"ingress"`
+	}
 	pdbSpec struct {
 		MinAvailable *int          `yaml:"minAvailable"`
 		Selector     labelSelector `yaml:"selector"`
@@ -151,10 +165,27 @@ func manifests(t *testing.T) []object {
 	listed := slices.Clone(kust.Resources)
 	sort.Strings(listed)
 	require.Equal(t, onDisk, listed, "kustomization.yaml must list every manifest file, and only those")
+	return readObjects(t, manifestDir, kust.Resources)
+}
 
+// examples reads the objects of exampleDir.
+func examples(t *testing.T) []object {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(exampleDir, "*.yaml"))
+	require.NoError(t, err)
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f))
+	}
+	return readObjects(t, exampleDir, names)
+}
+
+// readObjects reads every object of the named files of dir.
+func readObjects(t *testing.T, dir string, names []string) []object {
+	t.Helper()
 	var out []object
-	for _, name := range kust.Resources {
-		raw, err := os.ReadFile(filepath.Join(manifestDir, name))
+	for _, name := range names {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		for {
@@ -306,6 +337,10 @@ func inReadme(readme, name string) bool {
 func TestKubernetesManifests(t *testing.T) {
 	t.Parallel()
 	objs := manifests(t)
+	// The applied set holds no Secret: one shipped here would be a
+	// password known to everyone. The Deployments' Secret is an example.
+	require.Empty(t, byKind(objs, "Secret"), "kustomization.yaml applies a Secret")
+	sources := append(slices.Clone(objs), examples(t)...)
 	bin := buildVoucherd(t)
 	commands := subcommands(t, bin)
 	readme, err := os.ReadFile("../README.md")
@@ -359,7 +394,7 @@ func TestKubernetesManifests(t *testing.T) {
 				if sourceKeysRead[key] == nil {
 					sourceKeysRead[key] = map[string]bool{}
 				}
-				for k, v := range sourceEnv(t, objs, kind, name) {
+				for k, v := range sourceEnv(t, sources, kind, name) {
 					sourceKeysRead[key][k] = sourceKeysRead[key][k] || accepted[k]
 					env[k] = v
 				}
@@ -382,7 +417,13 @@ func TestKubernetesManifests(t *testing.T) {
 			ports := map[string]int{}
 			for _, p := range c.Ports {
 				ports[p.Name] = p.ContainerPort
-				require.Equal(t, listen, p.ContainerPort, "%s: port %s is not VOUCHERD_ADDR's", where, p.Name)
+				addr, what := env["VOUCHERD_ADDR"], "VOUCHERD_ADDR"
+				if p.Name == "metrics" {
+					addr, what = env["VOUCHERD_METRICS_ADDR"], "VOUCHERD_METRICS_ADDR"
+				}
+				_, port, err := net.SplitHostPort(addr)
+				require.NoError(t, err, "%s: port %s: %s", where, p.Name, what)
+				require.Equal(t, port, strconv.Itoa(p.ContainerPort), "%s: port %s is not %s's", where, p.Name, what)
 			}
 			for kind, p := range map[string]*probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 				require.NotNil(t, p, "%s: no %s probe", where, kind)
@@ -409,6 +450,22 @@ func TestKubernetesManifests(t *testing.T) {
 				}
 				apiService = true
 			}
+			policed := false
+			for _, np := range byKind(objs, "NetworkPolicy") {
+				ns := decodeSpec[networkPolicySpec](t, np)
+				if !subset(ns.PodSelector.MatchLabels, spec.Template.Metadata.Labels) {
+					continue
+				}
+				policed = true
+				require.Contains(t, ns.PolicyTypes, "Ingress", "NetworkPolicy %s", np.Metadata.Name)
+				for _, rule := range ns.Ingress {
+					require.NotEmpty(t, rule.From, "NetworkPolicy %s: a rule open to every source", np.Metadata.Name)
+					for _, p := range rule.Ports {
+						resolvePort(t, p.Port, ports)
+					}
+				}
+			}
+			require.True(t, policed, "%s: no NetworkPolicy selects the API pods", where)
 			for _, p := range byKind(objs, "PodDisruptionBudget") {
 				ps := decodeSpec[pdbSpec](t, p)
 				require.True(t, subset(ps.Selector.MatchLabels, spec.Template.Metadata.Labels),
@@ -471,7 +528,7 @@ func resolvePort(t *testing.T, n yaml.Node, ports map[string]int) int {
 // asks each of its probes' paths: every one must answer 200.
 func TestKubernetesProbesServed(t *testing.T) {
 	t.Parallel()
-	objs := manifests(t)
+	objs := append(manifests(t), examples(t)...)
 	bin := buildVoucherd(t)
 	pg := testenv.Postgres(t)
 	redis := testenv.Redis(t)
@@ -494,8 +551,14 @@ func TestKubernetesProbesServed(t *testing.T) {
 			for _, e := range c.Env {
 				env[e.Name] = e.Value
 			}
-			port := freePort(t)
+			port, metricsPort := freePort(t), freePort(t)
 			env["VOUCHERD_ADDR"] = fmt.Sprintf("127.0.0.1:%d", port)
+			if _, ok := env["VOUCHERD_METRICS_ADDR"]; ok {
+				env["VOUCHERD_METRICS_ADDR"] = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+			}
+			// The example Secret's placeholders, which voucherd refuses.
+			env["VOUCHERD_API_TOKEN"], env["VOUCHERD_ADMIN_TOKEN"] = "k8s-test-api", "k8s-test-admin"
+			delete(env, "VOUCHERD_READ_KEYS")
 			env["VOUCHERD_DATABASE_URL"] = pg.URL
 			env["VOUCHERD_REDIS_ADDR"] = redis.Addr
 			env["VOUCHERD_REDIS_KEY_PREFIX"] = fmt.Sprintf("k8s%d:", port)
@@ -530,6 +593,18 @@ func TestKubernetesProbesServed(t *testing.T) {
 					"Deployment %s: GET %s never answered 200; voucherd's output:\n%s", d.Metadata.Name, p.HTTPGet.Path, &out)
 				served++
 			}
+			if _, ok := env["VOUCHERD_METRICS_ADDR"]; ok {
+				// Prometheus scrapes the metrics port without a key; the
+				// API port has no /metrics.
+				resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+				require.NoError(t, err)
+				_ = resp.Body.Close()
+				require.Equal(t, http.StatusOK, resp.StatusCode, "Deployment %s: the metrics port", d.Metadata.Name)
+				resp, err = http.Get(base + "/metrics")
+				require.NoError(t, err)
+				_ = resp.Body.Close()
+				require.NotEqual(t, http.StatusOK, resp.StatusCode, "Deployment %s: /metrics on the API port", d.Metadata.Name)
+			}
 		}
 	}
 	require.NotZero(t, served, "no probe was tried")
@@ -560,4 +635,24 @@ func freePort(t *testing.T) int {
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 	return port
+}
+
+// TestKubernetesExampleSecretRefused: the example Secret, applied as it is,
+// starts no API pod: voucherd refuses its placeholder tokens.
+func TestKubernetesExampleSecretRefused(t *testing.T) {
+	t.Parallel()
+	secrets := byKind(examples(t), "Secret")
+	require.NotEmpty(t, secrets, "no example Secret")
+	bin := buildVoucherd(t)
+	for _, sec := range secrets {
+		env := []string{"VOUCHERD_ADDR=127.0.0.1:0"}
+		for k, v := range sec.StringData {
+			env = append(env, k+"="+v)
+		}
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, "Secret %s: voucherd started with its placeholders:\n%s", sec.Metadata.Name, out)
+		require.Contains(t, string(out), "change-me", "Secret %s", sec.Metadata.Name)
+	}
 }

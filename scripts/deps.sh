@@ -6,8 +6,9 @@
 #   kafka  `voucherd dev --kafka` (make run ARGS=--kafka): run, plus Java 17
 #          and Maven for the Kafka broker (scripts/kafka.sh fetches its jars).
 #   test   the test suite (make test): kafka, plus headless Chromium for the
-#          live page's browser test, curl for the README's examples, and
-#          Python 3 with venv for Schemathesis (scripts/schemathesis.sh).
+#          live page's browser test, curl for the README's examples,
+#          Python 3 with venv for Schemathesis (scripts/schemathesis.sh), and
+#          promtool to check deploy/prometheus-rules.yaml.
 # Without an argument: test.
 #
 # Idempotent and quiet when everything is present. On Debian/Ubuntu it
@@ -62,6 +63,7 @@ have_java17() {
 have_mvn() { have mvn; }
 have_chromium() { have chromium; }
 have_curl() { have curl; }
+have_promtool() { have promtool; }
 have_venv() { have python3 && python3 -c 'import venv, ensurepip' >/dev/null 2>&1; }
 
 # Each requirement: "check|what it is|Debian packages|Homebrew install".
@@ -80,6 +82,7 @@ if [ "$profile" = test ]; then
 		"have_chromium|Chromium (chromium), for the live page's browser test|chromium|brew install --cask chromium"
 		"have_curl|curl, for the README's examples test|curl ca-certificates|brew install curl"
 		"have_venv|Python 3 with venv, for Schemathesis|python3 python3-venv|brew install python"
+		"have_promtool|promtool, to check the alert rules|prometheus|brew install prometheus"
 	)
 fi
 

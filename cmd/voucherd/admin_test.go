@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -147,11 +146,7 @@ func TestAdminListingsAndAudit(t *testing.T) {
 	require.Equal(t, "activate", audit[2]["action"])
 	require.Equal(t, "admin", audit[2]["keyName"], "the single admin token is the key named admin")
 
-	resp, err := http.Get(s.base + "/metrics")
-	require.NoError(t, err)
-	metrics, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
+	metrics := s.do(http.MethodGet, "/metrics", nil).raw
 	require.Contains(t, string(metrics), `key="`+promoKey+`"`)
 	require.NotContains(t, string(metrics), promoSecret)
 
@@ -422,11 +417,20 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 	require.Greater(t, sent.Load(), int64(100))
 	t.Logf("%d requests during the rotation, none failed", sent.Load())
 
-	// A broken file keeps the keys in use.
+	// A broken file fails closed: its keys are refused, and with no other
+	// key no request gets in, not even a loopback client's without a key.
 	write("api only-two-fields")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	time.Sleep(1500 * time.Millisecond)
-	require.True(t, works(http.MethodGet, "/vouchers/"+code, "new-api-secret"))
+	eventually("the broken file's keys are refused", func() bool {
+		return !works(http.MethodGet, "/vouchers/"+code, "new-api-secret")
+	})
+	require.Equal(t, http.StatusUnauthorized, s.doToken(http.MethodGet, "/vouchers/"+code, nil, "").status, "the read key of the environment remains")
+	require.Equal(t, http.StatusForbidden, s.doToken(http.MethodPost, "/vouchers/"+code+"/reservations", map[string]any{"orderId": "o-1", "customerId": 1, "orderAmount": 5000}, "").status)
+	write("api checkout-v2 new-api-secret", "admin ops-v2 new-admin-secret")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	eventually("the fixed file's keys are back", func() bool {
+		return works(http.MethodGet, "/vouchers/"+code, "new-api-secret")
+	})
 	s.assertConsistent(code)
 }
 

@@ -49,8 +49,12 @@ type App struct {
 	notifier *kafkalog.Notifier
 	server   *http.Server
 	pprof    *http.Server // nil unless Config.PprofAddr is set
-	ln       net.Listener
-	served   chan error
+	// metricsSrv serves /metrics apart from the API; nil unless
+	// Config.Access.MetricsAddr is set.
+	metricsSrv *http.Server
+	metricsLn  net.Listener
+	ln         net.Listener
+	served     chan error
 }
 
 // NewApp opens the dependencies and wires the service. It does not listen.
@@ -123,6 +127,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		Logger: log, Observer: liveObserver{Observer: a.metrics, hub: a.live},
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 		UnknownCodeLimit: cfg.UnknownCodeLimit, UnknownCodeBlock: cfg.UnknownCodeBlock,
+		UnknownCodeLimitPerClient: cfg.Access.UnknownCodeLimitPerClient, UnknownCodeLimitPerKey: cfg.Access.UnknownCodeLimitPerKey,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
 		if a.notifier, err = openNotifier(ctx, cfg, log, a.tracing); err != nil {
@@ -144,11 +149,26 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	if a.keys, err = newKeySource(cfg, log); err != nil {
 		return nil, err
 	}
+	a.keys.usable = func(ok bool) {
+		if ok {
+			a.metrics.Access.KeysFileUsable.Set(1)
+			return
+		}
+		a.metrics.Access.KeysFileUsable.Set(0)
+		a.metrics.Access.KeysFileErrors.Inc()
+	}
+	metricsOnAPI := a.metrics.Handler()
+	if cfg.Access.MetricsAddr != "" {
+		metricsOnAPI = nil
+	}
 	a.api, err = httpapi.New(httpapi.Config{
 		Service: a.svc, Keys: a.keys.ring,
-		Logger: log, Metrics: a.metrics, MetricsHandler: a.metrics.Handler(), Ready: a.ready,
+		Logger: log, Metrics: a.metrics, MetricsHandler: metricsOnAPI, Ready: a.ready,
 		ReconcileGrace: cfg.ReconcileGrace,
-		Extra:          httpapi.LiveRoutes(a.live),
+		RateLimits: cfg.Access.rateLimits(func(limit string) {
+			a.metrics.Access.RateLimited.WithLabelValues(limit).Inc()
+		}),
+		Extra: httpapi.LiveRoutes(a.live),
 	})
 	if err != nil {
 		return nil, err
@@ -183,16 +203,16 @@ func (a *App) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := a.store.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: %w", err)
+		return httpapi.DependencyDown("postgres", err)
 	}
 	if a.gate != nil {
 		if err := a.gate.Ping(ctx); err != nil {
-			return fmt.Errorf("redis: %w", err)
+			return httpapi.DependencyDown("redis", err)
 		}
 	}
 	if a.kafka != nil {
 		if err := a.kafka.ping(ctx); err != nil {
-			return fmt.Errorf("kafka: %w", err)
+			return httpapi.DependencyDown("kafka", err)
 		}
 	}
 	return nil
@@ -218,12 +238,22 @@ func (a *App) Start(ctx context.Context) error {
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	a.server.RegisterOnShutdown(a.live.Close) // live streams would hold Shutdown until its timeout
 	if a.cfg.PprofAddr != "" {
 		if err := a.startPprof(); err != nil {
 			ln.Close()
+			return err
+		}
+	}
+	if a.cfg.Access.MetricsAddr != "" {
+		if err := a.startMetrics(); err != nil {
+			ln.Close()
+			if a.pprof != nil {
+				_ = a.pprof.Close()
+			}
 			return err
 		}
 	}
@@ -257,7 +287,7 @@ func (a *App) warnAboutTokens() {
 			a.log.Warn("!!! " + t.name + " is not set (nor any key of its role): its routes accept requests from loopback clients only, without authentication. Set it before exposing voucherd.")
 		}
 	}
-	a.log.Info("API keys loaded", "api", api, "admin", admin)
+	a.log.Info("API keys loaded", "api", api, "admin", admin, "read", a.keys.ring.ReadNames())
 }
 
 // Addr is the address the server listens on.
@@ -285,6 +315,9 @@ func (a *App) Close() error {
 	var errs []error
 	if a.pprof != nil {
 		_ = a.pprof.Close()
+	}
+	if a.metricsSrv != nil {
+		_ = a.metricsSrv.Close()
 	}
 	if a.server != nil {
 		a.api.Drain()
@@ -378,4 +411,28 @@ func (a *App) startPprof() error {
 	go func() { _ = a.pprof.Serve(ln) }()
 	a.log.Warn("profiler serving; keep it off the network", "addr", ln.Addr().String())
 	return nil
+}
+
+// startMetrics serves /metrics on Config.Access.MetricsAddr, on a mux of its
+// own: the serving port then has no /metrics.
+func (a *App) startMetrics() error {
+	ln, err := net.Listen("tcp", a.cfg.Access.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (metrics): %w", a.cfg.Access.MetricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metrics.Handler())
+	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: maxHeaderBytes}
+	a.metricsLn = ln
+	go func() { _ = a.metricsSrv.Serve(ln) }()
+	a.log.Info("metrics serving", "addr", ln.Addr().String())
+	return nil
+}
+
+// MetricsAddr is the address of the metrics listener, "" without one.
+func (a *App) MetricsAddr() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return a.metricsLn.Addr().String()
 }

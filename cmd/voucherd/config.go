@@ -96,6 +96,9 @@ type Config struct {
 	// could not be used; validate reports it.
 	managedEnvErr error
 	// --- end managed services ---
+	// Access: read keys, the metrics listener and the side doors'
+	// checks (access.go).
+	Access AccessConfig
 }
 
 // envOr returns the environment variable or def.
@@ -187,7 +190,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	cfg.AdminToken = os.Getenv("VOUCHERD_ADMIN_TOKEN")
 	cfg.APIKeys = os.Getenv("VOUCHERD_API_KEYS")
 	cfg.AdminKeys = os.Getenv("VOUCHERD_ADMIN_KEYS")
-	fs.StringVar(&cfg.KeysFile, "keys-file", envOr("VOUCHERD_KEYS_FILE", ""), "file of named API keys, one \"api|admin NAME SECRET\" a line, read again on SIGHUP and on change (VOUCHERD_KEYS_FILE)")
+	fs.StringVar(&cfg.KeysFile, "keys-file", envOr("VOUCHERD_KEYS_FILE", ""), "file of named API keys, one \"api|admin|read NAME SECRET\" a line, read again on SIGHUP and on change (VOUCHERD_KEYS_FILE)")
 	fs.DurationVar(&cfg.ReservationTTL, "reservation-ttl", envDuration("VOUCHERD_RESERVATION_TTL", 15*time.Minute), "how long a RESERVED hold lasts (VOUCHERD_RESERVATION_TTL)")
 	fs.DurationVar(&cfg.MaxHold, "max-hold", envDuration("VOUCHERD_MAX_HOLD", 0), "longest total time a reservation may stay RESERVED when extended, from its creation; at least the reservation TTL; 0 means 1h, or the reservation TTL if longer (VOUCHERD_MAX_HOLD)")
 	fs.Float64Var(&cfg.LowStockShare, "low-stock-share", envFloat("VOUCHERD_LOW_STOCK_SHARE", 0.1), "share of totalLimit below which free uses emit VoucherLowStock; negative disables threshold events (VOUCHERD_LOW_STOCK_SHARE)")
@@ -231,6 +234,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	var managedErr error
 	cfg.Managed, managedErr = managedFromEnv(os.Getenv)
 	cfg.managedEnvErr = errors.Join(dbURLErr, managedErr)
+	registerAccessFlags(fs, &cfg.Access)
 }
 
 // registerServeFlagsExcept is registerServeFlags without the named flags: a
@@ -253,6 +257,7 @@ const envOnlyHelp = `
 Environment only (no flags, so that secrets stay out of process listings):
   VOUCHERD_API_TOKEN    bearer token of the reservation routes (unset: loopback clients only)
   VOUCHERD_ADMIN_TOKEN  bearer token of voucher administration (unset: loopback clients only)
+  VOUCHERD_READ_KEYS    name:secret list of read keys (live view, GET /vouchers/{code}, /metrics)
   OTEL_TRACES_EXPORTER  otlp turns OpenTelemetry tracing on (default none); the exporter reads
                         OTEL_EXPORTER_OTLP_* and the SDK OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME
 ` + managedEnvHelp
@@ -293,6 +298,9 @@ func (c *Config) validate() error {
 		return c.managedEnvErr
 	}
 	if err := c.Managed.load(); err != nil {
+		return err
+	}
+	if err := c.validateAccess(); err != nil {
 		return err
 	}
 	switch c.FlashWrites {

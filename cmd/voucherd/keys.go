@@ -20,7 +20,8 @@ import (
 const keysFilePoll = time.Second
 
 // parseKeyList reads name:secret,name:secret (VOUCHERD_API_KEYS,
-// VOUCHERD_ADMIN_KEYS). A secret may hold ':' but not ','.
+// VOUCHERD_ADMIN_KEYS; VOUCHERD_READ_KEYS through parseReadKeyList). A
+// secret may hold ':' but not ','.
 func parseKeyList(env, list string, admin bool) ([]httpapi.Key, error) {
 	var keys []httpapi.Key
 	for _, item := range strings.Split(list, ",") {
@@ -37,8 +38,18 @@ func parseKeyList(env, list string, admin bool) ([]httpapi.Key, error) {
 	return keys, nil
 }
 
-// parseKeysFile reads the keys file: one key a line, "api NAME SECRET" or
-// "admin NAME SECRET"; blank lines and lines starting with # are skipped.
+// parseReadKeyList reads VOUCHERD_READ_KEYS, name:secret pairs of read keys.
+func parseReadKeyList(list string) ([]httpapi.Key, error) {
+	keys, err := parseKeyList("VOUCHERD_READ_KEYS", list, false)
+	for i := range keys {
+		keys[i].Read = true
+	}
+	return keys, err
+}
+
+// parseKeysFile reads the keys file: one key a line, "api NAME SECRET",
+// "admin NAME SECRET" or "read NAME SECRET"; blank lines and lines starting
+// with # are skipped.
 func parseKeysFile(path string, data []byte) ([]httpapi.Key, error) {
 	var keys []httpapi.Key
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -48,10 +59,13 @@ func parseKeysFile(path string, data []byte) ([]httpapi.Key, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 3 || (f[0] != "api" && f[0] != "admin") {
-			return nil, fmt.Errorf("%s:%d: want \"api|admin NAME SECRET\"", path, n)
+		if len(f) != 3 || (f[0] != "api" && f[0] != "admin" && f[0] != "read") {
+			return nil, fmt.Errorf("%s:%d: want \"api|admin|read NAME SECRET\"", path, n)
 		}
-		keys = append(keys, httpapi.Key{Name: f[1], Secret: f[2], Admin: f[0] == "admin"})
+		if strings.Contains(strings.ToLower(f[2]), placeholderToken) {
+			return nil, fmt.Errorf("%s:%d: key %s holds the placeholder %q: set a secret of your own", path, n, f[1], placeholderToken)
+		}
+		keys = append(keys, httpapi.Key{Name: f[1], Secret: f[2], Admin: f[0] == "admin", Read: f[0] == "read"})
 	}
 	return keys, sc.Err()
 }
@@ -66,18 +80,23 @@ func redact(item string) string {
 
 // keySource is where serve's API keys come from: the fixed ones of the
 // environment (VOUCHERD_API_TOKEN, VOUCHERD_ADMIN_TOKEN, VOUCHERD_API_KEYS,
-// VOUCHERD_ADMIN_KEYS) and a keys file read again on SIGHUP and whenever its
-// content changes. A reload that fails is logged and the keys in use stay.
+// VOUCHERD_ADMIN_KEYS, VOUCHERD_READ_KEYS) and a keys file read again on
+// SIGHUP and whenever its content changes. A reload that fails (the file
+// gone, unreadable or invalid) fails closed: until the file is fixed only
+// the fixed keys are accepted, none of the file's, so that deleting or
+// breaking the file never leaves removed keys valid.
 type keySource struct {
 	fixed []httpapi.Key
 	file  string
 	ring  *httpapi.Keyring
 	log   *slog.Logger
+	// usable, when set, is told after each reload whether the file's keys
+	// are in use (true) or refused (false).
+	usable func(ok bool)
 
-	sum    [sha256.Size]byte // of the file content last applied
-	failed [sha256.Size]byte // of the last content refused, logged once
-	stop   context.CancelFunc
-	done   chan struct{}
+	sum  [sha256.Size]byte // of the file content last applied or refused
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // envKeys returns the keys of cfg's environment variables.
@@ -97,7 +116,11 @@ func envKeys(cfg Config) ([]httpapi.Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(keys, api...), admin...), nil
+	read, err := parseReadKeyList(cfg.Access.ReadKeys)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(append(keys, api...), admin...), read...), nil
 }
 
 // newKeySource reads every source once; an error here stops serve.
@@ -139,27 +162,36 @@ func (ks *keySource) read() ([]httpapi.Key, [sha256.Size]byte, error) {
 }
 
 // reload reads the sources again and applies them if the file changed or
-// force is set; it reports whether the keys were replaced. Content refused
-// once is not reported again until it changes or force is set.
+// force is set; it reports whether the keys were replaced. A file that is
+// gone, unreadable or refused leaves only the fixed keys in use, and its
+// error is returned once per content (again when forced).
 func (ks *keySource) reload(force bool) (bool, error) {
 	keys, sum, err := ks.read()
-	if !force && (sum == ks.sum || (sum == ks.failed && err == nil)) {
+	if !force && sum == ks.sum {
 		return false, nil
 	}
+	ks.sum = sum
 	if err == nil {
 		err = ks.ring.Set(keys)
 	}
 	if err != nil {
-		if !force && sum == ks.failed {
-			return false, nil
+		// The fixed keys were accepted at start, so this Set succeeds.
+		if serr := ks.ring.SetClosed(ks.fixed); serr != nil {
+			err = fmt.Errorf("%w; the fixed keys were refused too: %v", err, serr)
 		}
-		ks.failed = sum
-		return false, err
+		ks.report(false)
+		return true, fmt.Errorf("keys file refused, none of its keys is accepted until it is fixed: %w", err)
 	}
-	ks.sum = sum
+	ks.report(true)
 	api, admin := ks.ring.Names()
-	ks.log.Info("API keys loaded", "api", api, "admin", admin)
+	ks.log.Info("API keys loaded", "api", api, "admin", admin, "read", ks.ring.ReadNames())
 	return true, nil
+}
+
+func (ks *keySource) report(ok bool) {
+	if ks.usable != nil {
+		ks.usable(ok)
+	}
 }
 
 // start reloads on SIGHUP and, with a keys file, on every change of it.
@@ -186,7 +218,7 @@ func (ks *keySource) start() {
 				}
 			}
 			if _, err := ks.reload(force); err != nil {
-				ks.log.Error("API keys not reloaded; the keys in use stay", "err", err)
+				ks.log.Error("!!! API keys file refused: only the environment's keys are accepted", "file", ks.file, "err", err)
 			}
 		}
 	}()

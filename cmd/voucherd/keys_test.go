@@ -21,10 +21,13 @@ func TestParseKeys(t *testing.T) {
 		require.Error(t, err, bad)
 		require.NotContains(t, err.Error(), "n0sep4rator", "the error never shows what may be a secret")
 	}
-	keys, err = parseKeysFile("f", []byte("# comment\n\napi a s1\n  admin b s2  \n"))
+	keys, err = parseKeysFile("f", []byte("# comment\n\napi a s1\n  admin b s2  \nread c s3\n"))
 	require.NoError(t, err)
-	require.Equal(t, []httpapi.Key{{Name: "a", Secret: "s1"}, {Name: "b", Secret: "s2", Admin: true}}, keys)
-	for _, bad := range []string{"api a", "root a s", "api a s extra"} {
+	require.Equal(t, []httpapi.Key{{Name: "a", Secret: "s1"}, {Name: "b", Secret: "s2", Admin: true}, {Name: "c", Secret: "s3", Read: true}}, keys)
+	keys, err = parseReadKeyList("dash:s4")
+	require.NoError(t, err)
+	require.Equal(t, []httpapi.Key{{Name: "dash", Secret: "s4", Read: true}}, keys)
+	for _, bad := range []string{"api a", "root a s", "api a s extra", "admin b change-me-admin-token", "read c CHANGE-ME"} {
 		_, err := parseKeysFile("f", []byte(bad))
 		require.Error(t, err, bad)
 	}
@@ -51,26 +54,49 @@ func TestKeySourceReload(t *testing.T) {
 	api, _ = ks.ring.Names()
 	require.Equal(t, []string{"api", "file-b"}, api)
 
-	// A broken file keeps the keys and is reported once, until forced.
+	// A broken file fails closed: none of its keys stays valid (only the
+	// environment's), reported once per content, again when forced.
+	var usable []bool
+	ks.usable = func(ok bool) { usable = append(usable, ok) }
 	require.NoError(t, os.WriteFile(file, []byte("api broken\n"), 0o600))
 	_, err = ks.reload(false)
 	require.Error(t, err)
+	api, _ = ks.ring.Names()
+	require.Equal(t, []string{"api"}, api, "the file's keys are refused")
 	_, err = ks.reload(false)
 	require.NoError(t, err)
 	_, err = ks.reload(true)
 	require.Error(t, err)
 	api, _ = ks.ring.Names()
+	require.Equal(t, []string{"api"}, api)
+
+	// Fixed, the file's keys are back.
+	require.NoError(t, os.WriteFile(file, []byte("api file-b s2\nread dash s3\n"), 0o600))
+	_, err = ks.reload(false)
+	require.NoError(t, err)
+	api, _ = ks.ring.Names()
 	require.Equal(t, []string{"api", "file-b"}, api)
+	require.Equal(t, []string{"dash"}, ks.ring.ReadNames())
 
 	// A secret used twice is refused as a whole.
 	require.NoError(t, os.WriteFile(file, []byte("api dup env-secret\n"), 0o600))
 	_, err = ks.reload(false)
 	require.Error(t, err)
+	api, admin = ks.ring.Names()
+	require.Equal(t, []string{"api"}, api)
+	require.Equal(t, []string{"ops"}, admin, "the environment's keys stay")
+
+	// A deleted file: the keys it held are no longer valid.
+	require.NoError(t, os.WriteFile(file, []byte("api file-b s2\n"), 0o600))
+	_, err = ks.reload(false)
+	require.NoError(t, err)
 	require.NoError(t, os.Remove(file))
 	_, err = ks.reload(false)
 	require.Error(t, err)
 	api, _ = ks.ring.Names()
-	require.Equal(t, []string{"api", "file-b"}, api)
+	require.Equal(t, []string{"api"}, api)
+	require.Empty(t, ks.ring.ReadNames())
+	require.Equal(t, []bool{false, false, true, false, true, false}, usable)
 
 	_, err = newKeySource(Config{KeysFile: file}, slog.New(slog.DiscardHandler))
 	require.Error(t, err, "a missing file stops serve at start")

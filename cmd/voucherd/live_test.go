@@ -41,10 +41,15 @@ type sseEvent struct {
 }
 
 // openLive opens the stream with the API token in the Authorization header
-// (or, with query set, as ?token=) and fails unless it answers 200.
+// (or, with query set, the read token as ?token=) and fails unless it
+// answers 200.
 func (s *stack) openLive(code string, query bool) *liveStream {
 	s.t.Helper()
-	resp, cancel := s.liveRequest(code, testAPIToken, query)
+	token := testAPIToken
+	if query {
+		token = testReadToken
+	}
+	resp, cancel := s.liveRequest(code, token, query)
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(resp.Body)
 		cancel()
@@ -216,6 +221,8 @@ func TestLiveStreamMatchesVoucher(t *testing.T) {
 		{"no token", code, "", false, http.StatusUnauthorized, "UNAUTHORIZED"},
 		{"wrong token", code, "nope", false, http.StatusUnauthorized, "UNAUTHORIZED"},
 		{"wrong query token", code, "nope", true, http.StatusUnauthorized, "UNAUTHORIZED"},
+		{"reservation key as query token", code, testAPIToken, true, http.StatusForbidden, "FORBIDDEN"},
+		{"admin key as query token", code, testAdminToken, true, http.StatusForbidden, "FORBIDDEN"},
 		{"unknown voucher", "NOPE" + code, testAPIToken, false, http.StatusNotFound, "VOUCHER_NOT_FOUND"},
 	} {
 		resp, cancel := s.liveRequest(tc.code, tc.token, tc.query)
@@ -307,7 +314,7 @@ func TestLiveBrowserPage(t *testing.T) {
 	require.Equal(t, http.StatusCreated, s.reserve(code, 7, "r-1", 5000).status)
 
 	b := startBrowser(t, chromium)
-	page := b.open(s.base + "/ui/vouchers/" + code + "?token=" + testAPIToken)
+	page := b.open(s.base + "/ui/vouchers/" + code + "?token=" + testReadToken)
 
 	// The page shows what the API says.
 	want := s.liveCountsNow(code)
@@ -368,7 +375,9 @@ func TestLiveBrowserPage(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, png, 0o644))
 	t.Logf("screenshot of the live page: %s", path)
 
-	// The page itself: no token needed, a strict CSP, unknown codes refused.
+	// The page itself: no token needed, a strict CSP, the same page for
+	// any valid code (it tells nothing of which codes exist); a code that
+	// cannot exist is refused.
 	resp, err := http.Get(s.base + "/ui/vouchers/" + code)
 	require.NoError(t, err)
 	_ = resp.Body.Close()

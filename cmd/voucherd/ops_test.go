@@ -50,10 +50,7 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 			}
 
 			// The scrape endpoint serves them.
-			resp, err := http.Get(s.base + "/metrics")
-			require.NoError(t, err)
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			body := s.do(http.MethodGet, "/metrics", nil).raw
 			require.Contains(t, string(body), fmt.Sprintf(`voucherd_reservations_total{mode=%q,outcome="ok"} 2`, mode))
 			require.Contains(t, string(body), "voucherd_http_request_duration_seconds_bucket")
 			require.Contains(t, string(body), "voucherd_postgres_statement_reruns_total 0")

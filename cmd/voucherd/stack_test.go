@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 const (
 	testAPIToken   = "test-api-token"
 	testAdminToken = "test-admin-token"
+	// testReadToken is the secret of the read key "dash": the live view's
+	// ?token= accepts only read keys.
+	testReadToken = "test-read-token"
 )
 
 // stackOptions selects the mode of a test stack.
@@ -105,6 +108,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	cfg := Config{
 		Addr: "127.0.0.1:0", DatabaseURL: url, APIToken: testAPIToken, AdminToken: testAdminToken,
+		Access:         AccessConfig{ReadKeys: "dash:" + testReadToken},
 		ReservationTTL: opts.ttl, ExpiryInterval: 200 * time.Millisecond, FlashWrites: "sync",
 		SoldOutTTL: time.Second, MigrateOnStart: true, ShutdownTimeout: 10 * time.Second,
 		LogFormat: "text", LogLevel: "warn", MaxDBConns: 40, VoucherCacheTTL: time.Second,
@@ -174,12 +178,12 @@ func (r response) num(key string) int64 {
 	return int64(f)
 }
 
-// do sends a request with the API token (admin routes with the admin
-// token): body may be a string (sent as is) or a value (JSON-encoded).
+// do sends a request with the API token (admin routes and /metrics with
+// the admin token): body may be a string (sent as is) or a value (JSON-encoded).
 func (s *stack) do(method, path string, body any) response {
 	s.t.Helper()
 	token := testAPIToken
-	if (method == http.MethodPost && path == "/vouchers") || method == http.MethodPatch || strings.HasSuffix(path, "/warmup") || strings.HasSuffix(path, "/reconciliation") {
+	if (method == http.MethodPost && path == "/vouchers") || method == http.MethodPatch || strings.HasSuffix(path, "/warmup") || strings.HasSuffix(path, "/reconciliation") || path == "/metrics" {
 		token = testAdminToken
 	}
 	return s.doToken(method, path, body, token)

@@ -25,6 +25,9 @@ import (
 // MaxBodyBytes is the largest request body accepted.
 const MaxBodyBytes = 16 << 10
 
+// metricsRoute serves Config.MetricsHandler.
+const metricsRoute = "GET /metrics"
+
 // statusOf is the one table from error codes to HTTP statuses.
 var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeInvalidRequest:       http.StatusBadRequest,
@@ -91,8 +94,13 @@ type Config struct {
 	ReconcileGrace time.Duration
 	// Metrics receives request observations (optional).
 	Metrics Metrics
-	// MetricsHandler serves /metrics (optional).
+	// MetricsHandler serves /metrics on the serving port to read and admin
+	// keys (optional; leave it nil when metrics have a listener of their
+	// own). Metrics name vouchers and keys: they are never public.
 	MetricsHandler http.Handler
+	// RateLimits are the per-key and per-client limits and how the client
+	// address is found (default: no limit; the TCP peer).
+	RateLimits RateLimits
 	// Extra registers more routes on the same mux (admin and ops features
 	// of other packages).
 	Extra func(mux *http.ServeMux, wrap func(route string, admin bool, h HandlerFunc) http.Handler)
@@ -110,6 +118,8 @@ type Server struct {
 	keys     *Keyring
 	log      *slog.Logger
 	draining atomic.Bool
+	// byKey and byClient are the rate limits' buckets; nil when off.
+	byKey, byClient *buckets
 }
 
 // New returns a Server with every route registered.
@@ -137,7 +147,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.Keys = k
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), keys: cfg.Keys, log: cfg.Logger}
+	s := &Server{cfg: cfg, svc: cfg.Service, mux: http.NewServeMux(), keys: cfg.Keys, log: cfg.Logger,
+		byKey: newBuckets(cfg.RateLimits.PerKey), byClient: newBuckets(cfg.RateLimits.PerClient)}
 	s.routes()
 	return s, nil
 }
@@ -172,8 +183,11 @@ func (s *Server) routes() {
 	})
 	s.adminRoutes()
 	s.campaignRoutes()
-	if s.cfg.MetricsHandler != nil {
-		s.mux.Handle("GET /metrics", s.cfg.MetricsHandler)
+	if h := s.cfg.MetricsHandler; h != nil {
+		s.mux.Handle(metricsRoute, s.wrap(metricsRoute, false, func(w http.ResponseWriter, r *http.Request) error {
+			h.ServeHTTP(w, r)
+			return nil
+		}))
 	}
 	if s.cfg.Extra != nil {
 		s.cfg.Extra(s.mux, s.wrap)
@@ -201,12 +215,13 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) error {
 	return voucher.Errorf(CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
 }
 
-// wrap adds request ids, auth, body limits, error writing, logging and
+// wrap adds request ids, auth (the role of roleOf), body limits, error writing, logging and
 // metrics around a route handler. Admin routes carry the key's name as the
 // audit trail's actor (voucher.WithActor); no other route changes what the
 // audit trail records. Exposed to Config.Extra.
 func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 	public := route == "GET /readyz"
+	want := roleOf(route, admin)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		x := &exchange{statusRecorder: statusRecorder{ResponseWriter: w}}
@@ -220,7 +235,15 @@ func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 		var err error
 		key := AnonymousKey
 		if !public {
-			key, err = s.authenticate(r, admin)
+			rec.client = s.clientAddr(r)
+			err = s.limitClient(rec.client, start)
+			if err == nil {
+				key, err = s.authenticate(r, want)
+			}
+			if err == nil {
+				err = s.limitKey(key, rec.client, start)
+			}
+			rec.key = key
 		}
 		if err == nil {
 			if admin {
@@ -420,6 +443,8 @@ func decodeBody(r *http.Request, dec func([]byte) error) error {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	// key and client are who sent the request (see requester).
+	key, client string
 }
 
 func (r *statusRecorder) WriteHeader(status int) {

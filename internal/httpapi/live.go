@@ -27,13 +27,13 @@ import (
 //	GET /ui/vouchers/{code}     a self-contained HTML page that shows the
 //	                            stream's numbers and a rolling chart.
 //
-// The stream needs the API token. A browser's EventSource cannot send an
-// Authorization header, so this route, and only this one, also accepts the
-// token as ?token=; the page passes on the token of its own URL. Tokens in
-// URLs can end up in proxy logs and browser history: give dashboards a token
-// you can rotate. The page itself holds no data and is served without a
-// token; it is sent with Referrer-Policy no-referrer so its URL (and token)
-// does not leak to other sites.
+// The stream needs a key: a read key (see Key), or a reservation or admin
+// key in the Authorization header. A browser's EventSource cannot send an
+// Authorization header, so this route, and only this one, also accepts a
+// token as ?token=, and there only a read key: tokens in URLs end up in
+// proxy logs and browser history, and a read key can change nothing. The
+// page passes on the token of its own URL. It is sent with Referrer-Policy
+// no-referrer so its URL (and token) does not leak to other sites.
 
 const (
 	liveRoute = "GET /vouchers/{code}/live"
@@ -56,18 +56,18 @@ var livePage []byte
 var livePageCSP = pageCSP(livePage)
 
 // LiveRoutes returns a Config.Extra function that registers the live sale
-// view's routes: the event stream (API token, also as ?token=) and the page.
+// view's routes: the event stream (a key; a read key also as ?token=) and
+// the page.
 func LiveRoutes(hub *live.Hub) func(mux *http.ServeMux, wrap func(route string, admin bool, h HandlerFunc) http.Handler) {
 	return func(mux *http.ServeMux, wrap func(string, bool, HandlerFunc) http.Handler) {
 		stream := wrap(liveRoute, false, liveStream(hub))
 		mux.Handle(liveRoute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if tok := r.URL.Query().Get("token"); tok != "" && r.Header.Get("Authorization") == "" {
-				r = r.Clone(r.Context())
-				r.Header.Set("Authorization", "Bearer "+tok)
+				r = withURLToken(r, tok)
 			}
 			stream.ServeHTTP(w, r)
 		}))
-		mux.Handle(pageRoute, livePageHandler(hub))
+		mux.Handle(pageRoute, livePageHandler())
 	}
 }
 
@@ -172,19 +172,17 @@ func writeEvent(buf *bytes.Buffer, u live.Update) error {
 	return nil
 }
 
-// livePageHandler serves the page of a voucher that exists; an unknown code
-// is answered 404 like the API's routes. The voucher code is read by the
-// page's script from its own URL, so nothing from the request is written
-// into it. The page needs no token, so the existence of a code is visible
-// without one.
-func livePageHandler(hub *live.Hub) http.Handler {
+// livePageHandler serves the page for any code that could exist (a valid
+// code; others are 404 as in the API), without reading anything: the page
+// holds no data, and answering alike for real and unknown codes keeps it
+// from telling which codes exist, and from costing a database read per
+// request. What the code is worth is learnt only from the stream,
+// which needs a key. The voucher code is read by the page's script from
+// its own URL, so nothing from the request is written into it.
+func livePageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := hub.Voucher(r.Context(), r.PathValue("code")); err != nil {
-			var e *voucher.Error
-			if !errors.As(err, &e) || e.Code == voucher.CodeInternal {
-				e = &voucher.Error{Code: voucher.CodeInternal, Message: "internal error"}
-			}
-			writeJSON(w, StatusOf(e.Code), errorJSON{Error: string(e.Code), Message: e.Message})
+		if code := r.PathValue("code"); !voucher.ValidCode(code) {
+			writeJSON(w, http.StatusNotFound, errorJSON{Error: string(voucher.CodeVoucherNotFound), Message: "voucher " + strconv.Quote(code) + " not found"})
 			return
 		}
 		h := w.Header()

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -85,6 +86,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Requester = requester(w)
 	res, err := s.svc.Reserve(r.Context(), req)
 	if err != nil {
 		return err
@@ -117,6 +119,7 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Requester = requester(w)
 	v, err := s.svc.Validate(r.Context(), req)
 	if err != nil {
 		return err
@@ -183,8 +186,29 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		check = s.svc.Ping
 	}
 	if err := check(r.Context()); err != nil {
-		return voucher.Unavailable(err, "not ready: %v", err)
+		// The answer names the dependency only: a raw error shows
+		// addresses and versions to anyone who can reach the port. The
+		// error is logged with the answer (writeError).
+		msg := "not ready"
+		var down *dependencyDown
+		if errors.As(err, &down) {
+			msg += ": " + down.name
+		}
+		return voucher.Unavailable(err, "%s", msg)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
 }
+
+// DependencyDown marks err as the failure of the named dependency
+// ("postgres", "redis", "kafka") for Config.Ready: /readyz answers
+// "not ready: NAME" and only logs err.
+func DependencyDown(name string, err error) error { return &dependencyDown{name: name, err: err} }
+
+type dependencyDown struct {
+	name string
+	err  error
+}
+
+func (e *dependencyDown) Error() string { return e.name + ": " + e.err.Error() }
+func (e *dependencyDown) Unwrap() error { return e.err }

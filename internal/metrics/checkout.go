@@ -44,7 +44,7 @@ func newCheckoutMetrics(register func(prometheus.Collector)) *checkoutMetrics {
 		}, []string{"key"}),
 		GuessRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voucherd", Name: "guess_refusals_total",
-			Help: "Requests refused with 429 because their customer looked up too many unknown codes, by API key name.",
+			Help: "Requests refused with 429 because their customer, client address or API key looked up too many unknown codes, by API key name.",
 		}, []string{"key"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voucherd", Name: "refusals_total",

@@ -38,6 +38,8 @@ type Metrics struct {
 	Drift            *prometheus.GaugeVec
 	DriftRepairs     *prometheus.CounterVec
 	ThresholdEvents  *prometheus.CounterVec
+	// Access holds the keys-file and rate-limit collectors (access.go).
+	Access *AccessMetrics
 
 	// Children of the vectors observed on every request (children.go).
 	requestDuration children[requestKey, prometheus.Observer]
@@ -129,6 +131,7 @@ func New(counts Counts) *Metrics {
 		f(c)
 	}
 	m.checkout = newCheckoutMetrics(f)
+	m.Access = newAccessMetrics(f)
 	return m
 }
 

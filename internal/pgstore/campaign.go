@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -61,8 +62,9 @@ func (s *Store) CreateCampaign(ctx context.Context, c voucher.Campaign, n int, g
 	return s.Campaign(ctx, c.ID)
 }
 
-// AddCampaignCodes implements voucher.CampaignStore. The campaign row is
-// locked meanwhile, so concurrent additions count every code.
+// AddCampaignCodes implements voucher.CampaignStore: the codes and their
+// audit entry (voucher.AuditAddCodes) in one transaction. The campaign row
+// is locked meanwhile, so concurrent additions count every code.
 func (s *Store) AddCampaignCodes(ctx context.Context, id string, n int, gen voucher.CodeGenerator) (voucher.Campaign, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var one int
@@ -72,7 +74,10 @@ func (s *Store) AddCampaignCodes(ctx context.Context, id string, n int, gen vouc
 			}
 			return err
 		}
-		return addCodes(ctx, tx, id, n, gen)
+		if err := addCodes(ctx, tx, id, n, gen); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, id, voucher.AuditAddCodes, voucher.ActorOf(ctx), nil, fmt.Appendf(nil, `{"count":%d}`, n))
 	})
 	if err != nil {
 		return voucher.Campaign{}, interpretError(err)

@@ -16,6 +16,13 @@ const (
 	AuditActivate   AuditAction = "activate"
 	AuditDeactivate AuditAction = "deactivate"
 	AuditReconcile  AuditAction = "reconcile"
+	// AuditAddCodes records codes added to a campaign (After: {"count"}),
+	// under the campaign's id.
+	AuditAddCodes AuditAction = "add_codes"
+	// AuditExportCodes records a read of a campaign's codes (After:
+	// {"format", and for a page "limit" and "after"}): codes are bearer
+	// secrets. The read is refused when it cannot be recorded.
+	AuditExportCodes AuditAction = "export_codes"
 )
 
 // SystemActor is the actor of changes no API key asked for (background

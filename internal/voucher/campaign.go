@@ -3,6 +3,7 @@ package voucher
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -226,6 +227,9 @@ func (s *Service) CampaignCodes(ctx context.Context, id string, p PageRequest) (
 	if _, err := s.Campaign(ctx, id); err != nil {
 		return CampaignCodePage{}, err
 	}
+	if err := s.auditExport(ctx, id, map[string]any{"format": "page", "limit": p.Limit, "after": p.After}); err != nil {
+		return CampaignCodePage{}, err
+	}
 	return s.store.CampaignCodes(ctx, id, p)
 }
 
@@ -234,7 +238,20 @@ func (s *Service) EachCampaignCode(ctx context.Context, id string, fn func(Campa
 	if _, err := s.Campaign(ctx, id); err != nil {
 		return err
 	}
+	if err := s.auditExport(ctx, id, map[string]any{"format": "all"}); err != nil {
+		return err
+	}
 	return s.store.EachCampaignCode(ctx, id, fn)
+}
+
+// auditExport records a read of campaign id's codes before it happens: a
+// read that cannot be recorded is not made.
+func (s *Service) auditExport(ctx context.Context, id string, what map[string]any) error {
+	after, err := json.Marshal(what)
+	if err != nil {
+		return err
+	}
+	return s.store.RecordAudit(ctx, AuditEntry{Code: id, Action: AuditExportCodes, KeyName: ActorOf(ctx), At: s.now().UTC(), After: after})
 }
 
 func campaignNotFound(id string) error {

@@ -139,6 +139,14 @@ type ServiceConfig struct {
 	// UnknownCodeBlock is how long a customer past UnknownCodeLimit is
 	// refused (default DefaultUnknownCodeBlock).
 	UnknownCodeBlock time.Duration
+	// UnknownCodeLimitPerClient and UnknownCodeLimitPerKey count the same
+	// look-ups per client address and per API key (Requester), so that a
+	// fresh customerId per request does not escape the limit (defaults
+	// DefaultUnknownCodeLimitPerClient and DefaultUnknownCodeLimitPerKey;
+	// negative disables). Past one, every reservation and validation of
+	// that client or key is refused for UnknownCodeBlock.
+	UnknownCodeLimitPerClient int
+	UnknownCodeLimitPerKey    int
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives warnings about compensations and repairs.
@@ -208,6 +216,12 @@ func (cfg *ServiceConfig) withDefaults() error {
 	}
 	if cfg.UnknownCodeLimit == 0 {
 		cfg.UnknownCodeLimit = DefaultUnknownCodeLimit
+	}
+	if cfg.UnknownCodeLimitPerClient == 0 {
+		cfg.UnknownCodeLimitPerClient = DefaultUnknownCodeLimitPerClient
+	}
+	if cfg.UnknownCodeLimitPerKey == 0 {
+		cfg.UnknownCodeLimitPerKey = DefaultUnknownCodeLimitPerKey
 	}
 	if cfg.UnknownCodeBlock <= 0 {
 		cfg.UnknownCodeBlock = DefaultUnknownCodeBlock

@@ -15,6 +15,13 @@ const (
 	// DefaultUnknownCodeBlock is the default of
 	// ServiceConfig.UnknownCodeBlock.
 	DefaultUnknownCodeBlock = time.Minute
+	// DefaultUnknownCodeLimitPerClient is the default of
+	// ServiceConfig.UnknownCodeLimitPerClient: look-ups of unknown codes
+	// per client address per minute, whatever the customerIds.
+	DefaultUnknownCodeLimitPerClient = 300
+	// DefaultUnknownCodeLimitPerKey is the default of
+	// ServiceConfig.UnknownCodeLimitPerKey: per API key per minute.
+	DefaultUnknownCodeLimitPerKey = 3000
 	// guessWindow is the window UnknownCodeLimit counts in.
 	guessWindow = time.Minute
 	// maxGuessers bounds the customers the limiter tracks; past it the
@@ -111,22 +118,37 @@ func guessKey(customer string) string {
 	return NormalizeEmailAddress(customer)
 }
 
-// guessCheck refuses a request of a customer blocked for guessing codes:
-// CodeTooManyRequests with the time left, decided in memory.
-func (s *Service) guessCheck(customer string) error {
-	d := s.guess.blocked(guessKey(customer), s.cfg.Clock())
+// guessCheck refuses a request of a customer, client address or API key
+// blocked for guessing codes: CodeTooManyRequests with the time left,
+// decided in memory.
+func (s *Service) guessCheck(customer string, who Requester) error {
+	now := s.cfg.Clock()
+	d, by := s.guess.blocked(guessKey(customer), now), "customer"
+	if d <= 0 && who.Client != "" {
+		d, by = s.guessByClient.blocked(who.Client, now), "client address"
+	}
+	if d <= 0 && who.Key != "" {
+		d, by = s.guessByKey.blocked(who.Key, now), "API key"
+	}
 	if d <= 0 {
 		return nil
 	}
 	return &Error{Code: CodeTooManyRequests, RetryAfter: (d + time.Second - 1) / time.Second * time.Second,
-		Message: "too many look-ups of unknown voucher codes by this customer; retry later"}
+		Message: "too many look-ups of unknown voucher codes by this " + by + "; retry later"}
 }
 
-// guessNoted counts err against customer when it says the code does not
-// exist.
-func (s *Service) guessNoted(customer string, err error) {
+// guessNoted counts err against customer, and the client address and key
+// of who, when it says the code does not exist.
+func (s *Service) guessNoted(customer string, who Requester, err error) {
 	if !IsCode(err, CodeVoucherNotFound) {
 		return
 	}
-	s.guess.miss(guessKey(customer), s.cfg.Clock())
+	now := s.cfg.Clock()
+	s.guess.miss(guessKey(customer), now)
+	if who.Client != "" {
+		s.guessByClient.miss(who.Client, now)
+	}
+	if who.Key != "" {
+		s.guessByKey.miss(who.Key, now)
+	}
 }

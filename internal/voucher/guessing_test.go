@@ -3,6 +3,7 @@ package voucher
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +108,33 @@ func (unknownCodes) Voucher(_ context.Context, code string) (Voucher, error) {
 
 func (u unknownCodes) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, u, nil, code, orderID)
+}
+
+// A fresh customerId per request does not escape the limit: the client
+// address and the API key are counted too.
+func TestGuessLimitCountsClientAndKey(t *testing.T) {
+	t.Parallel()
+	s := &Service{deps: &deps{cfg: ServiceConfig{Clock: time.Now}}}
+	s.guess = guessLimiter{limit: 3, block: time.Minute, m: map[string]*guesser{}}
+	s.guessByClient = guessLimiter{limit: 5, block: time.Minute, m: map[string]*guesser{}}
+	s.guessByKey = guessLimiter{limit: 8, block: time.Minute, m: map[string]*guesser{}}
+	notFound := Errorf(CodeVoucherNotFound, "no")
+	who := Requester{Key: "checkout", Client: "203.0.113.9"}
+	for i := 0; i < 6; i++ {
+		c := strconv.Itoa(i)
+		require.NoError(t, s.guessCheck(c, who), "miss %d", i)
+		s.guessNoted(c, who, notFound)
+	}
+	err := s.guessCheck("fresh", who)
+	require.True(t, IsCode(err, CodeTooManyRequests))
+	require.Contains(t, err.Error(), "client address")
+	other := Requester{Key: "checkout", Client: "198.51.100.7"}
+	require.NoError(t, s.guessCheck("fresh", other), "another client of the same key")
+	for i := 0; i < 3; i++ {
+		s.guessNoted("f"+strconv.Itoa(i), other, notFound)
+	}
+	err = s.guessCheck("fresh", Requester{Key: "checkout", Client: "192.0.2.1"})
+	require.True(t, IsCode(err, CodeTooManyRequests), "the key is past its limit")
+	require.Contains(t, err.Error(), "API key")
+	require.NoError(t, s.guessCheck("fresh", Requester{}), "no requester: the customer alone counts")
 }

@@ -21,7 +21,10 @@ type Service struct {
 	writes flashWrites
 	loader *loader
 	guess  guessLimiter
-	absent absentInstances
+	// guessByClient and guessByKey count the same misses per client
+	// address and per API key (Requester).
+	guessByClient, guessByKey guessLimiter
+	absent                    absentInstances
 }
 
 // NewService validates cfg and returns a Service.
@@ -37,8 +40,10 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		staleMax = cfg.StaleVoucherMax
 	}
 	s := &Service{deps: d, catalog: newCatalog(cfg.Store, cfg.Clock, cfg.VoucherCacheTTL, staleMax), standard: newStandardPath(d),
-		guess:  guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
-		absent: absentInstances{since: map[string]time.Time{}}}
+		guess:         guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
+		guessByClient: guessLimiter{limit: cfg.UnknownCodeLimitPerClient, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
+		guessByKey:    guessLimiter{limit: cfg.UnknownCodeLimitPerKey, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
+		absent:        absentInstances{since: map[string]time.Time{}}}
 	if cfg.Gate == nil {
 		s.flash = gatelessPath{s.standard}
 		return s, nil
@@ -124,7 +129,7 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	if err := req.Validate(); err != nil {
 		return Reservation{}, err
 	}
-	if err := s.guessCheck(req.CustomerID); err != nil {
+	if err := s.guessCheck(req.CustomerID, req.Requester); err != nil {
 		return Reservation{}, err
 	}
 	// A campaign code resolves to its campaign's budget (rt.v.Code is then
@@ -133,7 +138,7 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 	// budget's keys with the code in the hold.
 	rt, err := s.routeNew(ctx, req.Code, req.OrderID, start)
 	if err != nil {
-		s.guessNoted(req.CustomerID, err)
+		s.guessNoted(req.CustomerID, req.Requester, err)
 		return Reservation{}, err
 	}
 	// The one place customerIds are normalised: every mode, the store and

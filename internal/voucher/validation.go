@@ -13,6 +13,8 @@ type ValidateRequest struct {
 	CustomerID  string
 	OrderID     string
 	OrderAmount int64
+	// Requester is who sent the request (ReserveRequest.Requester).
+	Requester Requester
 }
 
 // Validate checks the ranges of the request fields.
@@ -111,14 +113,14 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 	if err := req.Validate(); err != nil {
 		return Validation{}, err
 	}
-	if err := s.guessCheck(req.CustomerID); err != nil {
+	if err := s.guessCheck(req.CustomerID, req.Requester); err != nil {
 		return Validation{}, err
 	}
 	// A campaign code resolves to its budget, as in Reserve.
 	now := s.now()
 	rt, err := s.routeNew(ctx, req.Code, req.OrderID, now)
 	if err != nil {
-		s.guessNoted(req.CustomerID, err)
+		s.guessNoted(req.CustomerID, req.Requester, err)
 		return Validation{}, err
 	}
 	if rt.v.Campaign && rt.v.Code == req.Code {

@@ -312,6 +312,16 @@ type ReserveRequest struct {
 	// step (a retry after a failed payment): that order is released and
 	// answers ORDER_RELEASED from then on.
 	ReplacesOrderID string
+	// Requester is who sent the request; the code-guessing limit counts
+	// it besides the customer. Nothing stores it.
+	Requester Requester
+}
+
+// Requester is who sends a request: the name of its API key and its
+// client address (empty when unknown: not counted).
+type Requester struct {
+	Key    string
+	Client string
 }
 
 // Validate checks the ranges of the request fields.
