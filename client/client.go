@@ -229,9 +229,9 @@ const (
 // Redemption is one order's use of a voucher. Reserve answers with OrderID,
 // DiscountAmount, Status and ExpiresAt; reads and state changes may fill the
 // other fields too. DiscountAmount is the discount computed for this order
-// when it was reserved, in minor units: a fixed discount whole, or the
-// percentage of the order amount rounded down to the minor unit and at most
-// the cap (possibly 0 on a tiny order). Replays and reads answer the same
+// when it was reserved, in minor units: a fixed discount up to the order
+// amount, or the percentage of the order amount rounded down to the minor
+// unit and at most the cap (possibly 0 on a tiny order). Replays and reads answer the same
 // amount even after the voucher's discount was patched.
 type Redemption struct {
 	OrderID     string `json:"orderId"`

@@ -191,3 +191,24 @@ func TestCLIPercentDiscount(t *testing.T) {
 	_, err = cli("voucher", "create", "--code", code+"Y", "--percent", "5", "--discount", "10", "--total", "3")
 	require.ErrorContains(t, err, "discountAmount and discountPercent exclude each other")
 }
+
+// A fixed discount never exceeds the order amount, in every mode: a
+// voucher of 1,000 off on an order of 400 answers 400, the reservation, its
+// replay and its validation alike.
+func TestFixedDiscountAtMostTheOrderAmount(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		code := s.createVoucher(voucherSpec{TotalLimit: 5})
+		v := s.validate(code, map[string]any{"customerId": 1, "orderAmount": 300})
+		require.Equal(t, http.StatusOK, v.status, string(v.raw))
+		require.JSONEq(t, `{"valid":true,"discountAmount":300}`, string(v.raw))
+		for range 2 {
+			r := s.reserve(code, 1, code+"-small", 400)
+			require.Contains(t, []int{http.StatusCreated, http.StatusOK}, r.status, string(r.raw))
+			require.EqualValues(t, 400, r.num("discountAmount"), string(r.raw))
+		}
+		r := s.reserve(code, 2, code+"-big", 5000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		require.EqualValues(t, 1000, r.num("discountAmount"), string(r.raw))
+	})
+}

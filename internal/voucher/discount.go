@@ -46,8 +46,8 @@ func (d Discount) Validate() error {
 // Compute returns the discount of an order of orderAmount minor units
 // (0 to MaxAmount).
 //
-// A fixed discount is its Amount, whatever the order amount (as it always
-// was: minOrderAmount is how a voucher keeps it below the order).
+// A fixed discount is its Amount, but never more than the order amount: a
+// discount larger than the order would pay the customer.
 //
 // A percentage is rounded down to the minor unit: floor(orderAmount ×
 // PercentBP / 10000), then capped at MaxAmount when set. Rounding down
@@ -58,7 +58,7 @@ func (d Discount) Validate() error {
 // (voucherd_discount) computes the same.
 func (d Discount) Compute(orderAmount int64) int64 {
 	if d.PercentBP == 0 {
-		return d.Amount
+		return min(d.Amount, max(orderAmount, 0))
 	}
 	if orderAmount <= 0 {
 		return 0

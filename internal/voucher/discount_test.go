@@ -18,8 +18,9 @@ func TestDiscountCompute(t *testing.T) {
 		want  int64
 	}{
 		{"fixed", Discount{Amount: 5000}, 120_000, 5000},
-		{"fixed above the order amount", Discount{Amount: 5000}, 10, 5000},
-		{"fixed on an order of 0", Discount{Amount: 5000}, 0, 5000},
+		{"fixed above the order amount: the order amount", Discount{Amount: 5000}, 10, 10},
+		{"fixed on an order of 0", Discount{Amount: 5000}, 0, 0},
+		{"fixed equal to the order amount", Discount{Amount: 5000}, 5000, 5000},
 		{"20%", pct(2000, 0), 120_000, 24_000},
 		{"20% capped", pct(2000, 50_000), 1_000_000, 50_000},
 		{"20% just under the cap", pct(2000, 50_000), 249_999, 49_999},
