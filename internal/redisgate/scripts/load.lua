@@ -31,7 +31,7 @@
 --   1 if the snapshot was written
 --   0 if the voucher was already loaded (nothing changed)
 --
--- include: hold
+-- include: load_pairs
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
@@ -47,54 +47,13 @@ redis.call('PEXPIREAT', KEYS[1], expireAt)
 redis.call('INCR', KEYS[4])
 redis.call('PEXPIREAT', KEYS[4], expireAt)
 
--- HSET in chunks: one call per field is slow for big sales, one call for all
--- of them would overflow the Lua stack in unpack.
-local chunk = 256
-local function hsetPairs(key, from, to)
-  if to < from then
-    return
-  end
-  local i = from
-  while i <= to do
-    local j = math.min(i + chunk - 1, to)
-    redis.call('HSET', key, unpack(ARGV, i, j))
-    i = j + 1
-  end
-  redis.call('PEXPIREAT', key, expireAt)
-end
-
 local n = tonumber(ARGV[3])
-hsetPairs(KEYS[2], 4, 3 + 2 * n)
-hsetPairs(KEYS[3], 4 + 2 * n, #ARGV)
+hsetPairs(KEYS[2], 4, 3 + 2 * n, expireAt)
+hsetPairs(KEYS[3], 4 + 2 * n, #ARGV, expireAt)
 
 -- The codes held by held orders: only a campaign's holds carry one, so a
 -- voucher writes nothing here.
-local codes = {}
-local held = 0
-for i = 4 + 2 * n, #ARGV - 1, 2 do
-  local v = ARGV[i + 1]
-  local state = holdState(v)
-  if holdsUse(state) then
-    held = held + 1
-  end
-  if state == HELD or state == CONFIRMED then
-    local code = holdCode(v)
-    if code then
-      codes[#codes + 1] = code
-      codes[#codes + 1] = ARGV[i]
-      if #codes >= chunk then
-        redis.call('HSET', KEYS[5], unpack(codes))
-        codes = {}
-      end
-    end
-  end
-end
-if #codes > 0 then
-  redis.call('HSET', KEYS[5], unpack(codes))
-end
+local held = hsetHeldCodes(KEYS[5], 4 + 2 * n, #ARGV, expireAt)
 redis.call('SET', KEYS[6], held)
 redis.call('PEXPIREAT', KEYS[6], expireAt)
-if redis.call('EXISTS', KEYS[5]) == 1 then
-  redis.call('PEXPIREAT', KEYS[5], expireAt)
-end
 return 1

@@ -38,7 +38,7 @@
 --   2  another loader holds the loading key (begin), or this loader lost it
 --      (part, finish): nothing changed
 --
--- include: hold
+-- include: load_pairs
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
@@ -58,43 +58,10 @@ end
 redis.call('PEXPIRE', KEYS[9], ARGV[4])
 
 if step == 'part' then
-  local chunk = 256
-  local function hsetPairs(key, from, to)
-    local i = from
-    while i <= to do
-      local j = math.min(i + chunk - 1, to)
-      redis.call('HSET', key, unpack(ARGV, i, j))
-      i = j + 1
-    end
-    if to >= from then
-      redis.call('PEXPIREAT', key, expireAt)
-    end
-  end
   local n = tonumber(ARGV[5])
-  hsetPairs(KEYS[10], 6, 5 + 2 * n)
-  hsetPairs(KEYS[11], 6 + 2 * n, #ARGV)
-  local codes = {}
-  for i = 6 + 2 * n, #ARGV - 1, 2 do
-    local v = ARGV[i + 1]
-    local state = holdState(v)
-    if state == HELD or state == CONFIRMED then
-      local code = holdCode(v)
-      if code then
-        codes[#codes + 1] = code
-        codes[#codes + 1] = ARGV[i]
-        if #codes >= chunk then
-          redis.call('HSET', KEYS[12], unpack(codes))
-          codes = {}
-        end
-      end
-    end
-  end
-  if #codes > 0 then
-    redis.call('HSET', KEYS[12], unpack(codes))
-  end
-  if redis.call('EXISTS', KEYS[12]) == 1 then
-    redis.call('PEXPIREAT', KEYS[12], expireAt)
-  end
+  hsetPairs(KEYS[10], 6, 5 + 2 * n, expireAt)
+  hsetPairs(KEYS[11], 6 + 2 * n, #ARGV, expireAt)
+  hsetHeldCodes(KEYS[12], 6 + 2 * n, #ARGV, expireAt)
   return 1
 end
 
