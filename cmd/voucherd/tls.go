@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
 	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/tlserr"
 )
 
 // Managed services: credentials and TLS of the connections to Redis and
@@ -304,27 +304,8 @@ func checkPostgres(ctx context.Context, store *pgstore.Store) error {
 		// pg_hba.conf entry, e.g. for a client without TLS).
 		return fmt.Errorf("postgres: credentials refused: %w", err)
 	}
-	if isTLSConfigError(err) {
+	if tlserr.Permanent(err) {
 		return fmt.Errorf("postgres: TLS certificate refused (check sslmode, sslrootcert in VOUCHERD_DATABASE_URL): %w", err)
 	}
 	return nil
-}
-
-// isTLSConfigError reports whether err is a TLS handshake failure that a
-// retry cannot fix.
-func isTLSConfigError(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
-		return true
-	}
-	oe, ok := errors.AsType[*net.OpError](err)
-	return ok && oe.Op == "remote error"
 }

@@ -22,17 +22,17 @@ package kafkalog
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"regexp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/voucherd/voucherd/internal/tlserr"
 )
 
 // Defaults of Config.
@@ -280,30 +280,5 @@ func IsConfigError(err error) bool {
 		errors.Is(err, kerr.UnsupportedSaslMechanism) {
 		return true
 	}
-	return isTLSConfigError(err)
-}
-
-// isTLSConfigError reports whether err is a TLS handshake failure that a
-// retry cannot fix: the certificate did not verify, or the peer refused
-// ours.
-func isTLSConfigError(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
-		return true
-	}
-	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Op == "remote error" {
-		return true // the peer sent a TLS alert: it refused our certificate or none
-	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
-		return true // a TLS client talking to a plain listener
-	}
-	return false
+	return tlserr.Permanent(err)
 }

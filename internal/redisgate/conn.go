@@ -1,15 +1,14 @@
 package redisgate
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/voucherd/voucherd/internal/tlserr"
 )
 
 // dialRetry is how often a Gate that found no Redis in New tries again to
@@ -60,7 +59,7 @@ func (g *Gate) dial() (rueidis.Client, error) {
 // fix: Redis answered and refused the credentials, or the TLS handshake
 // failed on a certificate.
 func isConfigError(err error) bool {
-	if isTLSConfigError(err) {
+	if tlserr.Permanent(err) {
 		return true
 	}
 	if errors.Is(err, rueidis.ErrNoAddr) {
@@ -72,26 +71,6 @@ func isConfigError(err error) bool {
 	}
 	msg := re.Error()
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH")
-}
-
-// isTLSConfigError reports whether err is a TLS handshake failure that a
-// retry cannot fix: the server's certificate did not verify, the server
-// refused ours (or wanted one), or the server does not speak TLS.
-func isTLSConfigError(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
-		return true
-	}
-	oe, ok := errors.AsType[*net.OpError](err)
-	return ok && oe.Op == "remote error" // a TLS alert from the server
 }
 
 // dialLoop retries dial every dialRetry until it succeeds or Close is
