@@ -52,6 +52,11 @@ const (
 	// block ends.
 	CodeTooManyRequests ErrorCode = "TOO_MANY_REQUESTS"
 	CodeInternal        ErrorCode = "INTERNAL"
+	// CodeWebhookNotFound: no webhook has this id.
+	CodeWebhookNotFound ErrorCode = "WEBHOOK_NOT_FOUND"
+	// CodeWebhookURLRefused: the webhook URL is not https or resolves to a
+	// loopback, private or link-local address.
+	CodeWebhookURLRefused ErrorCode = "WEBHOOK_URL_REFUSED"
 )
 
 // Reason refines CodeNotEligible and CodeAlreadyUsed.
