@@ -12,6 +12,7 @@ import (
 	"github.com/voucherd/voucherd/internal/kafkalog"
 	"github.com/voucherd/voucherd/internal/metrics"
 	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/voucher"
 	"github.com/voucherd/voucherd/internal/webhook"
 )
 
@@ -69,7 +70,11 @@ type eventsParts struct {
 // triggers follow the configuration of the instance started last.
 func openEvents(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics.Metrics, log *slog.Logger) (*eventsParts, error) {
 	c := cfg.Events
-	if err := store.SetEventSettings(ctx, cfg.LowStockShare, c.Reserved); err != nil {
+	share := cfg.LowStockShare
+	if share == 0 { // as voucher.ServiceConfig reads it
+		share = voucher.DefaultLowStockShare
+	}
+	if err := store.SetEventSettings(ctx, share, c.Reserved); err != nil {
 		log.Warn("could not write the event settings; the previous ones stay", "err", err)
 	}
 	wcfg := webhook.Config{

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,7 +21,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/voucherd/voucherd/internal/testenv"
 	"github.com/voucherd/voucherd/internal/webhook"
 )
 
@@ -370,4 +373,46 @@ func TestWebhookCLI(t *testing.T) {
 	require.NoError(t, run(t.Context(), []string{"events", "--url", s.base, "--token", testAdminToken, "--code", code}, &out2, &errOut), errOut.String())
 	require.Contains(t, out2.String(), "voucher.disabled")
 	cli("delete", w.ID)
+}
+
+// TestEventsTopicHoldsTheFeed: with VOUCHERD_EVENTS_TOPIC set, every event
+// of the feed is produced to the topic, keyed by voucher code, with its id.
+func TestEventsTopicHoldsTheFeed(t *testing.T) {
+	t.Parallel()
+	k := testenv.Kafka(t)
+	topic := testenv.Topic(t, k.Brokers, 3)
+	s := eventsStack(t, stackOptions{tweak: func(c *Config) {
+		c.KafkaBrokers = k.Brokers
+		c.Events.Topic = topic
+		c.Events.Reserved = true
+	}})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	for i := range 6 {
+		s.reserve(code, int64(i+1), fmt.Sprintf("%s-k-%d", code, i), 5000)
+	}
+	require.Equal(t, http.StatusOK, s.do(http.MethodPost, "/vouchers/"+code+"/reservations/"+code+"-k-0/confirm", nil).status)
+	var feed []receivedEvent
+	require.Eventually(t, func() bool { feed = s.feedEvents(code); return len(feed) == 8 }, 10*time.Second, 50*time.Millisecond,
+		"5 reserved, low_stock, sold_out, confirmed")
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	got := map[int64]string{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < len(feed) && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fetches := cl.PollFetches(ctx)
+		cancel()
+		for _, r := range fetches.Records() {
+			var e receivedEvent
+			require.NoError(t, json.Unmarshal(r.Value, &e))
+			require.Equal(t, code, string(r.Key))
+			got[e.ID] = e.Type
+		}
+	}
+	for _, e := range feed {
+		require.Equal(t, e.Type, got[e.ID], "event %d on the topic", e.ID)
+	}
 }
