@@ -156,3 +156,42 @@ func TestWebhookDeliveriesQueue(t *testing.T) {
 	require.Equal(t, voucher.DeliveryDelivered, page.Deliveries[0].Status)
 	require.NotEmpty(t, page.Next)
 }
+
+// TestEventsReplacementAndPrune: a replacement reports the replaced hold
+// released with reason replaced, then the new one reserved; pruning
+// deletes old events with their deliveries.
+func TestEventsReplacementAndPrune(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	require.NoError(t, s.SetEventSettings(ctx, -1, true))
+	newVoucher(t, s, "REPL", 5, 1)
+	_, err := s.Reserve(ctx, request("REPL", 1, "p-1"), now, ttl)
+	require.NoError(t, err)
+	r := request("REPL", 1, "p-2")
+	r.ReplacesOrderID = "p-1"
+	_, err = s.Reserve(ctx, r, now.Add(time.Minute), ttl)
+	require.NoError(t, err)
+	list := feed(t, s)
+	require.Equal(t, []string{"reservation.reserved", "reservation.released:replaced", "reservation.reserved"}, eventTypes(list))
+	var d map[string]any
+	require.NoError(t, json.Unmarshal(list[1].Data, &d))
+	require.Equal(t, "p-2", d["replacedBy"])
+
+	_, err = s.CreateWebhook(ctx, voucher.Webhook{ID: "wh_p", URL: "https://example.com/", Secret: "s",
+		Events: []voucher.EventType{voucher.EventReleased}})
+	require.NoError(t, err)
+	_, _, err = s.Release(ctx, "REPL", "p-2", now)
+	require.NoError(t, err)
+	require.Len(t, feed(t, s), 4)
+	n, err := s.PruneEvents(ctx, time.Now().Add(time.Hour), 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	n, err = s.PruneEvents(ctx, time.Now().Add(time.Hour), 3)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	page, err := s.Deliveries(ctx, voucher.DeliveryFilter{WebhookID: "wh_p", Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, page.Deliveries)
+	require.Empty(t, feed(t, s))
+}
