@@ -101,6 +101,12 @@ func openEvents(ctx context.Context, cfg Config, store *pgstore.Store, m *metric
 			log.Warn("could not create the events topic; events wait in the outbox until it exists", "topic", c.Topic, "err", err)
 		}
 		wcfg.Sink = e.sink
+		// Before the first request: every event of a change made after the
+		// start reaches the topic.
+		if err := store.StartCursor(ctx, "kafka"); err != nil {
+			e.close()
+			return nil, err
+		}
 	}
 	var err error
 	if e.admin, err = webhook.NewService(wcfg); err != nil {

@@ -93,9 +93,8 @@ func (s *Store) PruneEvents(ctx context.Context, cutoff time.Time, limit int) (i
 // again (at least once). It returns how many were produced (0 also while
 // another instance holds the cursor).
 func (s *Store) ProduceEvents(ctx context.Context, name string, limit int, produce func(ctx context.Context, events []voucher.Event) error) (int, error) {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO voucherd_event_cursor (name, seq)
-		VALUES ($1, (SELECT last_seq FROM voucherd_event_sequencer)) ON CONFLICT DO NOTHING`, name); err != nil {
-		return 0, interpretError(err)
+	if err := s.StartCursor(ctx, name); err != nil {
+		return 0, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -121,6 +120,15 @@ func (s *Store) ProduceEvents(ctx context.Context, name string, limit int, produ
 		return 0, interpretError(err)
 	}
 	return len(list), interpretError(tx.Commit(ctx))
+}
+
+// StartCursor creates the cursor named name, if it does not exist, at the
+// last event sequenced: a sink configured now receives the events
+// sequenced from now on.
+func (s *Store) StartCursor(ctx context.Context, name string) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO voucherd_event_cursor (name, seq)
+		VALUES ($1, (SELECT last_seq FROM voucherd_event_sequencer)) ON CONFLICT DO NOTHING`, name)
+	return interpretError(err)
 }
 
 type queryer interface {

@@ -33,6 +33,9 @@ type Runner struct {
 	lastPrune time.Time
 }
 
+// maxErrorWait bounds the wait between rounds that keep failing.
+const maxErrorWait = 5 * time.Second
+
 // Round is what one round did.
 type Round struct {
 	Sequenced, Produced, Sent, Pruned int
@@ -91,21 +94,30 @@ func (r *Runner) loop(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}()
+	wait := r.cfg.Poll
 	for {
 		round, err := r.RunOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			r.cfg.Logger.Warn("events round failed", "err", err)
-		}
-		if err == nil && (round.Sequenced > 0 || round.Sent > 0 || round.Produced > 0) {
+		switch {
+		case err != nil:
+			// A dependency down: say so, and wait longer each time (up to
+			// maxErrorWait) rather than log every poll.
+			r.cfg.Logger.Warn("events round failed", "err", err, "retryIn", wait.String())
+		case round.Sequenced > 0 || round.Sent > 0 || round.Produced > 0:
+			wait = r.cfg.Poll
 			continue
+		default:
+			wait = r.cfg.Poll
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(r.cfg.Poll):
+		case <-time.After(wait):
+		}
+		if err != nil {
+			wait = min(2*wait, max(maxErrorWait, r.cfg.Poll))
 		}
 	}
 }
