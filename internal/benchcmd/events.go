@@ -175,7 +175,7 @@ func runEvents(ctx context.Context, o Options, cfg bench.Config, st *stack, targ
 	if err != nil {
 		return err
 	}
-	defer rcv.srv.Close()
+	defer func() { _ = rcv.srv.Close() }()
 	var rows []eventsRow
 	var reports []*bench.Report
 	for _, t := range targets {
