@@ -222,13 +222,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, limit int, lease time.Durat
 	return list, interpretError(err)
 }
 
-// RecordDelivery records the outcome of an attempt and ends its lease.
+// RecordDelivery records the outcome of an attempt and ends its lease,
+// unless the delivery was claimed again since (r.Attempt is not the last).
 func (s *Store) RecordDelivery(ctx context.Context, r voucher.DeliveryResult) error {
 	var status *int
 	if r.HTTPStatus != 0 {
 		status = &r.HTTPStatus
 	}
-	_, err := s.pool.Exec(ctx, qDeliveriesRecord, r.WebhookID, r.EventID, string(r.Status), r.NextAttemptAt, status, r.Error)
+	_, err := s.pool.Exec(ctx, qDeliveriesRecord, r.WebhookID, r.EventID, string(r.Status), r.NextAttemptAt, status, r.Error, r.Attempt)
 	return interpretError(err)
 }
 

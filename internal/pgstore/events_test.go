@@ -145,7 +145,12 @@ func TestWebhookDeliveriesQueue(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, again, "leased")
 	require.NoError(t, s.RecordDelivery(ctx, voucher.DeliveryResult{WebhookID: w.ID, EventID: jobs[0].Event.ID,
-		Status: voucher.DeliveryDelivered, NextAttemptAt: time.Now(), HTTPStatus: 200}))
+		Attempt: jobs[0].Attempt + 1, Status: voucher.DeliveryPending, NextAttemptAt: time.Now(), HTTPStatus: 500}))
+	stale, err := s.ClaimDeliveries(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, stale, "an outcome of another attempt changes nothing: still leased")
+	require.NoError(t, s.RecordDelivery(ctx, voucher.DeliveryResult{WebhookID: w.ID, EventID: jobs[0].Event.ID,
+		Attempt: jobs[0].Attempt, Status: voucher.DeliveryDelivered, NextAttemptAt: time.Now(), HTTPStatus: 200}))
 	next, err := s.ClaimDeliveries(ctx, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, next, 1)

@@ -224,6 +224,9 @@ type DeliveryJob struct {
 type DeliveryResult struct {
 	WebhookID string
 	EventID   int64
+	// Attempt is the job's: an outcome recorded after another instance
+	// claimed the delivery again (the lease ran out) changes nothing.
+	Attempt int
 	// Status is what the delivery becomes: DeliveryDelivered,
 	// DeliveryPending (retried at NextAttemptAt) or DeliveryFailed.
 	Status        DeliveryStatus

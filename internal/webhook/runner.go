@@ -176,7 +176,7 @@ func (r *Runner) deliver(ctx context.Context) (int, error) {
 
 // send makes one attempt and decides what the delivery becomes.
 func (r *Runner) send(ctx context.Context, j voucher.DeliveryJob) voucher.DeliveryResult {
-	res := voucher.DeliveryResult{WebhookID: j.WebhookID, EventID: j.Event.ID}
+	res := voucher.DeliveryResult{WebhookID: j.WebhookID, EventID: j.Event.ID, Attempt: j.Attempt}
 	status, err := r.post(ctx, j)
 	res.HTTPStatus = status
 	now := r.cfg.Clock()
