@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -34,6 +35,16 @@ type eventRoutes struct {
 	admin voucher.EventAdmin
 }
 
+// notEmpty refuses a filter given empty: it selects nothing a client means.
+func notEmpty(q url.Values, names ...string) error {
+	for _, n := range names {
+		if q.Has(n) && q.Get(n) == "" {
+			return voucher.Errorf(voucher.CodeInvalidRequest, "query parameter %s is empty", n)
+		}
+	}
+	return nil
+}
+
 // eventPageJSON is a page of GET /events: each event as delivered.
 type eventPageJSON struct {
 	Events []json.RawMessage `json:"events"`
@@ -43,6 +54,9 @@ type eventPageJSON struct {
 func (e eventRoutes) events(w http.ResponseWriter, r *http.Request) error {
 	q, err := query(r, "limit", "after", "type", "code")
 	if err != nil {
+		return err
+	}
+	if err := notEmpty(q, "type", "code"); err != nil {
 		return err
 	}
 	p, err := pageOf(q)
@@ -227,6 +241,9 @@ func utcPtr(t *time.Time) *time.Time {
 func (e eventRoutes) deliveries(w http.ResponseWriter, r *http.Request) error {
 	q, err := query(r, "limit", "after", "status")
 	if err != nil {
+		return err
+	}
+	if err := notEmpty(q, "status"); err != nil {
 		return err
 	}
 	p, err := pageOf(q)

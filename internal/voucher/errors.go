@@ -54,8 +54,9 @@ const (
 	CodeInternal        ErrorCode = "INTERNAL"
 	// CodeWebhookNotFound: no webhook has this id.
 	CodeWebhookNotFound ErrorCode = "WEBHOOK_NOT_FOUND"
-	// CodeWebhookURLRefused: the webhook URL is not https or resolves to a
-	// loopback, private or link-local address.
+	// CodeWebhookURLRefused: the webhook URL cannot be called: not an
+	// absolute https URL, or its host resolves to a loopback, private or
+	// link-local address.
 	CodeWebhookURLRefused ErrorCode = "WEBHOOK_URL_REFUSED"
 )
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/voucherd/voucherd/internal/voucher"
 )
@@ -56,8 +57,8 @@ func checkEvents(list []voucher.EventType) error {
 }
 
 func checkDescription(d string) error {
-	if len(d) > maxDescription {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "description must be at most %d bytes", maxDescription)
+	if utf8.RuneCountInString(d) > maxDescription {
+		return voucher.Errorf(voucher.CodeInvalidRequest, "description must be at most %d characters", maxDescription)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/voucherd/voucherd/internal/voucher"
 )
@@ -45,20 +46,19 @@ var cgNAT = netip.MustParsePrefix("100.64.0.0/10")
 // errRefused marks a connection the dialer would not make.
 var errRefused = errors.New("webhook: address refused")
 
-// CheckURL validates a webhook URL: absolute, https (or http with
-// allowPrivate), no user info, and with allowPrivate false a host that
-// resolves only to public addresses. It answers CodeWebhookURLRefused or
-// CodeInvalidRequest.
+// CheckURL validates a webhook URL: absolute and parseable, https (or http
+// with allowPrivate), no user info, and with allowPrivate false a host that
+// resolves only to public addresses. It answers CodeWebhookURLRefused.
 func CheckURL(ctx context.Context, resolver *net.Resolver, raw string, allowPrivate bool) error {
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Host == "" || u.Hostname() == "" {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "url must be an absolute URL")
+		return voucher.Errorf(voucher.CodeWebhookURLRefused, "url must be an absolute URL voucherd can parse")
 	}
 	if u.User != nil {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "url must not carry user information")
+		return voucher.Errorf(voucher.CodeWebhookURLRefused, "url must not carry user information")
 	}
-	if len(raw) > 2048 {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "url must be at most 2048 characters")
+	if utf8.RuneCountInString(raw) > 2048 {
+		return voucher.Errorf(voucher.CodeWebhookURLRefused, "url must be at most 2048 characters")
 	}
 	switch {
 	case u.Scheme == "https":

@@ -37,8 +37,9 @@ func TestCheckURL(t *testing.T) {
 		{"https://localhost/hook", false, voucher.CodeWebhookURLRefused},
 		{"http://127.0.0.1:8080/hook", true, ""},
 		{"ftp://example.com/", true, voucher.CodeWebhookURLRefused},
-		{"https://user:pw@example.com/", false, voucher.CodeInvalidRequest},
-		{"/relative", false, voucher.CodeInvalidRequest},
+		{"https://user:pw@example.com/", false, voucher.CodeWebhookURLRefused},
+		{"/relative", false, voucher.CodeWebhookURLRefused},
+		{"https://[45]/", true, voucher.CodeWebhookURLRefused},
 	} {
 		err := CheckURL(ctx, nil, tc.url, tc.allowPrivate)
 		require.Equal(t, tc.code, voucher.CodeOf(err), "%s: %v", tc.url, err)
