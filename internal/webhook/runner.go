@@ -167,7 +167,10 @@ func (r *Runner) deliver(ctx context.Context) (int, error) {
 				// one, restarted) send it again.
 				return
 			}
-			errs[i] = r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), res)
+			// Recorded even if Stop comes meanwhile, within a bound.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Timeout)
+			errs[i] = r.cfg.Store.RecordDelivery(rctx, res)
+			cancel()
 		}()
 	}
 	wg.Wait()
