@@ -160,6 +160,21 @@ func TestWebhookDeliveriesQueue(t *testing.T) {
 	require.Len(t, page.Deliveries, 2)
 	require.Equal(t, voucher.DeliveryDelivered, page.Deliveries[0].Status)
 	require.NotEmpty(t, page.Next)
+
+	// A retry moves the later deliveries of the voucher behind it.
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	require.NoError(t, s.RecordDelivery(ctx, voucher.DeliveryResult{WebhookID: w.ID, EventID: next[0].Event.ID,
+		Attempt: next[0].Attempt, Status: voucher.DeliveryPending, NextAttemptAt: later, HTTPStatus: 500}))
+	page, err = s.Deliveries(ctx, voucher.DeliveryFilter{WebhookID: w.ID, Status: voucher.DeliveryPending, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Deliveries, 2)
+	for _, d := range page.Deliveries {
+		require.True(t, d.NextAttemptAt.Equal(later), "%v", d.NextAttemptAt)
+	}
+	require.Equal(t, 500, page.Deliveries[0].LastStatus)
+	none, err := s.ClaimDeliveries(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, none)
 }
 
 // TestEventsReplacementAndPrune: a replacement reports the replaced hold
