@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"io"
-	"log"
 	"net/http"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 func ExampleVerifyWebhook() {
 	const secret = "whsec_..." // from POST /webhooks
 	seen := map[int64]bool{}   // a table with a unique key, in a real service
+	handle := func(*client.Event) {}
 	http.HandleFunc("POST /voucherd", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
@@ -28,7 +28,7 @@ func ExampleVerifyWebhook() {
 			return
 		}
 		if !seen[e.ID] {
-			log.Printf("%s %s", e.Type, e.Data) // handle it
+			handle(e)
 			seen[e.ID] = true
 		}
 		w.WriteHeader(http.StatusNoContent)
