@@ -129,9 +129,6 @@ DECLARE
     v_data jsonb;
     v_by text;
 BEGIN
-    IF TG_OP = 'INSERT' AND NOT (SELECT s.reserved_wanted FROM voucherd_event_settings s) THEN
-        RETURN NULL;
-    END IF;
     SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = NEW.order_id;
     IF NOT FOUND OR r.status <> NEW.status OR (TG_OP = 'UPDATE' AND r.updated_at <> NEW.updated_at) THEN
         -- Deleted (a batch's refused placeholder), put back (a replacement
@@ -173,9 +170,28 @@ BEGIN
 END
 $$;
 
+-- Whether reservation.reserved is written, and the free uses below which a
+-- take may cross a threshold (the low-stock threshold, at least 1 for
+-- sold out; 0: no threshold events). The triggers' WHEN conditions call
+-- them: a constraint trigger's WHEN is evaluated when the row changes, so a
+-- reservation that reports nothing queues nothing for the commit, which
+-- runs while the voucher row is locked.
+CREATE FUNCTION voucherd_event_reserved_wanted() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT s.reserved_wanted FROM voucherd_event_settings s
+$$;
+
+CREATE FUNCTION voucherd_event_threshold(p_total_limit integer) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN s.low_stock_share < 0 THEN 0
+                ELSE greatest(ceil(s.low_stock_share * p_total_limit - 1e-9)::bigint, 1) END
+    FROM voucherd_event_settings s
+$$;
+
 CREATE CONSTRAINT TRIGGER voucherd_event_redemption_insert
     AFTER INSERT ON voucher_redemption DEFERRABLE INITIALLY DEFERRED
-    FOR EACH ROW WHEN (NEW.status = 'RESERVED') EXECUTE FUNCTION voucherd_event_redemption();
+    FOR EACH ROW WHEN (NEW.status = 'RESERVED' AND voucherd_event_reserved_wanted())
+    EXECUTE FUNCTION voucherd_event_redemption();
 CREATE CONSTRAINT TRIGGER voucherd_event_redemption_update
     AFTER UPDATE OF status ON voucher_redemption DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION voucherd_event_redemption();
@@ -224,5 +240,8 @@ $$;
 
 CREATE CONSTRAINT TRIGGER voucherd_event_voucher
     AFTER UPDATE OF used_count, disabled ON voucher DEFERRABLE INITIALLY DEFERRED
-    FOR EACH ROW WHEN (NEW.used_count > OLD.used_count OR NEW.disabled IS DISTINCT FROM OLD.disabled)
+    FOR EACH ROW WHEN (NEW.disabled IS DISTINCT FROM OLD.disabled
+        OR (NEW.used_count > OLD.used_count AND NEW.total_limit = OLD.total_limit
+            AND NEW.total_limit - NEW.used_count < voucherd_event_threshold(NEW.total_limit)
+            AND OLD.total_limit - OLD.used_count > 0))
     EXECUTE FUNCTION voucherd_event_voucher();
