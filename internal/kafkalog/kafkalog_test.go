@@ -206,6 +206,12 @@ func sum(results []batchResult) batchResult {
 		s.AlreadyApplied += r.AlreadyApplied
 		s.Rejected += r.Rejected
 		s.Undecodable += r.Undecodable
+		for reason, n := range r.Mismatched {
+			if s.Mismatched == nil {
+				s.Mismatched = map[string]int{}
+			}
+			s.Mismatched[reason] += n
+		}
 	}
 	return s
 }
