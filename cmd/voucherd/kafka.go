@@ -204,6 +204,9 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if cfg, log, err = redactPII(cfg, log); err != nil {
+		return err
+	}
 	tp, log, err := openTracing(ctx, cfg, log)
 	if err != nil {
 		return err
