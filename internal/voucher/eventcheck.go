@@ -256,6 +256,9 @@ func (c *EventChecker) checkBounds(e ReservedEvent, now time.Time) EventMismatch
 	case e.ExpiresAt.Sub(e.ReservedAt) > c.cfg.MaxHold:
 		return EventMismatch{Reason: MismatchHoldTooLong, Detail: fmt.Sprintf("expiresAt is %s after reservedAt, more than the longest hold %s",
 			e.ExpiresAt.Sub(e.ReservedAt), c.cfg.MaxHold)}
+	case !e.HeldSince.IsZero() && e.ExpiresAt.Sub(e.HeldSince) > c.cfg.MaxHold:
+		return EventMismatch{Reason: MismatchHoldTooLong, Detail: fmt.Sprintf("expiresAt is %s after heldSince, more than the longest hold %s",
+			e.ExpiresAt.Sub(e.HeldSince), c.cfg.MaxHold)}
 	}
 	return EventMismatch{}
 }

@@ -83,6 +83,12 @@ func TestEventChecker(t *testing.T) {
 		}), nil, MismatchFuture},
 		{"held past MaxHold", event("SALE", func(e *ReservedEvent) { e.ExpiresAt = now.Add(time.Hour + time.Second) }), nil, MismatchHoldTooLong},
 		{"held exactly MaxHold", event("SALE", func(e *ReservedEvent) { e.ExpiresAt = now.Add(time.Hour) }), nil, ""},
+		{"a replacement within MaxHold of its chain's start", event("SALE", func(e *ReservedEvent) {
+			e.ReplacesOrderID, e.HeldSince = "o0", now.Add(-45*time.Minute)
+		}), nil, ""},
+		{"a replacement past MaxHold from its chain's start", event("SALE", func(e *ReservedEvent) {
+			e.ReplacesOrderID, e.HeldSince = "o0", now.Add(-50*time.Minute)
+		}), nil, MismatchHoldTooLong},
 		{"patched since: the new definition", event("PATCHED", func(e *ReservedEvent) { e.DiscountAmount = 8000 }), history, ""},
 		{"patched since: the definition before", event("PATCHED", nil), history, ""},
 		{"patched since: without history, the current definition decides", event("PATCHED", nil), nil, MismatchDiscount},
@@ -131,5 +137,31 @@ func TestDefinitionFromAudit(t *testing.T) {
 		got, err := DefinitionFromAudit(AuditFields(v))
 		require.NoError(t, err)
 		require.Equal(t, v, got)
+	}
+}
+
+func TestReplacementUntil(t *testing.T) {
+	t.Parallel()
+	cfg := &ServiceConfig{ReservationTTL: 15 * time.Minute, MaxHold: time.Hour}
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	req := ReserveRequest{Code: "SALE", OrderID: "o2", ReplacesOrderID: "o1", CustomerID: "c"}
+	for _, tc := range []struct {
+		after time.Duration // from start to the replacement
+		want  time.Duration // from start to its expiry; 0: refused
+	}{
+		{time.Minute, 16 * time.Minute},
+		{45 * time.Minute, time.Hour},
+		{50 * time.Minute, time.Hour},
+		{time.Hour - time.Millisecond, time.Hour},
+		{time.Hour, 0},
+		{2 * time.Hour, 0},
+	} {
+		until, err := replacementUntil(cfg, req, start, start.Add(tc.after))
+		if tc.want == 0 {
+			require.True(t, IsCode(err, CodeReplacedOrderNotHeld), "%s: %v", tc.after, err)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, start.Add(tc.want), until, tc.after)
 	}
 }
