@@ -34,6 +34,7 @@ func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 		EventsTopic: cfg.KafkaEventsTopic, Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout, //nolint:gosec // G115: Config.checkInt32 accepted it
 		Linger:         cfg.KafkaLinger,
 		SessionTimeout: cfg.KafkaSessionTimeout, Logger: log,
+		SigningKey: []byte(cfg.EventKey),
 	}
 }
 

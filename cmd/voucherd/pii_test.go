@@ -58,3 +58,30 @@ func TestCustomerEmailsStayOutOfLogsAndSpans(t *testing.T) {
 	require.Contains(t, spans, "/customers/"+red.Hash("alice@example.com")+"/redemptions", "the URL path, hashed")
 	require.Contains(t, logs, "customer "+red.Hash("alice@example.com"), "the dead letter's reason, hashed")
 }
+
+// With VOUCHERD_EVENT_KEY, Kafka mode signs its events and the consumer
+// applies them; an unsigned event written by hand is refused.
+func TestKafkaSignedEvents(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true, kafka: true, tweak: func(c *Config) {
+		c.EventKey = "event-key-0123456789abcdef0123456789"
+	}})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	r := s.reserve(code, 1, "signed-1", 5000)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	s.settle(code, 1)
+
+	now := time.Now().UTC()
+	ev := fmt.Sprintf(`{"version":1,"type":"VoucherReserved","code":%q,"customerId":"2","orderId":"unsigned-1",`+
+		`"orderAmount":5000,"discountAmount":1000,"reservedAt":%q,"expiresAt":%q}`,
+		code, now.Format(time.RFC3339Nano), now.Add(time.Minute).Format(time.RFC3339Nano))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.KafkaBrokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: s.cfg.KafkaTopic, Key: []byte(code), Value: []byte(ev)}).FirstErr())
+	require.Eventually(t, func() bool {
+		st := s.app.kafka.consumer.Stats()
+		return st.Mismatched["bad_signature"] == 1
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, 1, s.state(code).reserved, "only the signed reservation")
+}

@@ -44,7 +44,8 @@ type Stats struct {
 	AlreadyApplied uint64 // events the store already had (replays)
 	Rejected       uint64 // events the store refused, sent to the dead-letter topic
 	Undecodable    uint64 // records that were not events, sent to the dead-letter topic
-	// Mismatched counts the events Config.Check refused, sent to the
+	// Mismatched counts the events Config.Check refused, and records
+	// without a valid signature (MismatchSignature), sent to the
 	// dead-letter topic, by reason (a copy).
 	Mismatched map[string]uint64
 	Failures   uint64 // failed attempts (store, dead letters or commit); each is retried
@@ -274,6 +275,18 @@ func (c *Consumer) apply(ctx context.Context, records []*kgo.Record, res *batchR
 	eventRecs := make([]*kgo.Record, 0, len(records))
 	var dead []deadLetter
 	for _, r := range records {
+		if len(c.cfg.SigningKey) > 0 {
+			if reason, ok := signed(c.cfg.SigningKey, r); !ok {
+				dead = append(dead, deadLetter{rec: r, reason: reason})
+				if res.Mismatched == nil {
+					res.Mismatched = map[string]int{}
+				}
+				res.Mismatched[MismatchSignature]++
+				c.cfg.Logger.Warn("kafkalog: record without a valid signature; dead-lettered", "topic", c.cfg.Topic,
+					"partition", r.Partition, "offset", r.Offset, "reason", reason)
+				continue
+			}
+		}
 		e, err := decodeEvent(r.Value)
 		if err != nil {
 			dead = append(dead, deadLetter{rec: r, reason: err.Error()})

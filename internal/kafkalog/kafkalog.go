@@ -144,6 +144,12 @@ type Config struct {
 	// producer, the consumer, the notifier), after voucherd's own: hooks
 	// such as tracing.
 	ClientOpts []kgo.Opt
+	// SigningKey, when set (at least MinSigningKeyLen bytes), signs every
+	// reservation event PublishReserved writes (HeaderSignature), and the
+	// consumer dead-letters every record without a valid signature before
+	// it decodes it: only holders of the key can add reservations through
+	// the topic. Every producing and consuming instance needs the same key.
+	SigningKey []byte
 	// Check, when set, is asked about every decoded event before the
 	// consumer applies it; an event it refuses is dead-lettered with the
 	// verdict as the reason, and never reaches the store. An error from it
@@ -257,6 +263,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("kafkalog: BatchSize must be > 0, got %d", c.BatchSize)
 	case c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff:
 		return c, errors.New("kafkalog: need 0 < RetryBackoff <= MaxRetryBackoff")
+	case len(c.SigningKey) > 0 && len(c.SigningKey) < MinSigningKeyLen:
+		return c, fmt.Errorf("kafkalog: SigningKey must be at least %d bytes", MinSigningKeyLen)
 	}
 	return c, nil
 }
