@@ -44,24 +44,27 @@ type Stats struct {
 	AlreadyApplied uint64 // events the store already had (replays)
 	Rejected       uint64 // events the store refused, sent to the dead-letter topic
 	Undecodable    uint64 // records that were not events, sent to the dead-letter topic
+	Failures       uint64 // failed attempts (store, dead letters or commit); each is retried
+
 	// Mismatched counts the events Config.Check refused, and records
 	// without a valid signature (MismatchSignature), sent to the
 	// dead-letter topic, by reason (a copy).
 	Mismatched map[string]uint64
-	Failures   uint64 // failed attempts (store, dead letters or commit); each is retried
 }
 
 // batchResult is what one runOnce did.
 type batchResult struct {
-	Polled         int // records polled
-	Applied        int // events inserted
-	AlreadyApplied int // events already in the store
-	Rejected       int // events dead-lettered because the store refused them
-	Undecodable    int // records dead-lettered because they are not events
-	// Mismatched counts the events dead-lettered because Config.Check
-	// refused them, by reason; nil when none.
+	Polled         int  // records polled
+	Applied        int  // events inserted
+	AlreadyApplied int  // events already in the store
+	Rejected       int  // events dead-lettered because the store refused them
+	Undecodable    int  // records dead-lettered because they are not events
+	Committed      bool // offsets committed
+
+	// Mismatched counts the records dead-lettered because Config.Check
+	// refused their events or their signature is not valid, by reason; nil
+	// when none.
 	Mismatched map[string]int
-	Committed  bool // offsets committed
 }
 
 // Consumer applies the topic's events to the store as the writer group. It

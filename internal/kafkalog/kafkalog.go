@@ -8,7 +8,8 @@
 //
 // Consumer is the writer: a consumer group that applies batches of events to
 // the store, sends the events the store rejects (and records it cannot
-// decode, and events Config.Check refuses) to a dead-letter topic, and commits offsets only after the store
+// decode, that are not signed when they must be, and events Config.Check
+// refuses) to a dead-letter topic, and commits offsets only after the store
 // has committed. A store failure is retried on the same records; nothing is
 // skipped, and replays are harmless because the store applies idempotently.
 //

@@ -35,12 +35,14 @@ type Metrics struct {
 	ConsumerLag      prometheus.Gauge
 	DeadLetters      prometheus.Counter
 	ConsumerApplied  *prometheus.CounterVec
-	// ConsumerMismatches counts the events the consumer's check refused
-	// (dead-lettered, never applied), by reason (voucher.Mismatch*).
+	Drift            *prometheus.GaugeVec
+	DriftRepairs     *prometheus.CounterVec
+	ThresholdEvents  *prometheus.CounterVec
+	// ConsumerMismatches counts the records the consumer refused before
+	// applying them (dead-lettered, never applied), by reason: an event
+	// that disagrees with its voucher (voucher.Mismatch*), a record
+	// without a valid signature (kafkalog.MismatchSignature).
 	ConsumerMismatches *prometheus.CounterVec
-	Drift              *prometheus.GaugeVec
-	DriftRepairs       *prometheus.CounterVec
-	ThresholdEvents    *prometheus.CounterVec
 	// Access holds the keys-file and rate-limit collectors (access.go).
 	Access *AccessMetrics
 
@@ -120,7 +122,7 @@ func New(counts Counts) *Metrics {
 	}, []string{"result"})
 	m.ConsumerMismatches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "consumer_mismatched_events_total",
-		Help: "Events dead-lettered because they disagree with their voucher's definition or hold, by reason.",
+		Help: "Reservation records dead-lettered before they were applied: events that disagree with their voucher, or without a valid signature, by reason.",
 	}, []string{"reason"})
 	m.Drift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "voucherd", Name: "reconciliation_drift",
