@@ -317,3 +317,37 @@ func recordAudit(ctx context.Context, q querier, code string, action voucher.Aud
 	}
 	return nil
 }
+
+var qAuditDefinitions = mustQuery("audit_definitions")
+
+var _ voucher.DefinitionHistory = (*Store)(nil)
+
+// DefinitionChanges implements voucher.DefinitionHistory from the audit
+// trail, which records every change of a definition in the change's own
+// transaction.
+func (s *Store) DefinitionChanges(ctx context.Context, code string, since time.Time) ([]voucher.DefinitionChange, error) {
+	rows, err := s.pool.Query(ctx, qAuditDefinitions, code, since)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.DefinitionChange, error) {
+		var ch voucher.DefinitionChange
+		var before, after []byte
+		if err := row.Scan(&ch.At, &before, &after); err != nil {
+			return ch, err
+		}
+		var err error
+		if before != nil {
+			if ch.Before, err = voucher.DefinitionFromAudit(before); err != nil {
+				return ch, err
+			}
+			ch.HasBefore = true
+		}
+		ch.After, err = voucher.DefinitionFromAudit(after)
+		return ch, err
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return list, nil
+}

@@ -31,6 +31,15 @@ func scanRedemption(row pgx.Row, r *voucher.Redemption, extra ...any) error {
 	return nil
 }
 
+// heldSince is the held_since column as Redemption.HeldSince: zero when
+// NULL (the hold began with the row).
+func heldSince(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
 // Reserve takes one use for r.OrderID in one statement: the redemption row,
 // the customer's counter, then the voucher's used_count. A known orderId with
 // the same code and customer is a replay and takes nothing. With combining

@@ -170,7 +170,10 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot
 			}
 			orders, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
 				var r voucher.Redemption
-				return r, scanRedemption(row, &r)
+				var since *time.Time
+				err := scanRedemption(row, &r, &since)
+				r.HeldSince = heldSince(since)
+				return r, err
 			})
 			if err != nil {
 				return err

@@ -468,6 +468,7 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 			DiscountAmount: r.DiscountAmount,
 			ReservedAt:     r.CreatedAt,
 			ExpiresAt:      r.ExpiresAt,
+			HeldSince:      heldSinceOf(r),
 			Code:           campaignCodeOf(r, code),
 		}))
 	}
@@ -666,4 +667,14 @@ func checkOrderID(id string) error {
 		return voucher.Errorf(voucher.CodeInvalidRequest, "invalid orderId %q", id)
 	}
 	return nil
+}
+
+// heldSinceOf is the hold start a loaded hold of r records: r's HeldSince
+// when its hold began before r was made (a replacement's), else none (the
+// hold began at its reservation), so that plain holds keep their layout.
+func heldSinceOf(r voucher.Redemption) time.Time {
+	if r.HeldSince.IsZero() || unixMilli(r.HeldSince) >= unixMilli(r.CreatedAt) {
+		return time.Time{}
+	}
+	return r.HeldSince
 }

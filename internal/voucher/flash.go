@@ -126,7 +126,13 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		var dec GateDecision
 		var err error
 		if hold.Replaces != "" {
-			dec, err = p.gate.Replace(ctx, rt.gateCode(), hold, hold.Replaces)
+			var refused error
+			if refused, err = gateReplacement(ctx, p.gate, &p.cfg, rt.gateCode(), req, &hold); refused != nil {
+				return Reservation{}, false, refused
+			}
+			if err == nil {
+				dec, err = p.gate.Replace(ctx, rt.gateCode(), hold, hold.Replaces)
+			}
 		} else {
 			dec, err = p.gate.Reserve(ctx, rt.gateCode(), v.PerUserLimit, hold)
 		}

@@ -100,11 +100,24 @@ type Hold struct {
 	// that a hold written to the store from the gate (kafkaWrites.applyUnwritten) is
 	// written as the replacement it is.
 	Replaces string
+	// HeldSince is when the hold this one continues began: for a
+	// replacement's hold, the first hold's start of its chain (so that
+	// MaxHold bounds the chain); zero for a hold that replaces nothing,
+	// which began at ReservedAt (HoldStart).
+	HeldSince time.Time
 	// Code is the campaign code a hold of a campaign's budget was taken
 	// with; empty for a voucher's hold. The gate keeps the code held by
 	// this order while the hold holds a use (held or pending), and an
 	// orderId asked again with another code is a conflict.
 	Code string
+}
+
+// HoldStart is when h's hold began: HeldSince, else ReservedAt.
+func (h Hold) HoldStart() time.Time {
+	if h.HeldSince.IsZero() {
+		return h.ReservedAt
+	}
+	return h.HeldSince
 }
 
 // CodeOr is the code a reservation of h names: h.Code for a campaign's

@@ -73,7 +73,14 @@ func (p *standardPath) reserve(ctx context.Context, rt route, req ReserveRequest
 func (p *standardPath) write(ctx context.Context, req ReserveRequest) (Reservation, error) {
 	wctx, cancel := p.writeContext(ctx)
 	defer cancel()
-	return p.store.Reserve(wctx, req, p.now(), p.cfg.ReservationTTL)
+	now, ttl := p.now(), p.cfg.ReservationTTL
+	if req.ReplacesOrderID != "" {
+		var err error
+		if ttl, err = storeReplacementTTL(wctx, p.store, &p.cfg, req, now); err != nil {
+			return Reservation{}, err
+		}
+	}
+	return p.store.Reserve(wctx, req, now, ttl)
 }
 
 // ineligible answers a reservation of a standard voucher that its

@@ -299,6 +299,19 @@ type Redemption struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	ExpiresAt      time.Time
+	// HeldSince is, for a replacement, when the first hold of its chain
+	// began; zero when the hold began with this redemption (CreatedAt:
+	// HoldStart). Only the reads that bound a replacement or load the gate
+	// fill it (Store.Order, Store.GateSnapshot); zero elsewhere.
+	HeldSince time.Time
+}
+
+// HoldStart is r.HeldSince, or r.CreatedAt when it is not known.
+func (r Redemption) HoldStart() time.Time {
+	if r.HeldSince.IsZero() {
+		return r.CreatedAt
+	}
+	return r.HeldSince
 }
 
 // ReserveRequest asks for one use of a voucher for one order.

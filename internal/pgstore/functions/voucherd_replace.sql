@@ -16,7 +16,8 @@
 -- redemption rows (p_replaces first, under FOR UPDATE, which also orders
 -- it against a concurrent release, confirm or expiry), the customer's
 -- counter, the voucher row last. o_used and o_total are 0: no use was taken
--- from the stock.
+-- from the stock. p_order's hold continues p_replaces's: its held_since is
+-- p_replaces's (the caller bounds p_ttl by it and the longest hold).
 CREATE OR REPLACE FUNCTION voucherd_replace(
     p_code text, p_customer text, p_order text, p_replaces text, p_amount bigint, p_now timestamptz,
     p_ttl interval,
@@ -90,10 +91,10 @@ BEGIN
     UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now WHERE x.order_id = p_replaces;
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at, code)
+         expires_at, code, held_since)
     VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
             voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl,
-            v_unique)
+            v_unique, coalesce(old.held_since, old.created_at))
     ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;
     IF NOT FOUND THEN

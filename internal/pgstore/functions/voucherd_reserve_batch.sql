@@ -283,7 +283,7 @@ BEGIN
             e_row[v_i] := ROW(p_orders[v_i], p_code, voucherd_customer_legacy(p_customers[v_i]), p_amounts[v_i],
                               voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amounts[v_i]),
                               'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL,
-                              p_customers[v_i])::voucher_redemption;
+                              p_customers[v_i], NULL)::voucher_redemption;
         END LOOP;
 
         -- 5. The rows as decided. A placeholder is usually kept as inserted or
