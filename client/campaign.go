@@ -41,6 +41,8 @@ type Campaign struct {
 	Confirmed         int32     `json:"confirmed"`
 	Remaining         int32     `json:"remaining"`
 	CreatedAt         time.Time `json:"createdAt"`
+	// Currency is the campaign's currency, as a Voucher's; empty: any.
+	Currency string `json:"currency,omitempty"`
 }
 
 // NewCampaign is a campaign to create. Zero CodeLength and PerUserLimit
@@ -62,6 +64,8 @@ type NewCampaign struct {
 	// FlashSale gates the codes' reservations in Redis, as a flash
 	// voucher's.
 	FlashSale bool `json:"flashSale,omitempty"`
+	// Currency binds every code to one currency, as a Voucher's Currency.
+	Currency string `json:"currency,omitempty"`
 }
 
 // CampaignCode is one code of a campaign; Used while a RESERVED or

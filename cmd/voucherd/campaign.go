@@ -44,6 +44,7 @@ func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fs.StringVar(&starts, "starts", "", "start, RFC 3339 (default now)")
 		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default the start + 30 days); it must not be past")
 		fs.BoolVar(&n.FlashSale, "flash", false, "gate the codes' reservations in Redis (a flash campaign)")
+		fs.StringVar(&n.Currency, "currency", "", "ISO 4217 currency (EUR) every code's reservations must name (default any)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}

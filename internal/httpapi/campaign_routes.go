@@ -48,6 +48,9 @@ type campaignJSON struct {
 	Confirmed         int32       `json:"confirmed"`
 	Remaining         int32       `json:"remaining"`
 	CreatedAt         time.Time   `json:"createdAt"`
+
+	// Currency is left out when the campaign has none.
+	Currency string `json:"currency,omitempty"`
 }
 
 func toCampaignJSON(c voucher.Campaign) campaignJSON {
@@ -56,7 +59,7 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 		ID: c.ID, Name: c.Name, CodePrefix: c.CodePrefix, CodeLength: c.CodeLength, CodeCount: c.CodeCount,
 		DiscountAmount: v.DiscountAmount, DiscountPercent: v.DiscountPercent, MaxDiscountAmount: v.MaxDiscountAmount,
 		MinOrderAmount: v.MinOrderAmount, TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
-		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale, Active: v.Active,
+		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale, Active: v.Active, Currency: v.Currency,
 		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining, CreatedAt: c.CreatedAt.UTC(),
 	}
 }
@@ -65,7 +68,7 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 // then its budget's, which are decoded as the same members of POST /vouchers.
 var campaignFields = []string{"name", "codeCount", "codePrefix", "codeLength",
 	"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt",
-	"discountPercent", "maxDiscountAmount", "flashSale"}
+	"discountPercent", "maxDiscountAmount", "flashSale", "currency"}
 
 // createCampaignRequest is the body of POST /campaigns.
 type createCampaignRequest struct {

@@ -103,6 +103,8 @@ func (n *NewCampaign) Validate(now time.Time) error {
 		return Errorf(CodeInvalidRequest, "codeLength must be from %d to %d", MinCodeLength, MaxCodeLength)
 	case n.CodeCount < 0 || n.CodeCount > MaxCodesPerRequest:
 		return Errorf(CodeInvalidRequest, "codeCount must be from 0 to %d", MaxCodesPerRequest)
+	case n.Budget.CustomerID != "":
+		return Errorf(CodeInvalidRequest, "a campaign serves every customer; bind a code to one customer when importing it")
 	}
 	b := n.Budget
 	b.Code = campaignIDPrefix + strings.Repeat("0", campaignIDLength)

@@ -21,10 +21,18 @@ first page is asked for instead.
 A reservation's replacesOrderId must differ from its orderId (a rule
 between two fields): an equal one is changed in its last character.
 
+A voucher's or campaign's discount is exactly one of discountAmount and
+discountPercent, maxDiscountAmount only with discountPercent: a rule the
+schema states in prose (so that client generators type the body) and the
+server enforces with 400. A body of POST /vouchers or POST /campaigns that
+breaks it keeps discountAmount when it has both (dropping discountPercent and
+maxDiscountAmount), loses a maxDiscountAmount without discountPercent, and
+gets discountAmount 1 when it has neither.
+
 The number of codes a campaign request generates is capped at 100, so that
 the run stays short (generation is measured by a benchmark instead).
 
-Only these dates, cursors, replaced orderIds and code counts change; every other part of every
+Only these dates, cursors, replaced orderIds, discounts and code counts change; every other part of every
 generated request is sent as is.
 """
 import base64
@@ -63,6 +71,15 @@ def _fix_window(body, patch):
         body["startsAt"] = EARLIEST
 
 
+def _fix_discount(body):
+    if "discountAmount" in body and "discountPercent" in body:
+        del body["discountPercent"]
+    if "maxDiscountAmount" in body and "discountPercent" not in body:
+        del body["maxDiscountAmount"]
+    if "discountAmount" not in body and "discountPercent" not in body:
+        body["discountAmount"] = 1
+
+
 def _server_cursor(value):
     if not isinstance(value, str) or value == "":
         return False
@@ -87,6 +104,7 @@ def before_call(ctx, case, kwargs):
         case.body["replacesOrderId"] = replaces[:-1] + ("x" if replaces[-1] != "x" else "y")
     if op.path in ("/vouchers", "/campaigns") and op.method.upper() == "POST":
         _fix_window(case.body, patch=False)
+        _fix_discount(case.body)
     # Generating codes is bounded work, not a rule; a small count keeps the
     # run short.
     if op.method.upper() == "POST":

@@ -16,10 +16,10 @@
 -- redemption rows (p_replaces first, under FOR UPDATE, which also orders
 -- it against a concurrent release, confirm or expiry), the customer's
 -- counter, the voucher row last. o_used and o_total are 0: no use was taken
--- from the stock.
+-- from the stock. p_currency is the order's currency (NULL: none).
 CREATE OR REPLACE FUNCTION voucherd_replace(
     p_code text, p_customer text, p_order text, p_replaces text, p_amount bigint, p_now timestamptz,
-    p_ttl interval,
+    p_ttl interval, p_currency text DEFAULT NULL,
     OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -74,9 +74,9 @@ BEGIN
             format('voucher=%s order=%s customer=%s', p_code, p_replaces, p_customer));
     END IF;
 
-    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
     IF v_verdict <> '' THEN
-        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
 
     IF v_unique IS NOT NULL AND EXISTS (
@@ -123,8 +123,8 @@ BEGIN
     FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         SELECT x.* INTO v FROM voucher x WHERE x.code = v.code;
-        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount),
-            voucherd_eligibility(v, p_amount, p_now));
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency),
+            voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency));
     END IF;
 
     redemption := r;

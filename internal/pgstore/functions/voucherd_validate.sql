@@ -8,9 +8,11 @@
 -- hold's), else o_discount is the discount a new use would get.
 -- It reads without locks: a reservation committed meanwhile may change the
 -- answer, as it would change the reservation's. A campaign code is resolved
--- to its budget as voucherd_reserve_one does.
+-- to its budget as voucherd_reserve_one does. p_currency is the order's
+-- currency (NULL: none).
 CREATE OR REPLACE FUNCTION voucherd_validate(
     p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz,
+    p_currency text DEFAULT NULL,
     OUT o_discount bigint, OUT o_replay boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -44,9 +46,9 @@ BEGIN
         END IF;
     END IF;
 
-    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
     IF v_verdict <> '' THEN
-        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
 
     IF v_unique IS NOT NULL AND EXISTS (

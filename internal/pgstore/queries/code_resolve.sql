@@ -17,7 +17,7 @@ SELECT coalesce(x.code, ''), coalesce(x.discount_amount, 0), coalesce(x.min_orde
        coalesce(x.starts_at, 'epoch'), coalesce(x.ends_at, 'epoch'), coalesce(x.flash_sale, false),
        coalesce(x.used_count, 0), coalesce(x.created_at, 'epoch'), coalesce(x.updated_at, 'epoch'),
        coalesce(x.disabled, false), coalesce(x.discount_percent_bp, 0), coalesce(x.max_discount_amount, 0),
-       coalesce(x.customer_id_normalization, 'none'),
+       coalesce(x.customer_id_normalization, 'none'), coalesce(x.currency, ''), coalesce(x.bound_customer, ''),
        x.code IS NOT NULL, coalesce(x.by_campaign, false),
        EXISTS (SELECT 1 FROM voucher_redemption h WHERE h.code = q.code AND h.status <> 'RELEASED'),
        o.order_id IS NOT NULL,
