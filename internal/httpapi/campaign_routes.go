@@ -153,22 +153,41 @@ func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-var addCodesFields = []string{"count"}
+var addCodesFields = []string{"count", "codes"}
 
+// addCampaignCodes generates count codes (201, the campaign), or imports
+// the shop's own codes (200, importJSON): exactly one of the members.
 func (s *Server) addCampaignCodes(w http.ResponseWriter, r *http.Request) error {
 	count := -1
-	if err := decodeBody(r, func(b []byte) error {
-		_, err := decodeObject(b, addCodesFields, func(_ int, v jsonValue) error {
+	var codes []voucher.ImportCode
+	if err := decodeBodyUpTo(r, MaxImportBodyBytes, func(b []byte) error {
+		seen, err := decodeObject(b, addCodesFields, func(i int, v jsonValue) error {
+			if i == 1 {
+				var err error
+				codes, err = decodeImportCodes(v)
+				return err
+			}
 			n, err := intField("count", v, 1, voucher.MaxCodesPerRequest)
 			count = int(n)
 			return err
 		})
+		if seen == 3 {
+			return voucher.Errorf(voucher.CodeInvalidRequest, "count and codes exclude each other: give one")
+		}
 		return err
 	}); err != nil {
 		return err
 	}
+	if codes != nil {
+		res, err := s.svc.ImportCampaignCodes(r.Context(), r.PathValue("id"), codes)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, toImportJSON(res))
+		return nil
+	}
 	if count < 0 {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "count is required")
+		return voucher.Errorf(voucher.CodeInvalidRequest, "count or codes is required")
 	}
 	c, err := s.svc.AddCampaignCodes(r.Context(), r.PathValue("id"), count)
 	if err != nil {

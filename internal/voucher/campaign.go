@@ -151,6 +151,11 @@ type CampaignStore interface {
 	// transaction and returns the campaign; CodeVoucherNotFound for an
 	// unknown campaign.
 	AddCampaignCodes(ctx context.Context, id string, n int, gen CodeGenerator) (Campaign, error)
+	// ImportCampaignCodes adds codes (well-formed, customers normalised)
+	// to campaign id in one transaction, with its audit entry, and answers
+	// what became of each (ImportResult); CodeCampaignNotFound for an
+	// unknown campaign.
+	ImportCampaignCodes(ctx context.Context, id string, codes []ImportCode) (ImportResult, error)
 	// Campaign returns a campaign with live counts.
 	Campaign(ctx context.Context, id string) (Campaign, error)
 	// CampaignCodes returns one page of a campaign's codes after p.After.

@@ -30,7 +30,10 @@ maxDiscountAmount), loses a maxDiscountAmount without discountPercent, and
 gets discountAmount 1 when it has neither.
 
 The number of codes a campaign request generates is capped at 100, so that
-the run stays short (generation is measured by a benchmark instead).
+the run stays short (generation is measured by a benchmark instead). A body
+of POST /campaigns/{id}/codes is exactly one of count and codes (a rule the
+schema states in prose): one with both loses codes, one with neither gets
+count 1.
 
 Only these dates, cursors, replaced orderIds, discounts and code counts change; every other part of every
 generated request is sent as is.
@@ -112,6 +115,11 @@ def before_call(ctx, case, kwargs):
         value = case.body.get(field) if field else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 100:
             case.body[field] = 100
+        if op.path == "/campaigns/{id}/codes":
+            if "count" in case.body and "codes" in case.body:
+                del case.body["codes"]
+            if "count" not in case.body and "codes" not in case.body:
+                case.body["count"] = 1
     elif op.path == "/vouchers/{code}" and op.method.upper() == "PATCH":
         _fix_window(case.body, patch=True)
     else:

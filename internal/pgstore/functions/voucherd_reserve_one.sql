@@ -32,6 +32,9 @@ BEGIN
         SELECT x.* INTO v FROM voucher x JOIN campaign_code c ON c.campaign_id = x.code WHERE c.code = p_code;
         IF FOUND THEN
             v_unique := p_code;
+            -- A code bound to one customer (imported with a customerId)
+            -- serves that customer only: the budget's eligibility with it.
+            v.bound_customer := (SELECT c.customer FROM campaign_code c WHERE c.code = p_code);
         END IF;
     END IF;
     IF v.code IS NULL OR v.campaign AND v_unique IS NULL THEN
