@@ -77,6 +77,9 @@ type VoucherSpec struct {
 	Currency string
 	// Customer is the one customer the voucher serves ("": every one).
 	Customer string
+	// CodeCustomers binds campaign codes (by index) to one customer each:
+	// the codes a shop imports with a customerId.
+	CodeCustomers map[int]string
 }
 
 // CampaignCodes is the number of codes of a campaign case.
@@ -482,6 +485,11 @@ var Cases = []Case{
 	{Name: "campaign: one code, two orders in one go", Voucher: campaign(5, 5),
 		Requests: []Request{reqK("1", "o1", 0), reqK("2", "o2", 0), reqK("1", "o1", 0)},
 		Want:     []Answer{taken, codeUsed, replay}, Skip: skipCampaign},
+	{Name: "campaign: a code bound to one customer", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Campaign: true,
+		CodeCustomers: map[int]string{0: "anna@example.com"}},
+		Requests: []Request{reqK("bob@example.com", "o1", 0), reqK("bob@example.com", "o2", 1), reqK("anna@example.com", "o3", 0)},
+		Want:     []Answer{customerMismatch, taken, taken},
+		Skip:     map[Impl]string{Script: eligibleFirst, SoldOutCache: eligibleFirst, Model: oneVoucher, Eligibility: campaignRule}},
 	{Name: "campaign: the budget's own code", Voucher: campaign(5, 5),
 		Requests: []Request{{Customer: "1", Order: "o1", Budget: true}}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
 		Skip: skipBudget},

@@ -20,16 +20,25 @@ func setUpCase(t *testing.T, s *pgstore.Store, i int, c conformance.Case) string
 	code := conformance.Code(i)
 	switch {
 	case c.Voucher.Campaign:
-		gen := func(n int) ([]string, error) {
-			codes := make([]string, n)
-			for k := range codes {
-				codes[k] = conformance.CampaignCode(i, k)
+		// The codes bound to a customer are imported, the others generated.
+		var generated []string
+		var bound []voucher.ImportCode
+		for k := range conformance.CampaignCodes {
+			if customer, ok := c.Voucher.CodeCustomers[k]; ok {
+				bound = append(bound, voucher.ImportCode{Code: conformance.CampaignCode(i, k), CustomerID: customer})
+			} else {
+				generated = append(generated, conformance.CampaignCode(i, k))
 			}
-			return codes, nil
 		}
+		gen := func(n int) ([]string, error) { return generated[:n], nil }
 		_, err := s.CreateCampaign(ctx, voucher.Campaign{ID: code, Name: c.Name, CodeLength: voucher.DefaultCodeLength,
-			Budget: c.Voucher.Voucher(code)}, conformance.CampaignCodes, gen)
+			Budget: c.Voucher.Voucher(code)}, len(generated), gen)
 		require.NoError(t, err)
+		if len(bound) > 0 {
+			res, err := s.ImportCampaignCodes(ctx, code, bound)
+			require.NoError(t, err)
+			require.Equal(t, len(bound), res.Added)
+		}
 	case !c.Voucher.Missing:
 		_, err := s.CreateVoucher(ctx, c.Voucher.Voucher(code))
 		require.NoError(t, err)
