@@ -73,6 +73,9 @@ type NewCampaign struct {
 type CampaignCode struct {
 	Code string `json:"code"`
 	Used bool   `json:"used"`
+	// CustomerID is the one customer the code serves (an imported code's);
+	// empty for every customer.
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 // CampaignCodePage is one page of a campaign's codes in byte order; an

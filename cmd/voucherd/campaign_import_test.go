@@ -49,6 +49,9 @@ func TestCampaignImport(t *testing.T) {
 			require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", bad, r.raw)
 		}
 
+		r = s.doToken(http.MethodGet, "/campaigns/"+id+"/codes?limit=10", nil, testAdminToken)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Contains(t, string(r.raw), `{"code":"`+vip+`","used":false,"customerId":"anna@example.com"}`)
 		requireNotEligible(t, s.reserveIn(vip, "bob@example.com", "imp-1", ""), "CUSTOMER_MISMATCH")
 		r = s.do(http.MethodPost, "/vouchers/"+vip+"/validation", map[string]any{"customerId": "bob@example.com", "orderAmount": 5000})
 		require.Equal(t, "CUSTOMER_MISMATCH", r.str("reason"), string(r.raw))

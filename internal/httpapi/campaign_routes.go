@@ -201,6 +201,8 @@ func (s *Server) addCampaignCodes(w http.ResponseWriter, r *http.Request) error 
 type campaignCodeJSON struct {
 	Code string `json:"code"`
 	Used bool   `json:"used"`
+	// CustomerID is left out for a code that serves every customer.
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 // campaignCodePageJSON is a page of GET /campaigns/{id}/codes.
@@ -234,7 +236,7 @@ func (s *Server) campaignCodes(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := campaignCodePageJSON{Codes: make([]campaignCodeJSON, len(page.Codes)), Next: page.Next}
 	for i, c := range page.Codes {
-		out.Codes[i] = campaignCodeJSON{Code: c.Code, Used: c.Used}
+		out.Codes[i] = campaignCodeJSON{Code: c.Code, Used: c.Used, CustomerID: c.CustomerID}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -68,6 +68,15 @@ func TestImportCampaignCodes(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{`{"count": 2, "imported": true}`, `{"count": 0, "imported": true}`}, imports)
 
+	customers := map[string]string{}
+	require.NoError(t, s.EachCampaignCode(ctx, "cmp_IMPORT", func(c voucher.CampaignCode) error {
+		customers[c.Code] = c.CustomerID
+		return nil
+	}))
+	require.Len(t, customers, 5)
+	require.Equal(t, "anna@example.com", customers["VIP-ANNA"])
+	require.Empty(t, customers["SPRING-7F3K"])
+
 	// The bound code serves its customer only; the other codes anyone.
 	res2, err := s.ResolveCode(ctx, "VIP-ANNA", "")
 	require.NoError(t, err)

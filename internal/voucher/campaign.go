@@ -66,6 +66,8 @@ type Campaign struct {
 type CampaignCode struct {
 	Code string
 	Used bool
+	// CustomerID is the one customer the code serves ("" for every one).
+	CustomerID string
 }
 
 // CampaignCodePage is one page of a campaign's codes in byte order; an
