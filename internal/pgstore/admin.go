@@ -86,7 +86,7 @@ var voucherListings = map[voucher.VoucherState]voucherListing{
 // RESERVED count is used_count less the CONFIRMED one.
 const voucherColumns = `v.code, coalesce(v.discount_amount, 0), v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
-       coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0), v.customer_id_normalization,
+       coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0), v.customer_id_normalization, coalesce(v.currency, ''), coalesce(v.bound_customer, ''),
        v.used_count - c.confirmed, c.confirmed`
 
 // voucherFrom joins each listed voucher with its CONFIRMED count.

@@ -86,6 +86,9 @@ type auditFields struct {
 	// CustomerIDNormalization is recorded when the voucher normalises
 	// customerIds (left out for none).
 	CustomerIDNormalization CustomerIDNormalization `json:"customerIdNormalization,omitempty"`
+	// Currency and CustomerID are recorded when set.
+	Currency   string `json:"currency,omitempty"`
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 // AuditFields returns the settings of v as the audit trail records them.
@@ -95,7 +98,7 @@ func AuditFields(v Voucher) json.RawMessage {
 		MinOrderAmount: v.MinOrderAmount,
 		TotalLimit:     v.TotalLimit, PerUserLimit: v.PerUserLimit, StartsAt: v.StartsAt.UTC(),
 		EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
-		DiscountPercent: percentNumber(v.DiscountPercentBP),
+		DiscountPercent: percentNumber(v.DiscountPercentBP), Currency: v.Currency, CustomerID: v.CustomerID,
 	}
 	if v.CustomerIDNormalization != "" && v.CustomerIDNormalization != NormalizeNone {
 		f.CustomerIDNormalization = v.CustomerIDNormalization

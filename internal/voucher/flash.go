@@ -103,7 +103,7 @@ func (p *flashPath) reserve(ctx context.Context, rt route, req ReserveRequest, n
 
 func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequest, now time.Time) (res Reservation, fellBack bool, err error) {
 	v := rt.v
-	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
+	if err := v.CheckEligible(req.Purchase(), now); err != nil {
 		// A known orderId is answered as such even after the window closed,
 		// as the standard path does.
 		known, kerr := p.knownOrder(ctx, rt, req)
@@ -222,7 +222,9 @@ func (p *flashPath) knownOrder(ctx context.Context, rt route, req ReserveRequest
 	case h.Released:
 		return nil, orderReleased(req.OrderID)
 	}
-	r, err := p.store.Redemption(ctx, req.Code, req.OrderID)
+	// As a read of the reservation: in Kafka mode a hold the consumer has
+	// not written yet is answered from the gate.
+	r, err := p.redemption(ctx, rt, req.OrderID)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +256,7 @@ func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, 
 // validate is reserve without the take and the durable write.
 func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest, now time.Time) (StoreValidation, error) {
 	v := rt.v
-	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
+	if err := v.CheckEligible(req.Purchase(), now); err != nil {
 		if req.OrderID == "" {
 			return StoreValidation{}, err
 		}

@@ -67,6 +67,9 @@ func (s *Service) CreateVoucher(ctx context.Context, v Voucher) (Voucher, error)
 	if err := v.ValidateNew(s.now()); err != nil {
 		return Voucher{}, err
 	}
+	// The customer a voucher serves is kept in the form its reservations'
+	// customerIds are compared in (Reserve).
+	v.CustomerID = v.CustomerIDNormalization.Apply(v.CustomerID)
 	created, err := s.store.CreateVoucher(ctx, v)
 	if err != nil {
 		return Voucher{}, err
