@@ -131,11 +131,12 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 			dec, err = p.gate.Reserve(ctx, rt.gateCode(), v.PerUserLimit, hold)
 		}
 		if err != nil {
+			settled := p.unansweredTake(ctx, rt.gateCode(), hold, err)
 			if p.writes.fallback() {
 				res, err := p.standard.write(ctx, req)
 				return res, true, err
 			}
-			res, err := p.gateDown(ctx, rt, req, err)
+			res, err := p.gateDown(ctx, rt, req, err, settled)
 			return res, false, err
 		}
 		p.obs.GateDecided(dec.Outcome)
@@ -228,8 +229,13 @@ func (p *flashPath) knownOrder(ctx context.Context, rt route, req ReserveRequest
 // took is not told that nothing was taken: the row's reservation (a
 // replay), ORDER_RELEASED or ORDER_CONFLICT when the store has one.
 // Without a row the answer is gateErr, marked OutcomeUnknown when an
-// earlier attempt may still hold a use (flashWrites.mayHold).
-func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, gateErr error) (Reservation, error) {
+// earlier attempt may still hold a use (flashWrites.mayHold) or when this
+// attempt may have taken one that will not be settled (settled is false:
+// unansweredTake could not remember it). A plain 503 thus promises that
+// nothing stays taken: the gate took nothing, or what it took is given
+// back when the gate answers again (settleUnanswered), unless a retry of
+// the orderId completes it first.
+func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, gateErr error, settled bool) (Reservation, error) {
 	row, err := p.store.Redemption(ctx, req.Code, req.OrderID)
 	switch {
 	case err == nil && row.CustomerID != req.CustomerID:
@@ -239,7 +245,7 @@ func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, 
 	case err == nil:
 		return Reservation{Redemption: row, Replay: true}, nil
 	}
-	if p.writes.mayHold(ctx, rt, req.OrderID, err) {
+	if !settled || p.writes.mayHold(ctx, rt, req.OrderID, err) {
 		return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
 	}
 	return Reservation{}, gateErr
@@ -396,7 +402,7 @@ func (p *flashPath) released(ctx context.Context, rt route, orderID string) {
 // customer keeps the hold they had.
 func (d *deps) giveBack(ctx context.Context, mode Mode, code string, hold Hold, cause error) {
 	if hold.Replaces == "" {
-		d.compensate(ctx, mode, code, hold.OrderID, cause)
+		d.compensate(ctx, mode, code, hold, cause)
 		return
 	}
 	d.obs.Compensated(mode)
@@ -414,17 +420,21 @@ func (d *deps) giveBack(ctx context.Context, mode Mode, code string, hold Hold, 
 		"orderId", hold.OrderID, "replaces", hold.Replaces, "mode", mode, "cause", cause)
 }
 
-// compensate gives the use orderID took in the gate back after its durable
+// compensate gives the use hold took in the gate back after its durable
 // write provably failed, forgetting the orderId there (mode and cause are
-// for the log and metrics).
-func (d *deps) compensate(ctx context.Context, mode Mode, code, orderID string, cause error) {
+// for the log and metrics). A give-back the gate does not answer is
+// remembered and settled once it answers again (settleUnanswered).
+func (d *deps) compensate(ctx context.Context, mode Mode, code string, hold Hold, cause error) {
+	orderID := hold.OrderID
 	d.obs.Compensated(mode)
 	cctx, cancel := d.writeContext(ctx)
 	defer cancel()
 	if _, err := d.gate.Release(cctx, code, orderID, ReleaseForget); err != nil {
-		// The gate keeps a use that no row backs: undersell, repaired by
-		// reconciliation after its grace period.
+		// The gate keeps a use that no row backs: undersell until the
+		// settle, or reconciliation after its grace period when the
+		// attempt could not be remembered.
 		d.log.ErrorContext(ctx, "could not give a use back to the gate", "code", code, "orderId", orderID, "cause", cause, "err", err)
+		d.unanswered.remember(code, hold, d.now())
 		return
 	}
 	d.log.WarnContext(ctx, "durable write failed; use given back to the gate", "code", code, "orderId", orderID, "mode", mode, "cause", cause)

@@ -41,7 +41,9 @@ func (w *kafkaWrites) write(ctx context.Context, rt route, _ ReserveRequest, hol
 }
 
 // replay answers a retry of an order the gate holds. A durable hold is
-// answered from the store or the hold (replayDurable). A pending one means
+// answered from the store or the hold (replayDurable). A pending hold this
+// instance took with a call the gate did not answer (unansweredTakes) had
+// no event published: the retry publishes it. Another pending one means
 // the first request is still waiting for Kafka's ack (or its outcome was
 // unknown): answering 201 now could promise a reservation that then fails,
 // so the gate is asked again for about a second; then a row in the store
@@ -52,6 +54,13 @@ func (w *kafkaWrites) replay(ctx context.Context, rt route, req ReserveRequest, 
 	gateCode := rt.gateCode()
 	if !dec.Hold.Pending {
 		res, err := w.replayDurable(ctx, gateCode, dec.Hold)
+		return res, false, err
+	}
+	if dec.Hold.Owner == w.cfg.Instance && w.unanswered.claim(gateCode, req.OrderID, dec.Hold.ReservedAt) {
+		// This instance's take of the hold got no answer, so nothing was
+		// published for it: this retry completes it, as its first attempt
+		// would have.
+		res, err := w.publish(ctx, gateCode, dec.Hold)
 		return res, false, err
 	}
 	if attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil {

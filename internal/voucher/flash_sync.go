@@ -67,10 +67,12 @@ func (w *syncWrites) write(ctx context.Context, rt route, req ReserveRequest, ho
 // that request's write is still to come or its outcome was unknown (the
 // gate already holds the use). A 503 here leaves the order as unsettled as
 // it was: the gate holds a use for it.
-func (w *syncWrites) replay(ctx context.Context, rt route, req ReserveRequest, _ GateDecision, _ int) (Reservation, bool, error) {
+func (w *syncWrites) replay(ctx context.Context, rt route, req ReserveRequest, dec GateDecision, _ int) (Reservation, bool, error) {
 	res, err := w.standard.write(ctx, req)
 	if !IsCode(err, CodeUnavailable) {
 		w.settled(rt.gateCode(), req.OrderID)
+		// A take of this hold the gate did not answer needs no settling now.
+		w.unanswered.claim(rt.gateCode(), req.OrderID, dec.Hold.ReservedAt)
 	}
 	return res, false, outcomeUnknown(err, req.OrderID)
 }
