@@ -137,24 +137,54 @@ func (d *deps) unansweredTake(ctx context.Context, code string, hold Hold, err e
 	return false
 }
 
+// settleParallel is how many attempts settleUnanswered settles at once,
+// so that a hang's worth of them is settled within about a second.
+const settleParallel = 8
+
 // settleUnanswered settles the remembered attempts older than
 // unansweredSettleDelay, each with Gate.Void: an attempt the gate never
 // saw is voided (its take, should it arrive, takes nothing); a hold this
 // attempt took is settled with fence (fenceHold: kept when the store has
 // the order's row, which a retry wrote, else fenced and given back); a
 // hold another attempt of the orderId took, or a released one, is left
-// alone. It stops at the first failure (the gate or the store does not
-// answer yet) and keeps what it did not settle for the next call; it
+// alone. Attempts it could not settle (the gate or the store does not
+// answer yet) are kept for the next call, with the first error; it
 // returns how many it settled.
 func (d *deps) settleUnanswered(ctx context.Context, fence func(context.Context, string, Hold) (bool, error)) (int, error) {
 	due := d.unanswered.due(d.now(), unansweredSettleDelay)
-	for i, t := range due {
-		if err := d.settleAttempt(ctx, t, fence); err != nil {
-			d.unanswered.putBack(due[i:])
-			return i, err
-		}
+	if len(due) == 0 {
+		return 0, nil
 	}
-	return len(due), nil
+	var (
+		mu     sync.Mutex
+		failed []unansweredTake
+		first  error
+		wg     sync.WaitGroup
+	)
+	next := make(chan unansweredTake)
+	for range min(settleParallel, len(due)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range next {
+				if err := d.settleAttempt(ctx, t, fence); err != nil {
+					mu.Lock()
+					failed = append(failed, t)
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, t := range due {
+		next <- t
+	}
+	close(next)
+	wg.Wait()
+	d.unanswered.putBack(failed)
+	return len(due) - len(failed), first
 }
 
 // settleAttempt settles one remembered attempt (settleUnanswered).

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/testenv"
+)
+
+// hangOutcome is the last answer one order got.
+type hangOutcome int
+
+const (
+	hangCreated hangOutcome = iota + 1
+	hangPlain503
+	hangUnknown503
+	hangRefused
+)
+
+// hangSale sends reservations of new orderIds from new customers with width
+// workers until stop is set, each orderId tried up to 5 times 200 ms apart
+// while it is answered 503, as an order service does; it records each
+// order's last answer in out.
+func (s *stack) hangSale(code, prefix string, width int, stop *atomic.Bool, out *sync.Map) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range width {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				orderID := fmt.Sprintf("%s-%d", prefix, next.Add(1))
+				customer := 1_000_000 + outageCustomers.Add(1)
+				var last hangOutcome
+				for attempt := range 5 {
+					if attempt > 0 {
+						time.Sleep(200 * time.Millisecond)
+					}
+					r := s.reserve(code, customer, orderID, 100)
+					switch {
+					case r.status == http.StatusCreated:
+						last = hangCreated
+					case r.status == http.StatusServiceUnavailable && bytes.Contains(r.raw, []byte(`"outcomeUnknown":true`)):
+						last = hangUnknown503
+					case r.status == http.StatusServiceUnavailable:
+						last = hangPlain503
+					default:
+						last = hangRefused
+					}
+					if last != hangPlain503 && last != hangUnknown503 {
+						break
+					}
+				}
+				out.Store(orderID, last)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestRedisHangStrandsNoUse holds back every byte between voucherd and
+// Redis for 10 s in the middle of a 1,000-use flash sale (calls hang; none
+// is refused), in both flash modes. Takes whose calls got no answer may run
+// in Redis then or later; the instance settles them once Redis answers, so
+// that within 2 s Redis's free count equals PostgreSQL's, and customers who
+// keep trying buy the rest. No oversell, no lost 201, no use behind a plain
+// 503.
+func TestRedisHangStrandsNoUse(t *testing.T) {
+	t.Parallel()
+	for _, m := range []struct {
+		name  string
+		kafka bool
+	}{{"sync", false}, {"kafka", true}} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			const total, hang = 1000, 10 * time.Second
+			proxy := testenv.NewProxy(t, testenv.Redis(t).Addr)
+			s := newStack(t, stackOptions{flash: true, kafka: m.kafka, redisAddrs: []string{proxy.Addr},
+				tweak: func(c *Config) { c.RedisTimeout = 500 * time.Millisecond }})
+			code := s.createVoucher(voucherSpec{TotalLimit: total})
+			var oversell atomic.Int64
+			stopSampling := s.sampleOversell(code, &oversell)
+
+			var outcomes sync.Map
+			var stop atomic.Bool
+			sold := make(chan struct{})
+			go func() {
+				defer close(sold)
+				s.hangSale(code, "o", 64, &stop, &outcomes)
+			}()
+			require.Eventually(t, func() bool {
+				st := s.state(code)
+				return st.reserved+st.confirmed >= total/4
+			}, 30*time.Second, 5*time.Millisecond)
+			<-proxy.Hang(hang)
+			healed := time.Now()
+			stop.Store(true)
+
+			// From the heal until Redis's free count equals PostgreSQL's for
+			// good: the last drift seen in the 5 s after the heal.
+			var lastDrift time.Time
+			for time.Since(healed) < 5*time.Second {
+				gs, err := s.app.gate.Inspect(context.Background(), code)
+				st := s.state(code)
+				if err != nil || !gs.Loaded || gs.Remaining != int64(st.totalLimit-st.reserved-st.confirmed) {
+					lastDrift = time.Now()
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			<-sold
+			window := max(lastDrift.Sub(healed), 0)
+			st := s.state(code)
+			t.Logf("%s: Redis and PostgreSQL agree from %s after the heal on (%d free)", m.name,
+				window.Round(10*time.Millisecond), st.totalLimit-st.reserved-st.confirmed)
+			require.LessOrEqual(t, window, 2*time.Second, "drift lasted past 2 s after Redis answered again")
+
+			// Customers who keep trying buy the rest.
+			var rest sync.Map
+			var stopRest atomic.Bool
+			restDone := make(chan struct{})
+			go func() {
+				defer close(restDone)
+				s.hangSale(code, "rest", 16, &stopRest, &rest)
+			}()
+			require.Eventually(t, func() bool {
+				st := s.state(code)
+				return st.reserved+st.confirmed >= total
+			}, 30*time.Second, 20*time.Millisecond, "the rest of the stock was not sold after the hang")
+			stopRest.Store(true)
+			<-restDone
+			stopSampling()
+			require.Zero(t, oversell.Load(), "PostgreSQL held more than totalLimit uses")
+
+			var created, plain, unknown []string
+			tally := func(k, v any) bool {
+				switch v.(hangOutcome) {
+				case hangCreated:
+					created = append(created, k.(string))
+				case hangPlain503:
+					plain = append(plain, k.(string))
+				case hangUnknown503:
+					unknown = append(unknown, k.(string))
+				}
+				return true
+			}
+			outcomes.Range(tally)
+			rest.Range(tally)
+			s.settle(code, len(created))
+			st = s.state(code)
+			require.Equal(t, total, st.reserved+st.confirmed)
+			require.Equal(t, total, len(created), "every use was answered 201 to someone")
+			var held, behindPlain int
+			ctx := context.Background()
+			require.NoError(t, s.db.QueryRow(ctx, `SELECT count(*) FROM voucher_redemption
+				WHERE voucher_code = $1 AND status IN ('RESERVED','CONFIRMED') AND order_id = ANY($2)`, code, created).Scan(&held))
+			require.Equal(t, len(created), held, "an order answered 201 holds no use")
+			require.NoError(t, s.db.QueryRow(ctx, `SELECT count(*) FROM voucher_redemption
+				WHERE voucher_code = $1 AND status IN ('RESERVED','CONFIRMED') AND order_id = ANY($2)`, code, plain).Scan(&behindPlain))
+			require.Zero(t, behindPlain, "a use is held behind a plain 503")
+			s.assertConsistent(code)
+			t.Logf("%s: %d orders answered 201, %d a plain 503, %d 503 outcomeUnknown", m.name, len(created), len(plain), len(unknown))
+		})
+	}
+}
