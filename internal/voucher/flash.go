@@ -351,6 +351,11 @@ func (p *flashPath) release(ctx context.Context, rt route, orderID string) (Rede
 		}
 	}
 	if err != nil {
+		if IsCode(err, CodeUnavailable) {
+			// The release may have committed without its answer: the
+			// settle gives the gate's use back once the store shows it.
+			p.unanswered.rememberRelease(rt.gateCode(), rt.campaignCode, orderID, p.now())
+		}
 		return Redemption{}, err
 	}
 	p.released(wctx, rt, orderID)

@@ -92,20 +92,21 @@ func (s *Service) Heartbeat(ctx context.Context) error {
 }
 
 // SettleUnknown decides this instance's writes whose outcome was unknown
-// at least a second ago and that no retry has settled since: the
-// flash-sync orders whose durable write ended so, and in both flash modes
-// the takes and give-backs the gate did not answer (settleUnanswered). It
-// fences each in the store (fenceHold): the row the write committed is
-// found and the gate keeps its use, or a RELEASED row makes sure a write
-// still on its way takes nothing and the gate's use is given back; a take
-// the gate never saw is voided there. It returns how many it settled;
-// those it could not settle (the store or the gate is still down) stay for
-// the next call.
+// at least a second ago and that no retry has settled since. In both flash
+// modes, the takes and give-backs the gate did not answer
+// (settleUnanswered): a use one took is given back unless the store has
+// the order's row, and a take the gate never saw is voided there. The
+// flash-sync orders whose durable write ended with an unknown outcome are
+// fenced in the store (fenceHold): the row the write committed is found
+// and the gate keeps its use, or a RELEASED row makes sure a write still
+// on its way takes nothing and the gate's use is given back. It returns
+// how many it settled; those it could not settle (the store or the gate is
+// still down) stay for the next call.
 func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 	if s.writes == nil {
 		return 0, nil
 	}
-	n, err := s.settleUnanswered(ctx, s.fenceHold)
+	n, err := s.settleUnanswered(ctx)
 	m, werr := s.writes.settleUnknown(ctx, s.fenceHold)
 	return n + m, errors.Join(err, werr)
 }

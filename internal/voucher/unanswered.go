@@ -21,11 +21,14 @@ type unansweredTakes struct {
 }
 
 // unansweredTake is one attempt, named by its hold (OrderID and
-// ReservedAt), remembered at since.
+// ReservedAt), remembered at since; or, with release set, a release whose
+// store call failed while it may have committed (the gate's use is then
+// given back once the store shows the order RELEASED).
 type unansweredTake struct {
-	code  string
-	hold  Hold
-	since time.Time
+	code    string
+	hold    Hold
+	since   time.Time
+	release bool
 }
 
 // maxUnanswered bounds the attempts remembered; past it an attempt is not
@@ -46,16 +49,30 @@ func newUnansweredTakes() *unansweredTakes {
 func (u *unansweredTakes) remember(code string, hold Hold, now time.Time) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	k := orderKey{code, hold.OrderID}
-	for _, t := range u.m[k] {
-		if t.hold.ReservedAt.Equal(hold.ReservedAt) {
+	return u.add(unansweredTake{code: code, hold: hold, since: now})
+}
+
+// rememberRelease records a release of orderID (a campaign's with its
+// campaign code) under code whose store call failed at now; false when
+// the bound is reached.
+func (u *unansweredTakes) rememberRelease(code, campaignCode, orderID string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.add(unansweredTake{code: code, hold: Hold{OrderID: orderID, Code: campaignCode}, since: now, release: true})
+}
+
+// add records t unless an equal entry is there; u.mu is held.
+func (u *unansweredTakes) add(t unansweredTake) bool {
+	k := orderKey{t.code, t.hold.OrderID}
+	for _, o := range u.m[k] {
+		if o.release == t.release && o.hold.ReservedAt.Equal(t.hold.ReservedAt) {
 			return true
 		}
 	}
 	if u.n >= maxUnanswered {
 		return false
 	}
-	u.m[k] = append(u.m[k], unansweredTake{code: code, hold: hold, since: now})
+	u.m[k] = append(u.m[k], t)
 	u.n++
 	return true
 }
@@ -69,7 +86,7 @@ func (u *unansweredTakes) claim(code, orderID string, reservedAt time.Time) bool
 	k := orderKey{code, orderID}
 	ts := u.m[k]
 	for i, t := range ts {
-		if t.hold.ReservedAt.Equal(reservedAt) {
+		if !t.release && t.hold.ReservedAt.Equal(reservedAt) {
 			u.drop(k, append(ts[:i:i], ts[i+1:]...))
 			return true
 		}
@@ -142,15 +159,10 @@ func (d *deps) unansweredTake(ctx context.Context, code string, hold Hold, err e
 const settleParallel = 8
 
 // settleUnanswered settles the remembered attempts older than
-// unansweredSettleDelay, each with Gate.Void: an attempt the gate never
-// saw is voided (its take, should it arrive, takes nothing); a hold this
-// attempt took is settled with fence (fenceHold: kept when the store has
-// the order's row, which a retry wrote, else fenced and given back); a
-// hold another attempt of the orderId took, or a released one, is left
-// alone. Attempts it could not settle (the gate or the store does not
-// answer yet) are kept for the next call, with the first error; it
-// returns how many it settled.
-func (d *deps) settleUnanswered(ctx context.Context, fence func(context.Context, string, Hold) (bool, error)) (int, error) {
+// unansweredSettleDelay (settleAttempt). Attempts it could not settle (the
+// gate or the store does not answer yet) are kept for the next call, with
+// the first error; it returns how many it settled.
+func (d *deps) settleUnanswered(ctx context.Context) (int, error) {
 	due := d.unanswered.due(d.now(), unansweredSettleDelay)
 	if len(due) == 0 {
 		return 0, nil
@@ -167,7 +179,7 @@ func (d *deps) settleUnanswered(ctx context.Context, fence func(context.Context,
 		go func() {
 			defer wg.Done()
 			for t := range next {
-				if err := d.settleAttempt(ctx, t, fence); err != nil {
+				if err := d.settleAttempt(ctx, t); err != nil {
 					mu.Lock()
 					failed = append(failed, t)
 					if first == nil {
@@ -187,8 +199,22 @@ func (d *deps) settleUnanswered(ctx context.Context, fence func(context.Context,
 	return len(due) - len(failed), first
 }
 
-// settleAttempt settles one remembered attempt (settleUnanswered).
-func (d *deps) settleAttempt(ctx context.Context, t unansweredTake, fence func(context.Context, string, Hold) (bool, error)) error {
+// settleAttempt settles one remembered attempt with Gate.Void. An attempt
+// the gate never saw is voided: its take, should it arrive, takes nothing.
+// A hold another attempt of the orderId took, or a released one, is left
+// to its own writer. A hold this attempt took stands when the store has
+// the order's row (a retry completed it); otherwise its use is given back
+// and the orderId forgotten (a replacement's goes back to the order it
+// replaced), as after a write that provably failed, so that a retry of the
+// orderId takes afresh: nothing was written for it, and nothing will be
+// (in sync mode only a retry writes it; in Kafka mode nothing was
+// published, and a retry on this instance that publishes it claims the
+// attempt first, which takes it out of the settle). A row RELEASED (a
+// retry elsewhere fenced it) marks the hold released.
+func (d *deps) settleAttempt(ctx context.Context, t unansweredTake) error {
+	if t.release {
+		return d.settleRelease(ctx, t)
+	}
 	stored, found, err := d.gate.Void(ctx, t.code, t.hold)
 	switch {
 	case err != nil:
@@ -197,9 +223,47 @@ func (d *deps) settleAttempt(ctx context.Context, t unansweredTake, fence func(c
 		d.log.InfoContext(ctx, "unanswered take voided before it reached the gate", "code", t.code, "orderId", t.hold.OrderID)
 		return nil
 	case stored.Released || !stored.ReservedAt.Equal(t.hold.ReservedAt):
-		// Released, or another attempt's hold: its writer settles it.
 		return nil
 	}
-	_, err = fence(ctx, t.code, stored)
+	row, err := d.store.Order(ctx, stored.OrderID)
+	ours := err == nil && row.VoucherCode == stored.CodeOr(t.code) && row.CustomerID == stored.CustomerID
+	switch {
+	case err != nil && !IsCode(err, CodeReservationNotFound):
+		return err
+	case ours && row.Status.Held():
+		return nil
+	case ours && row.Status == StatusReleased:
+		_, err := d.gate.Release(ctx, t.code, stored.OrderID, ReleaseMark)
+		return err
+	}
+	if stored.Replaces != "" {
+		_, err = d.gate.Unreplace(ctx, t.code, stored.OrderID, stored.Replaces)
+	} else {
+		_, err = d.gate.Release(ctx, t.code, stored.OrderID, ReleaseForget)
+	}
+	if err == nil {
+		d.log.WarnContext(ctx, "unanswered take settled: its use given back to the gate", "code", t.code,
+			"orderId", stored.OrderID, "replaces", stored.Replaces)
+	}
+	return err
+}
+
+// settleRelease settles a release whose store call failed: when the store
+// has the order RELEASED (the call committed after all, or a retry did),
+// the gate's use is given back, as the release would have done.
+func (d *deps) settleRelease(ctx context.Context, t unansweredTake) error {
+	row, err := d.store.Redemption(ctx, t.hold.CodeOr(t.code), t.hold.OrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return nil
+	case err != nil:
+		return err
+	case row.Status != StatusReleased:
+		return nil
+	}
+	given, err := d.gate.Release(ctx, t.code, t.hold.OrderID, ReleaseMark)
+	if given {
+		d.log.WarnContext(ctx, "release whose answer was lost settled: its use given back to the gate", "code", t.code, "orderId", t.hold.OrderID)
+	}
 	return err
 }
