@@ -42,19 +42,19 @@ const (
 // mode) Kafka, two or more voucherd serve instances and, in Kafka mode, a
 // separate `voucherd consume` process.
 type cluster struct {
-	t         *testing.T
-	mode      string
-	dir       string
-	pg        *testenv.PGServer
-	dbURL     string
-	redis     *testenv.RedisServer
-	kafka     *testenv.KafkaBroker
+	t     *testing.T
+	mode  string
+	dir   string
+	pg    *testenv.PGServer
+	dbURL string
+	redis *testenv.RedisServer
+	kafka *testenv.KafkaBroker
 	// redisProxy and pgProxy stand between the voucherd processes and
 	// Redis and PostgreSQL, so that their calls can be made to hang; the
 	// checks read both directly.
 	redisProxy, pgProxy *testenv.Proxy
-	instances []*proc
-	consumer  *proc
+	instances           []*proc
+	consumer            *proc
 
 	// down marks dependencies the nemesis has stopped, so that heal knows
 	// what to start again.

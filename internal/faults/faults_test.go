@@ -215,6 +215,11 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 			modeKafka:    {faultKillKafka, faultKillConsumer, faultKillRedis, faultHangRedis, faultHangPostgres, faultHangKafka},
 		}[sc.mode]
 		rnd.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		// Hangs first, so that no process fault's holds overlap their
+		// stranded checks (checkStranded).
+		slices.SortStableFunc(kinds, func(a, b string) int {
+			return cmpBool(strings.HasPrefix(b, "hang-"), strings.HasPrefix(a, "hang-"))
+		})
 		schedules = append(schedules, plan(rnd, kinds, true, 0, len(c.instances)))
 	}
 
@@ -407,6 +412,17 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 		}
 		t.Errorf("%s", p)
 	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func heldCount(db DBState) int {

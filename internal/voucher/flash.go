@@ -397,7 +397,8 @@ func (p *flashPath) extend(ctx context.Context, rt route, orderID string, until,
 // code's.
 func (p *flashPath) released(ctx context.Context, rt route, orderID string) {
 	if _, err := p.gate.Release(ctx, rt.gateCode(), orderID, ReleaseMark); err != nil {
-		p.log.ErrorContext(ctx, "released in the database but not in the gate; reconciliation will repair", "code", rt.code, "orderId", orderID, "err", err)
+		p.log.ErrorContext(ctx, "released in the database but not in the gate; settled once the gate answers", "code", rt.code, "orderId", orderID, "err", err)
+		p.unanswered.rememberRelease(rt.gateCode(), rt.campaignCode, orderID, p.now())
 	}
 }
 
@@ -415,10 +416,11 @@ func (d *deps) giveBack(ctx context.Context, mode Mode, code string, hold Hold, 
 	defer cancel()
 	if _, err := d.gate.Unreplace(cctx, code, hold.OrderID, hold.Replaces); err != nil {
 		// The gate counts the use for the new order, which no row backs,
-		// while the store keeps the replaced one: undersell, repaired by
-		// reconciliation.
+		// while the store keeps the replaced one: undersell until the
+		// settle (settleAttempt undoes it), or reconciliation.
 		d.log.ErrorContext(ctx, "could not undo a replacement in the gate", "code", code, "orderId", hold.OrderID,
 			"replaces", hold.Replaces, "cause", cause, "err", err)
+		d.unanswered.remember(code, hold, d.now())
 		return
 	}
 	d.log.WarnContext(ctx, "durable write of a replacement failed; the replaced hold stands again", "code", code,

@@ -152,9 +152,12 @@ func (w *kafkaWrites) publish(ctx context.Context, code string, hold Hold) (Rese
 		if errors.Is(perr, ErrOutcomeUnknown) {
 			// The event may still land: giving the use back now could let the
 			// gate hand it out twice. The hold stays pending; a retry with the
-			// same orderId gets its answer once the store has it, and
-			// reconciliation gives the use back if it never arrives.
+			// same orderId gets its answer once the store has it, and this
+			// instance fences it once the broker answers again, or
+			// reconciliation if the instance is gone.
 			w.log.WarnContext(ctx, "reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", perr)
+			// Settled once the broker answers again (settleEvent).
+			w.unanswered.rememberEvent(code, hold, w.now())
 			return Reservation{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
 				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
 		}

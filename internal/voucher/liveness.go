@@ -95,7 +95,10 @@ func (s *Service) Heartbeat(ctx context.Context) error {
 // at least a second ago and that no retry has settled since. In both flash
 // modes, the takes and give-backs the gate did not answer
 // (settleUnanswered): a use one took is given back unless the store has
-// the order's row, and a take the gate never saw is voided there. The
+// the order's row, and a take the gate never saw is voided there; and in
+// Kafka mode the reservations whose event was not acknowledged in time,
+// fenced (fenceHold) once the consumer has applied what the broker
+// acknowledged. The
 // flash-sync orders whose durable write ended with an unknown outcome are
 // fenced in the store (fenceHold): the row the write committed is found
 // and the gate keeps its use, or a RELEASED row makes sure a write still
@@ -106,7 +109,7 @@ func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 	if s.writes == nil {
 		return 0, nil
 	}
-	n, err := s.settleUnanswered(ctx)
+	n, err := s.settleUnanswered(ctx, s.fenceHold)
 	m, werr := s.writes.settleUnknown(ctx, s.fenceHold)
 	return n + m, errors.Join(err, werr)
 }

@@ -20,16 +20,30 @@ type unansweredTakes struct {
 	n  int                           // entries in m; guarded by mu
 }
 
-// unansweredTake is one attempt, named by its hold (OrderID and
-// ReservedAt), remembered at since; or, with release set, a release whose
-// store call failed while it may have committed (the gate's use is then
-// given back once the store shows the order RELEASED).
+// unansweredTake is one call whose answer was lost, remembered at since:
+// what it was is its kind.
 type unansweredTake struct {
-	code    string
-	hold    Hold
-	since   time.Time
-	release bool
+	code  string
+	hold  Hold
+	since time.Time
+	kind  unansweredKind
 }
+
+// unansweredKind says what an unansweredTake was.
+type unansweredKind int
+
+const (
+	// lostTake is a take (or a give-back) of the attempt hold names (its
+	// OrderID and ReservedAt) that the gate did not answer.
+	lostTake unansweredKind = iota
+	// lostRelease is a release of hold.OrderID whose store call failed
+	// while it may have committed: the gate's use is given back once the
+	// store shows the order RELEASED.
+	lostRelease
+	// lostEvent is a reservation event of hold (Kafka mode) whose
+	// acknowledgement did not come in time: the event may still land.
+	lostEvent
+)
 
 // maxUnanswered bounds the attempts remembered; past it an attempt is not
 // remembered and its answer says that its outcome is unknown
@@ -58,14 +72,23 @@ func (u *unansweredTakes) remember(code string, hold Hold, now time.Time) bool {
 func (u *unansweredTakes) rememberRelease(code, campaignCode, orderID string, now time.Time) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.add(unansweredTake{code: code, hold: Hold{OrderID: orderID, Code: campaignCode}, since: now, release: true})
+	return u.add(unansweredTake{code: code, hold: Hold{OrderID: orderID, Code: campaignCode}, since: now, kind: lostRelease})
+}
+
+// rememberEvent records hold's reservation event, published under code,
+// whose acknowledgement did not come by now; false when the bound is
+// reached.
+func (u *unansweredTakes) rememberEvent(code string, hold Hold, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.add(unansweredTake{code: code, hold: hold, since: now, kind: lostEvent})
 }
 
 // add records t unless an equal entry is there; u.mu is held.
 func (u *unansweredTakes) add(t unansweredTake) bool {
 	k := orderKey{t.code, t.hold.OrderID}
 	for _, o := range u.m[k] {
-		if o.release == t.release && o.hold.ReservedAt.Equal(t.hold.ReservedAt) {
+		if o.kind == t.kind && o.hold.ReservedAt.Equal(t.hold.ReservedAt) {
 			return true
 		}
 	}
@@ -86,7 +109,7 @@ func (u *unansweredTakes) claim(code, orderID string, reservedAt time.Time) bool
 	k := orderKey{code, orderID}
 	ts := u.m[k]
 	for i, t := range ts {
-		if !t.release && t.hold.ReservedAt.Equal(reservedAt) {
+		if t.kind == lostTake && t.hold.ReservedAt.Equal(reservedAt) {
 			u.drop(k, append(ts[:i:i], ts[i+1:]...))
 			return true
 		}
@@ -94,7 +117,7 @@ func (u *unansweredTakes) claim(code, orderID string, reservedAt time.Time) bool
 	return false
 }
 
-// due removes and returns the attempts remembered at least delay before
+// due removes and returns the entries remembered at least delay before
 // now.
 func (u *unansweredTakes) due(now time.Time, delay time.Duration) []unansweredTake {
 	u.mu.Lock()
@@ -158,11 +181,13 @@ func (d *deps) unansweredTake(ctx context.Context, code string, hold Hold, err e
 // so that a hang's worth of them is settled within about a second.
 const settleParallel = 8
 
-// settleUnanswered settles the remembered attempts older than
-// unansweredSettleDelay (settleAttempt). Attempts it could not settle (the
-// gate or the store does not answer yet) are kept for the next call, with
-// the first error; it returns how many it settled.
-func (d *deps) settleUnanswered(ctx context.Context) (int, error) {
+// settleUnanswered settles the remembered calls older than
+// unansweredSettleDelay (settleAttempt, settleRelease, settleEvent), each
+// within the write timeout, so that a dependency that still hangs holds
+// up only its own. Those it could not settle (the gate, the store or the
+// broker does not answer yet) are kept for the next call, with the first
+// error; it returns how many it settled.
+func (d *deps) settleUnanswered(ctx context.Context, fence func(context.Context, string, Hold) (bool, error)) (int, error) {
 	due := d.unanswered.due(d.now(), unansweredSettleDelay)
 	if len(due) == 0 {
 		return 0, nil
@@ -173,19 +198,27 @@ func (d *deps) settleUnanswered(ctx context.Context) (int, error) {
 		first  error
 		wg     sync.WaitGroup
 	)
+	fail := func(t unansweredTake, err error) {
+		mu.Lock()
+		failed = append(failed, t)
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	eventsErr := d.eventsApplied(ctx, due)
 	next := make(chan unansweredTake)
 	for range min(settleParallel, len(due)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for t := range next {
-				if err := d.settleAttempt(ctx, t); err != nil {
-					mu.Lock()
-					failed = append(failed, t)
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
+				if t.kind == lostEvent && eventsErr != nil {
+					fail(t, eventsErr)
+					continue
+				}
+				if err := d.settleOne(ctx, t, fence); err != nil {
+					fail(t, err)
 				}
 			}
 		}()
@@ -197,6 +230,50 @@ func (d *deps) settleUnanswered(ctx context.Context) (int, error) {
 	wg.Wait()
 	d.unanswered.putBack(failed)
 	return len(due) - len(failed), first
+}
+
+// eventsApplied returns nil when due holds no lost event, or when the
+// consumer has applied every event acknowledged so far (the broker answers
+// again, and a lost event that landed meanwhile has its row).
+func (d *deps) eventsApplied(ctx context.Context, due []unansweredTake) error {
+	for _, t := range due {
+		if t.kind == lostEvent {
+			cctx, cancel := d.writeContext(ctx)
+			defer cancel()
+			return d.events.CaughtUp(cctx)
+		}
+	}
+	return nil
+}
+
+// settleOne settles one remembered call by its kind, within the write
+// timeout.
+func (d *deps) settleOne(ctx context.Context, t unansweredTake, fence func(context.Context, string, Hold) (bool, error)) error {
+	ctx, cancel := d.writeContext(ctx)
+	defer cancel()
+	switch t.kind {
+	case lostRelease:
+		return d.settleRelease(ctx, t)
+	case lostEvent:
+		return d.settleEvent(ctx, t, fence)
+	}
+	return d.settleAttempt(ctx, t)
+}
+
+// settleEvent settles a reservation whose event was not acknowledged in
+// time, once the consumer has applied every event acknowledged since
+// (eventsApplied): with fence (fenceHold), as the liveness path settles a
+// dead instance's holds. The order's row is found (the event landed) and
+// the hold is made durable in the gate, or a RELEASED row makes sure that
+// the event, should it still land, takes nothing, and the use is given
+// back.
+func (d *deps) settleEvent(ctx context.Context, t unansweredTake, fence func(context.Context, string, Hold) (bool, error)) error {
+	kept, err := fence(ctx, t.code, t.hold)
+	if err != nil || !kept {
+		return err
+	}
+	_, err = d.gate.Commit(ctx, t.code, t.hold)
+	return err
 }
 
 // settleAttempt settles one remembered attempt with Gate.Void. An attempt
@@ -212,9 +289,6 @@ func (d *deps) settleUnanswered(ctx context.Context) (int, error) {
 // attempt first, which takes it out of the settle). A row RELEASED (a
 // retry elsewhere fenced it) marks the hold released.
 func (d *deps) settleAttempt(ctx context.Context, t unansweredTake) error {
-	if t.release {
-		return d.settleRelease(ctx, t)
-	}
 	stored, found, err := d.gate.Void(ctx, t.code, t.hold)
 	switch {
 	case err != nil:
