@@ -71,6 +71,7 @@ func (w *kafkaWrites) replay(ctx context.Context, rt route, req ReserveRequest, 
 			// Released (or fenced) in the store: the hold is stale.
 			if _, err := w.gate.Release(ctx, gateCode, req.OrderID, ReleaseMark); err != nil {
 				w.log.WarnContext(ctx, "stale hold not released in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
+				w.unanswered.rememberRelease(gateCode, rt.campaignCode, req.OrderID, w.now())
 			}
 			return Reservation{}, false, orderReleased(req.OrderID)
 		}
@@ -250,9 +251,10 @@ func (w *kafkaWrites) fenceOrphan(ctx context.Context, code string, h Hold) bool
 		return false
 	}
 	if _, err := w.gate.Release(ctx, code, h.OrderID, ReleaseMark); err != nil {
-		// The store has decided; reconciliation gives the use back (a hold
-		// whose row is RELEASED is stale).
+		// The store has decided; the settle gives the use back once the
+		// gate answers (a hold whose row is RELEASED is stale).
 		w.log.WarnContext(ctx, "fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
+		w.unanswered.rememberRelease(code, h.Code, h.OrderID, w.now())
 	}
 	w.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID, "replaces", h.Replaces)
 	return true
@@ -312,6 +314,7 @@ func (w *kafkaWrites) settleStoredOrder(ctx context.Context, code string, hold H
 		}
 		if _, err := w.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
 			w.log.ErrorContext(ctx, "could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+			w.unanswered.rememberRelease(code, hold.Code, hold.OrderID, w.now())
 		}
 		return Reservation{}, true, orderReleased(hold.OrderID)
 	case ownEvent(code, hold, row):
