@@ -90,8 +90,8 @@ func TestSettleUnanswered(t *testing.T) {
 	replacement := hold("repl", at)
 	replacement.Replaces = "old"
 	g := &voidGate{stored: map[string]Hold{
-		"ran":      hold("ran", at),                     // this attempt's take ran: given back
-		"written":  hold("written", at),                 // a retry wrote its row: stands
+		"ran":      hold("ran", at),                      // this attempt's take ran: given back
+		"written":  hold("written", at),                  // a retry wrote its row: stands
 		"retried":  hold("retried", at.Add(time.Second)), // another attempt's hold: left alone
 		"released": {OrderID: "released", Released: true},
 		"repl":     replacement, // a replacement's take ran: undone
