@@ -170,3 +170,27 @@ func TestUnansweredClaim(t *testing.T) {
 	require.Len(t, u.due(at.Add(time.Second), time.Second), 1)
 	require.Zero(t, u.n)
 }
+
+// In Kafka mode a retry that finds the pending hold of this instance's
+// unanswered take publishes its event (nothing was published for it) and
+// answers 201.
+func TestKafkaRetryCompletesUnansweredTake(t *testing.T) {
+	t.Parallel()
+	at := time.Now().Truncate(time.Millisecond)
+	h := Hold{OrderID: "o-1", CustomerID: "7", OrderAmount: 100, DiscountAmount: 1,
+		ReservedAt: at, ExpiresAt: at.Add(time.Hour), Pending: true, Owner: "i1"}
+	st := &fakeStore{voucher: flashVoucher(), rows: map[string]Redemption{}}
+	g := &fakeGate{decision: GateDecision{Outcome: GateReplay, Hold: h}}
+	events := &fakeLog{}
+	svc, err := NewService(ServiceConfig{Store: st, Gate: g, Events: events, FlashWrites: FlashKafka, Instance: "i1"})
+	require.NoError(t, err)
+	require.True(t, svc.unanswered.remember("SALE", h, time.Now()))
+
+	res, err := svc.Reserve(context.Background(), reserveReq("o-1"))
+	require.NoError(t, err)
+	require.Equal(t, StatusReserved, res.Status)
+	require.True(t, res.ExpiresAt.Equal(h.ExpiresAt), "answered from the hold the take stored")
+	require.Len(t, events.published, 1)
+	require.Equal(t, 1, g.commits)
+	require.Zero(t, svc.unanswered.n, "claimed: the settle leaves it alone")
+}
