@@ -1,8 +1,10 @@
 package voucher
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -206,16 +208,23 @@ func (d *deps) settleUnanswered(ctx context.Context, fence func(context.Context,
 		}
 		mu.Unlock()
 	}
-	eventsErr := d.eventsApplied(ctx, due)
+	// Lost events last, and the broker asked once, when the first comes:
+	// a broker that still hangs holds up no other entry.
+	slices.SortStableFunc(due, func(a, b unansweredTake) int {
+		return cmp.Compare(boolInt(a.kind == lostEvent), boolInt(b.kind == lostEvent))
+	})
+	eventsApplied := sync.OnceValue(func() error { return d.eventsApplied(ctx) })
 	next := make(chan unansweredTake)
 	for range min(settleParallel, len(due)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for t := range next {
-				if t.kind == lostEvent && eventsErr != nil {
-					fail(t, eventsErr)
-					continue
+				if t.kind == lostEvent {
+					if err := eventsApplied(); err != nil {
+						fail(t, err)
+						continue
+					}
 				}
 				if err := d.settleOne(ctx, t, fence); err != nil {
 					fail(t, err)
@@ -232,18 +241,21 @@ func (d *deps) settleUnanswered(ctx context.Context, fence func(context.Context,
 	return len(due) - len(failed), first
 }
 
-// eventsApplied returns nil when due holds no lost event, or when the
-// consumer has applied every event acknowledged so far (the broker answers
-// again, and a lost event that landed meanwhile has its row).
-func (d *deps) eventsApplied(ctx context.Context, due []unansweredTake) error {
-	for _, t := range due {
-		if t.kind == lostEvent {
-			cctx, cancel := d.writeContext(ctx)
-			defer cancel()
-			return d.events.CaughtUp(cctx)
-		}
+// eventsApplied returns nil when the consumer has applied every event
+// acknowledged so far: the broker answers again, and a lost event that
+// landed meanwhile has its row.
+func (d *deps) eventsApplied(ctx context.Context) error {
+	cctx, cancel := d.writeContext(ctx)
+	defer cancel()
+	return d.events.CaughtUp(cctx)
+}
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
-	return nil
+	return 0
 }
 
 // settleOne settles one remembered call by its kind, within the write
