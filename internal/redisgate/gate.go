@@ -273,9 +273,10 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 			strconv.FormatInt(int64(perUserLimit), 10),
 			encodeHold(state, hold),
 			hold.Code,
+			attemptToken(hold),
 		}).ToArray()
 	if err != nil {
-		return voucher.GateDecision{}, interpretError(err, "reserve", code)
+		return voucher.GateDecision{}, interpretTakeError(err, "reserve", code)
 	}
 	status, remaining, third, err := reserveReply(res)
 	if err != nil {
@@ -303,6 +304,8 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		g.markSoldOut(code, epoch, third)
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveVoided:
+		return voucher.GateDecision{}, errVoidedAttempt("reserve", code)
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown reserve status %d", status), "reserve", code)
 	}

@@ -32,7 +32,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	d := &deps{cfg: cfg, store: cfg.Store, gate: cfg.Gate, events: cfg.Events, obs: cfg.Observer, log: cfg.Logger}
+	d := &deps{cfg: cfg, store: cfg.Store, gate: cfg.Gate, events: cfg.Events, obs: cfg.Observer, log: cfg.Logger,
+		unanswered: newUnansweredTakes()}
 	// Only Kafka mode goes on through a store outage, with the definitions
 	// it read last.
 	var staleMax time.Duration
