@@ -173,6 +173,16 @@ type Voucher struct {
 	// Active is false once the voucher was stopped (Deactivate); read only:
 	// a new voucher is always active.
 	Active bool `json:"active,omitempty"`
+	// Currency is the ISO 4217 code the voucher's amounts are in (EUR);
+	// reservations and validations must then name the same one (else
+	// NotEligible, ReasonCurrencyMismatch). Empty: any. Set at creation
+	// only.
+	Currency string `json:"currency,omitempty"`
+	// CustomerID binds the voucher to one customer (answered in the form
+	// CustomerIDNormalization gives it); any other is refused with
+	// NotEligible, ReasonCustomerMismatch. Empty: every customer. Set at
+	// creation only.
+	CustomerID string `json:"customerId,omitempty"`
 
 	Reserved  int32     `json:"reserved,omitempty"`
 	Confirmed int32     `json:"confirmed,omitempty"`
@@ -196,6 +206,8 @@ type voucherCreate struct {
 	FlashSale         bool      `json:"flashSale"`
 
 	CustomerIDNormalization string `json:"customerIdNormalization,omitempty"`
+	Currency                string `json:"currency,omitempty"`
+	CustomerID              string `json:"customerId,omitempty"`
 }
 
 // VoucherPatch changes some fields of a voucher; nil fields stay as they are.
@@ -291,6 +303,9 @@ type ReserveRequest struct {
 	// replaced order answers ORDER_RELEASED afterwards;
 	// ReplacedOrderNotHeld when it is not such a hold (nothing changed).
 	ReplacesOrderID string `json:"replacesOrderId,omitempty"`
+	// Currency is the ISO 4217 code of OrderAmount; a voucher with a
+	// currency requires it.
+	Currency string `json:"currency,omitempty"`
 }
 
 // ValidateRequest asks whether a reservation would succeed now. OrderID is
@@ -300,6 +315,8 @@ type ValidateRequest struct {
 	CustomerID  string `json:"customerId"`
 	OrderID     string `json:"orderId,omitempty"`
 	OrderAmount int64  `json:"orderAmount"`
+	// Currency is as in ReserveRequest.
+	Currency string `json:"currency,omitempty"`
 }
 
 // Validation is the answer to Validate: what a reservation made at the
@@ -328,7 +345,7 @@ func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error)
 		MaxDiscountAmount: v.MaxDiscountAmount, MinOrderAmount: v.MinOrderAmount,
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
-		CustomerIDNormalization: v.CustomerIDNormalization,
+		CustomerIDNormalization: v.CustomerIDNormalization, Currency: v.Currency, CustomerID: v.CustomerID,
 	}
 	var out Voucher
 	if err := c.call(ctx, http.MethodPost, "/vouchers", body, &out, false); err != nil {

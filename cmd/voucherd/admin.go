@@ -67,6 +67,8 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.BoolVar(&v.FlashSale, "flash", false, "route reservations through the Redis gate")
 		fs.StringVar(&v.CustomerIDNormalization, "customer-id-normalization", "none",
 			"none, or email: count the spellings of one e-mail address (case, +tag, gmail dots) as one customer")
+		fs.StringVar(&v.Currency, "currency", "", "ISO 4217 currency (EUR) every reservation must name (default any)")
+		fs.StringVar(&v.CustomerID, "customer", "", "the one customerId the voucher serves (default every customer)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -190,6 +192,12 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 		customers = "ids as e-mail addresses (normalised)"
 	}
 	fmt.Fprintf(tw, "customers\t%s\n", customers)
+	if v.CustomerID != "" {
+		fmt.Fprintf(tw, "customer\tonly %s\n", v.CustomerID)
+	}
+	if v.Currency != "" {
+		fmt.Fprintf(tw, "currency\t%s\n", v.Currency)
+	}
 	fmt.Fprintf(tw, "active\t%v\n", v.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", v.Reserved, v.Confirmed, v.Remaining)
 	return tw.Flush()

@@ -89,6 +89,7 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 			require.Contains(t, text, `"status":"RELEASED"`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"confirmed":1`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"remaining":999`, "run %d:\n%s", run, text)
+			require.Contains(t, text, `"reason":"CUSTOMER_MISMATCH"`, "run %d:\n%s", run, text)
 			m := regexp.MustCompile(`"code":"(FLASH-[0-9-]+)"`).FindStringSubmatch(text)
 			require.NotNil(t, m, "no voucher code in the output:\n%s", text)
 			created = append(created, m[1])

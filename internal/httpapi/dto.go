@@ -30,6 +30,10 @@ type voucherJSON struct {
 	Remaining               int32     `json:"remaining"`
 	CreatedAt               time.Time `json:"createdAt"`
 	UpdatedAt               time.Time `json:"updatedAt"`
+
+	// Currency and CustomerID are left out when the voucher has none.
+	Currency   string `json:"currency,omitempty"`
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
@@ -40,6 +44,7 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 		CustomerIDNormalization: normalizationName(v.CustomerIDNormalization),
 		Reserved:                v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining(),
 		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(),
+		Currency: v.Currency, CustomerID: v.CustomerID,
 	}
 	if v.DiscountPercentBP != 0 {
 		out.DiscountPercent = json.Number(voucher.FormatPercentBP(v.DiscountPercentBP))
@@ -79,13 +84,18 @@ type createVoucherRequest struct {
 	// CustomerIDNormalization is a member of POST only: changing it would
 	// split the counts of customers already counted.
 	CustomerIDNormalization *string
+	// Currency and CustomerID are members of POST only, as
+	// CustomerIDNormalization: a hold taken under one would not be under
+	// another.
+	Currency   *string
+	CustomerID *string
 	// Active is a member of PATCH only.
 	Active *bool
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
 		"discountPercent", "maxDiscountAmount"}
 )
@@ -109,6 +119,14 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			} else {
 				r.CustomerIDNormalization = &s
 			}
+		case "currency":
+			var s string
+			s, err = stringField(name, v)
+			r.Currency = &s
+		case "customerId":
+			var s string
+			s, err = customerField(name, v)
+			r.CustomerID = &s
 		case "discountAmount":
 			r.DiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
 		case "discountPercent":
@@ -205,6 +223,15 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 			return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "customerIdNormalization must be none or email")
 		}
 	}
+	if r.Currency != nil {
+		if !voucher.ValidCurrency(*r.Currency) {
+			return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "currency must be an ISO 4217 code: three letters A-Z")
+		}
+		v.Currency = *r.Currency
+	}
+	if r.CustomerID != nil {
+		v.CustomerID = *r.CustomerID
+	}
 	return v, v.Validate()
 }
 
@@ -225,12 +252,13 @@ type reserveRequest struct {
 	OrderID         string
 	OrderAmount     int64
 	ReplacesOrderID string
+	Currency        string
 	seen            uint64 // bits by index in reserveFields
 }
 
 // reserveFields are the fields of reserveRequest; the first
 // requiredReserveFields are required in a reservation.
-var reserveFields = []string{"customerId", "orderId", "orderAmount", "replacesOrderId"}
+var reserveFields = []string{"customerId", "orderId", "orderAmount", "replacesOrderId", "currency"}
 
 const requiredReserveFields = 3
 
@@ -261,6 +289,11 @@ func (r *reserveRequest) decode(body []byte) error {
 			r.ReplacesOrderID, err = stringField("replacesOrderId", v)
 			if err == nil && r.ReplacesOrderID == "" {
 				err = voucher.Errorf(voucher.CodeInvalidRequest, "replacesOrderId must not be empty")
+			}
+		case 4:
+			r.Currency, err = stringField("currency", v)
+			if err == nil && !voucher.ValidCurrency(r.Currency) {
+				err = voucher.Errorf(voucher.CodeInvalidRequest, "currency must be an ISO 4217 code: three letters A-Z")
 			}
 		}
 		return err
@@ -302,7 +335,7 @@ func (r reserveRequest) toDomain(code string) (voucher.ReserveRequest, error) {
 		}
 	}
 	req := voucher.ReserveRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount,
-		ReplacesOrderID: r.ReplacesOrderID}
+		ReplacesOrderID: r.ReplacesOrderID, Currency: r.Currency}
 	return req, req.Validate()
 }
 
@@ -320,7 +353,8 @@ func (r reserveRequest) toValidation(code string) (voucher.ValidateRequest, erro
 	if r.seen&(1<<3) != 0 {
 		return voucher.ValidateRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "replacesOrderId is not a field of a validation")
 	}
-	req := voucher.ValidateRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount}
+	req := voucher.ValidateRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount,
+		Currency: r.Currency}
 	return req, req.Validate()
 }
 

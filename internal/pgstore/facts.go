@@ -65,6 +65,10 @@ func parseFacts(s string) (voucher.Facts, bool) {
 			f.OrderAmount, err = strconv.ParseInt(v, 10, 64)
 		case "min":
 			f.MinOrderAmount, err = strconv.ParseInt(v, 10, 64)
+		case "vcurrency":
+			f.VoucherCurrency = v
+		case "currency":
+			f.Currency = v
 		default:
 			return f, false
 		}

@@ -112,10 +112,10 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := replaceScript.Exec(ctx, client, k.script(),
-		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code}).ToArray()
+	res, err := replaceScript.Exec(ctx, client, k.take(),
+		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, attemptToken(hold)}).ToArray()
 	if err != nil {
-		return voucher.GateDecision{}, interpretError(err, "replace", code)
+		return voucher.GateDecision{}, interpretTakeError(err, "replace", code)
 	}
 	status, remaining, third, err := reserveReply(res)
 	if err != nil {
@@ -137,6 +137,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		d.Outcome = voucher.GateNotHeld
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveVoided:
+		return voucher.GateDecision{}, errVoidedAttempt("replace", code)
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown replace status %d", status), "replace", code)
 	}

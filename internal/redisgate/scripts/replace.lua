@@ -17,12 +17,14 @@
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
+-- KEYS[8] -> voucher:{CODE}:void       hash orderId -> token of its voided attempt (void.lua)
 --
 -- ARGV[1] -> new orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'), compared as a string
 -- ARGV[3] -> encoded hold to store for the new orderId (as in reserve.lua)
 -- ARGV[4] -> replaced orderId
 -- ARGV[5] -> the campaign code the new order presents, '' for a voucher
+-- ARGV[6] -> this attempt's token (lib/void.lua)
 --
 -- Returns, with the statuses of reserve.lua where they apply:
 --   {1, remaining, ver}   replaced: ver is the version after it
@@ -35,11 +37,15 @@
 --                         pending, or confirmed (C, confirm.lua)
 --   {9, remaining}        code used: the new code is held by an order other
 --                         than the replaced one
+--   {10, remaining}       voided: this attempt of the new orderId was voided
 --
--- include: hold, known_order, codes, keys, held
+-- include: hold, known_order, codes, keys, held, void
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
 if known then
   return known
+end
+if voided(KEYS[8], ARGV[1], ARGV[6]) then
+  return {10, r}
 end
 
 local old = redis.call('HGET', KEYS[3], ARGV[4])

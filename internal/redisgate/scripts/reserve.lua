@@ -10,6 +10,7 @@
 --                                      (a campaign's budget, CODE its id)
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
+-- KEYS[8] -> voucher:{CODE}:void       hash orderId -> token of its voided attempt (void.lua)
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'); compared as a string; an int64 does
@@ -18,6 +19,7 @@
 -- ARGV[4] -> encoded hold to store (lib/hold.lua), held (H), or pending (P) in
 --            Kafka mode; its code field is ARGV[5]
 -- ARGV[5] -> the campaign code presented, '' for a voucher
+-- ARGV[6] -> this attempt's token (lib/void.lua)
 --
 -- Returns {status, remaining} or {status, remaining, stored hold or version}:
 --   {1, remaining, ver}   taken: a use was taken; remaining is after the take,
@@ -31,14 +33,18 @@
 --   {6, remaining}        quota held: the customer holds perUserLimit uses
 --   {7, remaining, ver}   sold out: no use left; ver is the version, '' if absent
 --   {9, remaining}        code used: the campaign code is held by another order
+--   {10, remaining}       voided: this attempt of an unknown orderId was voided
 -- remaining is -1 where it is unknown (a known orderId of an unloaded voucher).
 -- The version lets the caller's sold-out cache keep its copy of the orders
 -- when nothing changed.
 --
--- include: known_order, take_checks, keys, held
+-- include: known_order, take_checks, keys, held, void
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
 if known then
   return known
+end
+if voided(KEYS[8], ARGV[1], ARGV[6]) then
+  return {10, r}
 end
 local refused = refuseTake(KEYS[2], KEYS[5], ARGV[2], ARGV[3], ARGV[5], r)
 if refused then
