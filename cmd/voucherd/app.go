@@ -44,6 +44,8 @@ type App struct {
 	// tracing is nil unless OpenTelemetry tracing is on.
 	tracing *tracing.Provider
 	live    *live.Hub // live sale view
+	// events are the feed, the webhooks and the events topic.
+	events *eventsParts
 	// notifier publishes threshold events to Kafka; nil without
 	// Kafka brokers.
 	notifier *kafkalog.Notifier
@@ -149,6 +151,9 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	if err != nil {
 		return nil, err
 	}
+	if a.events, err = openEvents(ctx, cfg, a.store, a.metrics, log); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
 	if a.keys, err = newKeySource(cfg, log); err != nil {
 		return nil, err
 	}
@@ -171,7 +176,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		RateLimits: cfg.Access.rateLimits(func(limit string) {
 			a.metrics.Access.RateLimited.WithLabelValues(limit).Inc()
 		}),
-		Extra: httpapi.LiveRoutes(a.live),
+		Extra: bothRoutes(httpapi.LiveRoutes(a.live), a.events.routes()),
 	})
 	if err != nil {
 		return nil, err
@@ -268,6 +273,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.served = make(chan error, 1)
 	go func() { a.served <- a.server.Serve(ln) }()
 	a.expiry.Start(context.WithoutCancel(ctx))
+	a.events.runner.Start(context.WithoutCancel(ctx))
 	if a.recon != nil {
 		a.recon.Start(context.WithoutCancel(ctx))
 	}
@@ -348,6 +354,9 @@ func (a *App) Close() error {
 func (a *App) closeDeps() {
 	if a.live != nil {
 		a.live.Close()
+	}
+	if a.events != nil {
+		a.events.close()
 	}
 	if a.kafka != nil {
 		a.kafka.close()

@@ -91,6 +91,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.PGOutage, "pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
 	fs.DurationVar(&o.PGOutageAt, "pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
 	fs.DurationVar(&o.ReconcileEvery, "reconcile-every", 0, "run each mode twice on fresh vouchers, without and then with a repairing reconciliation of the run's vouchers this often during the load, and report Redis's longest command (SLOWLOG) of each run; needs a started stack or --redis-addr; 0 runs once without")
+	fs.Var(listFlag{&o.Events}, "events", "with a started stack: run each mode once per webhook subscription, a comma-separated list of none, confirmed (reservation.confirmed and .released) and reserved (reservation.reserved too), delivered to a receiver in this process; compares throughput, p99, the outbox's bytes per 1,000 uses and the delivery lag")
 	fs.BoolVar(&o.OTLPSink, "otlp-sink", false, "with a started stack and OTEL_TRACES_EXPORTER=otlp: export the servers' spans to an OTLP/HTTP endpoint in this process that discards them (the cost of tracing)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the load generator; the servers are processes of their own) to this file")
 	err := fs.Parse(args)

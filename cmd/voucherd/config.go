@@ -108,6 +108,8 @@ type Config struct {
 	// Access: read keys, the metrics listener and the side doors'
 	// checks (access.go).
 	Access AccessConfig
+	// Events: webhooks, the feed and the events topic (events.go).
+	Events EventsConfig
 }
 
 // envOr returns the environment variable or def.
@@ -247,6 +249,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	cfg.EventKey, eventKeyErr = secretEnv(os.Getenv, "VOUCHERD_EVENT_KEY")
 	cfg.managedEnvErr = errors.Join(dbURLErr, managedErr, piiErr, eventKeyErr)
 	registerAccessFlags(fs, &cfg.Access)
+	registerEventsFlags(fs, &cfg.Events)
 }
 
 // registerServeFlagsExcept is registerServeFlags without the named flags: a
@@ -317,6 +320,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := c.validateAccess(); err != nil {
+		return err
+	}
+	if err := c.Events.validate(c.KafkaBrokers); err != nil {
 		return err
 	}
 	switch c.FlashWrites {

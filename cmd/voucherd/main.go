@@ -37,6 +37,8 @@ func init() {
 		"validate":  {"what a reservation would answer now, taking nothing (through the HTTP API)", runValidate},
 		"campaign":  {"campaigns of unique codes sharing one budget (through the HTTP API): campaign create|get|codes|add-codes|import", runCampaign},
 		"customer":  {"a customer's redemptions of every voucher (through the HTTP API): customer redemptions ID", runCustomer},
+		"webhook":   {"signed event deliveries (through the HTTP API): webhook create|list|get|update|delete|deliveries", runWebhook},
+		"events":    {"the event feed, one event a line (through the HTTP API)", runEvents},
 		"reconcile": {"compare Redis with PostgreSQL for flash vouchers and repair safe drift", runReconcile},
 		"bench":     {"run a flash-sale load test and verify the invariants", runBench},
 		"version":   {"print the version", runVersion},

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,11 @@ type Options struct {
 	// to an OTLP/HTTP endpoint in this process that discards them (the cost
 	// of tracing; the servers must have OTEL_TRACES_EXPORTER=otlp).
 	OTLPSink bool
+	// Events, with a started stack, runs each mode once per event
+	// subscription setting (EventsNone, EventsConfirmed, EventsReserved)
+	// and compares throughput, p99, the outbox's growth and the delivery
+	// lag to a receiver in this process (events.go).
+	Events []string
 }
 
 // StackOptions says how to start the stack of a run without URLs.
@@ -107,6 +113,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	if len(o.URLs) == 0 {
 		return runOnStack(ctx, o, stdout, stderr)
+	}
+	if len(o.Events) > 0 {
+		return errors.New("--events needs a started stack (no --url)")
 	}
 	cfg, mode := o.Workload, o.Modes[0]
 	cfg.BaseURLs = o.URLs
@@ -153,6 +162,12 @@ func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
+	if len(o.Events) > 0 {
+		if err := checkEvents(o.Events); err != nil {
+			return err
+		}
+		so.Env = append(slices.Clone(so.Env), "VOUCHERD_WEBHOOK_ALLOW_PRIVATE=true")
+	}
 	st, err := startStack(ctx, stderr, so, modes)
 	if err != nil {
 		return err
@@ -184,6 +199,9 @@ func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error 
 	}
 	if o.ReconcileEvery > 0 {
 		return runReconciling(ctx, o, cfg, targets, st.redisAddrs, stdout, stderr)
+	}
+	if len(o.Events) > 0 {
+		return runEvents(ctx, o, cfg, st, targets, stdout, stderr)
 	}
 	return runTargets(ctx, o, cfg, targets, stdout, stderr)
 }

@@ -67,6 +67,8 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeUnavailable:          http.StatusServiceUnavailable,
 	voucher.CodeTooManyRequests:      http.StatusTooManyRequests,
 	voucher.CodeInternal:             http.StatusInternalServerError,
+	voucher.CodeWebhookNotFound:      http.StatusNotFound,
+	voucher.CodeWebhookURLRefused:    http.StatusUnprocessableEntity,
 	CodeNotFound:                     http.StatusNotFound,
 	CodeMethodNotAllowed:             http.StatusMethodNotAllowed,
 	CodeUnsupportedMediaType:         http.StatusUnsupportedMediaType,

@@ -52,6 +52,12 @@ const (
 	// block ends.
 	CodeTooManyRequests ErrorCode = "TOO_MANY_REQUESTS"
 	CodeInternal        ErrorCode = "INTERNAL"
+	// CodeWebhookNotFound: no webhook has this id.
+	CodeWebhookNotFound ErrorCode = "WEBHOOK_NOT_FOUND"
+	// CodeWebhookURLRefused: the webhook URL cannot be called: not an
+	// absolute https URL, or its host resolves to a loopback, private or
+	// link-local address.
+	CodeWebhookURLRefused ErrorCode = "WEBHOOK_URL_REFUSED"
 )
 
 // Reason refines CodeNotEligible and CodeAlreadyUsed.
