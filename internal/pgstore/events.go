@@ -12,7 +12,7 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// The outbox and the webhooks (migration 024, docs/events.md). The events
+// The outbox and the webhooks (migration 019, docs/events.md). The events
 // themselves are written by triggers in the transactions of the changes;
 // this file sequences them, pages them, and keeps the webhooks and their
 // deliveries.

@@ -1,4 +1,4 @@
--- 024_events: the outbox of events (docs/events.md), webhooks and their
+-- 019_events: the outbox of events (docs/events.md), webhooks and their
 -- deliveries.
 --
 -- Events are written by triggers on the rows whose change they report, so
