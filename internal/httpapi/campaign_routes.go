@@ -65,7 +65,7 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 // then its budget's, which are decoded as the same members of POST /vouchers.
 var campaignFields = []string{"name", "codeCount", "codePrefix", "codeLength",
 	"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt",
-	"discountPercent", "maxDiscountAmount", "flashSale"}
+	"discountPercent", "maxDiscountAmount", "flashSale", "budgetAmount", "budgetShortfall"}
 
 // createCampaignRequest is the body of POST /campaigns.
 type createCampaignRequest struct {

@@ -30,6 +30,12 @@ type voucherJSON struct {
 	Remaining               int32     `json:"remaining"`
 	CreatedAt               time.Time `json:"createdAt"`
 	UpdatedAt               time.Time `json:"updatedAt"`
+	// The money budget, when the voucher has one.
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
+	BudgetReserved  *int64 `json:"budgetReserved,omitempty"`
+	BudgetConfirmed *int64 `json:"budgetConfirmed,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
@@ -44,7 +50,26 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 	if v.DiscountPercentBP != 0 {
 		out.DiscountPercent = json.Number(voucher.FormatPercentBP(v.DiscountPercentBP))
 	}
+	if b := v.Budget; b.Amount > 0 {
+		remaining := b.Remaining()
+		out.BudgetAmount, out.BudgetShortfall = b.Amount, shortfallName(b.Clip)
+		out.BudgetReserved, out.BudgetConfirmed, out.BudgetRemaining = &b.Reserved, &b.Confirmed, &remaining
+	}
 	return out
+}
+
+// The values of budgetShortfall.
+const (
+	shortfallReject = "reject"
+	shortfallClip   = "clip"
+)
+
+// shortfallName is a budget's budgetShortfall on the wire.
+func shortfallName(clip bool) string {
+	if clip {
+		return shortfallClip
+	}
+	return shortfallReject
 }
 
 // normalizationName is n on the wire: the zero value is "none".
@@ -81,13 +106,17 @@ type createVoucherRequest struct {
 	CustomerIDNormalization *string
 	// Active is a member of PATCH only.
 	Active *bool
+	// BudgetAmount may be changed by PATCH; BudgetShortfall ("reject" or
+	// "clip") is set at creation only.
+	BudgetAmount    *int64
+	BudgetShortfall *string
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "budgetAmount", "budgetShortfall"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
-		"discountPercent", "maxDiscountAmount"}
+		"discountPercent", "maxDiscountAmount", "budgetAmount"}
 )
 
 // decode reads the members of a voucher body: POST /vouchers's, or PATCH
@@ -101,14 +130,19 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 		name := names[i]
 		var err error
 		switch name {
-		case "code", "customerIdNormalization":
+		case "code", "customerIdNormalization", "budgetShortfall":
 			var s string
 			s, err = stringField(name, v)
-			if name == "code" {
+			switch name {
+			case "code":
 				r.Code = &s
-			} else {
+			case "budgetShortfall":
+				r.BudgetShortfall = &s
+			default:
 				r.CustomerIDNormalization = &s
 			}
+		case "budgetAmount":
+			r.BudgetAmount, err = int64Ptr(name, v, 1, maxAmount)
 		case "discountAmount":
 			r.DiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
 		case "discountPercent":
@@ -205,7 +239,30 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 			return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "customerIdNormalization must be none or email")
 		}
 	}
+	if err := r.budget(&v.Budget); err != nil {
+		return voucher.Voucher{}, err
+	}
 	return v, v.Validate()
+}
+
+// budget sets b from budgetAmount and budgetShortfall.
+func (r createVoucherRequest) budget(b *voucher.Budget) error {
+	if r.BudgetAmount != nil {
+		b.Amount = *r.BudgetAmount
+	}
+	if r.BudgetShortfall != nil {
+		switch *r.BudgetShortfall {
+		case shortfallReject:
+		case shortfallClip:
+			b.Clip = true
+		default:
+			return voucher.Errorf(voucher.CodeInvalidRequest, "budgetShortfall must be reject or clip")
+		}
+		if r.BudgetAmount == nil {
+			return voucher.Errorf(voucher.CodeInvalidRequest, "budgetShortfall is set together with budgetAmount")
+		}
+	}
+	return nil
 }
 
 // toPatch returns the body of PATCH /vouchers/{code} as a domain patch.
@@ -214,6 +271,7 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 		DiscountAmount: r.DiscountAmount, DiscountPercentBP: r.DiscountPercentBP, MaxDiscountAmount: r.MaxDiscountAmount,
 		MinOrderAmount: r.MinOrderAmount, TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
 		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
+		BudgetAmount: r.BudgetAmount,
 	}
 }
 
@@ -378,6 +436,9 @@ type reservationJSON struct {
 	DiscountAmount int64     `json:"discountAmount"`
 	Status         string    `json:"status"`
 	ExpiresAt      time.Time `json:"expiresAt"`
+	// Clipped: the money budget gave what was left of it, less than the
+	// order's discount.
+	Clipped bool `json:"clipped,omitempty"`
 }
 
 // redemptionJSON is a redemption on the wire.
@@ -419,6 +480,10 @@ type errorJSON struct {
 	Reason         string `json:"reason,omitempty"`
 	RetryAfter     *int64 `json:"retryAfter,omitempty"`
 	OutcomeUnknown bool   `json:"outcomeUnknown,omitempty"`
+	// Limit names the limit a 409 was caused by; BudgetRemaining is set
+	// with BUDGET_EXCEEDED.
+	Limit           string `json:"limit,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 }
 
 // warmupJSON is the answer of POST /vouchers/{code}/warmup.
@@ -449,6 +514,14 @@ func (e errorJSON) appendJSON(b []byte) []byte {
 	if e.OutcomeUnknown {
 		b = append(b, `,"outcomeUnknown":true`...)
 	}
+	if e.Limit != "" {
+		b = append(b, `,"limit":`...)
+		b = appendJSONString(b, e.Limit)
+	}
+	if e.BudgetRemaining != nil {
+		b = append(b, `,"budgetRemaining":`...)
+		b = strconv.AppendInt(b, *e.BudgetRemaining, 10)
+	}
 	return append(b, "}\n"...)
 }
 
@@ -463,6 +536,9 @@ func (r reservationJSON) appendJSON(b []byte) []byte {
 	b = appendJSONString(b, r.Status)
 	b = append(b, `,"expiresAt":"`...)
 	b = r.ExpiresAt.AppendFormat(b, time.RFC3339Nano)
+	if r.Clipped {
+		return append(b, "\",\"clipped\":true}\n"...)
+	}
 	return append(b, "\"}\n"...)
 }
 

@@ -34,7 +34,7 @@
 --      concurrent PATCH of the window, the minimum amount or the per-user
 --      limit) the call raises VD003 and rolls back whole; the caller then
 --      reserves each element on its own with voucherd_reserve_one. A campaign
---      code raises VD003 at once.
+--      code, or a voucher with a money budget (voucher_limit), raises VD003 at once.
 --
 -- The statements that look rows up by an array of keys run through EXECUTE,
 -- so that each call plans them for its own arrays and the tables' current
@@ -116,7 +116,10 @@ BEGIN
     SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
     -- A campaign code (or budget) is decided by voucherd_reserve alone: the
     -- orders of one campaign code compete for the code itself.
-    IF FOUND AND v.campaign OR NOT FOUND AND EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code) THEN
+    -- So is a voucher with a money budget: the discount each element may
+    -- take depends on every grant before it (voucherd_limit_fit).
+    IF FOUND AND v.campaign OR NOT FOUND AND EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code)
+       OR FOUND AND EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code) THEN
         RAISE EXCEPTION USING ERRCODE = 'VD003', MESSAGE = format('campaign code %s: reserve one by one', p_code);
     END IF;
     IF NOT FOUND THEN
