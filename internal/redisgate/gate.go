@@ -273,6 +273,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 			strconv.FormatInt(int64(perUserLimit), 10),
 			encodeHold(state, hold),
 			hold.Code,
+			budgetMode(hold.Budget),
 		}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "reserve", code)
@@ -285,6 +286,9 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	switch status {
 	case reserveTaken:
 		d.Outcome = voucher.GateTaken
+		if d.Discount, err = clippedDiscount(res); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "reserve", code)
+		}
 		if remaining <= 0 {
 			// The last use is gone: the next callers need not ask Redis.
 			g.markSoldOut(code, epoch, third)
@@ -303,6 +307,11 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		g.markSoldOut(code, epoch, third)
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveBudget:
+		d.Outcome = voucher.GateBudgetExceeded
+		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "reserve", code)
+		}
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown reserve status %d", status), "reserve", code)
 	}
@@ -412,7 +421,7 @@ func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.R
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := releaseScript.Exec(ctx, client, k.script(), []string{orderID, m}).AsInt64()
+	n, err := releaseScript.Exec(ctx, client, k.budgeted(), []string{orderID, m}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "release", code)
 	}
@@ -471,19 +480,21 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 			Code:           campaignCodeOf(r, code),
 		}))
 	}
+	budget := snapshotBudget(s)
 	k := keysFor(g.cfg.KeyPrefix, code)
 	expireAt := strconv.FormatInt(g.expireAt(s.Voucher.EndsAt), 10)
 	remaining := strconv.FormatInt(s.Remaining(), 10)
 	var wrote int64
 	if (len(users)+len(orders))/2 > g.cfg.ScanCount {
-		wrote, err = g.loadInSteps(ctx, client, k, expireAt, remaining, held, users, orders)
+		wrote, err = g.loadInSteps(ctx, client, k, expireAt, remaining, held, budget, users, orders)
 	} else {
-		args := make([]string, 0, 3+len(users)+len(orders))
+		args := make([]string, 0, 5+len(users)+len(orders))
 		args = append(args, expireAt, remaining, strconv.Itoa(len(users)/2))
 		args = append(append(args, users...), orders...)
+		args = append(args, budget...)
 		ctx, cancel := g.withBulkTimeout(ctx)
 		defer cancel()
-		wrote, err = loadScript.Exec(ctx, client, append(k.script(), k.freed), args).AsInt64()
+		wrote, err = loadScript.Exec(ctx, client, append(k.script(), k.freed, k.budget), args).AsInt64()
 	}
 	if err != nil {
 		return false, interpretError(err, "load", code)
@@ -514,7 +525,8 @@ func (g *Gate) Loaded(ctx context.Context, code string) (bool, error) {
 }
 
 // AdjustLimit adds delta to remaining when the voucher is loaded (a limit
-// change) and moves the expiry of its keys to v.EndsAt + KeyGrace. The
+// change), sets its money budget's cap to v.Budget.Amount, and moves the
+// expiry of its keys to v.EndsAt + KeyGrace. The
 // per-customer limit is not stored in Redis (Reserve takes it from the
 // caller), so it needs no update here. It clears the sold-out cache of the
 // code in this process. A voucher that is not loaded is left alone.
@@ -533,8 +545,12 @@ func (g *Gate) AdjustLimit(ctx context.Context, v voucher.Voucher, delta int64) 
 	k := keysFor(g.cfg.KeyPrefix, v.Code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err = adjustScript.Exec(ctx, client, k.script(),
-		[]string{strconv.FormatInt(delta, 10), strconv.FormatInt(expireAt, 10)}).Error()
+	budget := ""
+	if v.Budget.Amount > 0 {
+		budget = strconv.FormatInt(v.Budget.Amount, 10)
+	}
+	err = adjustScript.Exec(ctx, client, k.budgeted(),
+		[]string{strconv.FormatInt(delta, 10), strconv.FormatInt(expireAt, 10), budget}).Error()
 	// Clear even on error: the script may have run, and a cleared cache
 	// costs one Redis call at most.
 	g.soldOut.clear(v.Code)

@@ -138,7 +138,7 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := adoptScript.Exec(ctx, client, k.script(), []string{
+	n, err := adoptScript.Exec(ctx, client, k.budgeted(), []string{
 		hold.OrderID, hold.CustomerID, encodeHold(heldState(hold), hold), hold.Code,
 	}).AsInt64()
 	if err != nil {

@@ -112,8 +112,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := replaceScript.Exec(ctx, client, k.script(),
-		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code}).ToArray()
+	res, err := replaceScript.Exec(ctx, client, k.budgeted(),
+		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, budgetMode(hold.Budget)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "replace", code)
 	}
@@ -125,6 +125,9 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	switch status {
 	case reserveTaken:
 		d.Outcome = voucher.GateTaken
+		if d.Discount, err = clippedDiscount(res); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "replace", code)
+		}
 		g.soldOut.clear(code)
 	case reserveReplay, reserveConflict, reserveReleased:
 		d.Outcome = knownOrderOutcome(status)
@@ -137,6 +140,11 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		d.Outcome = voucher.GateNotHeld
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveBudget:
+		d.Outcome = voucher.GateBudgetExceeded
+		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "replace", code)
+		}
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown replace status %d", status), "replace", code)
 	}
@@ -156,7 +164,7 @@ func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string) (b
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := unreplaceScript.Exec(ctx, client, k.script(),
+	n, err := unreplaceScript.Exec(ctx, client, k.budgeted(),
 		[]string{orderID, replaces}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "unreplace", code)

@@ -147,4 +147,5 @@ const (
 	reserveQuotaHeld = 6
 	reserveSoldOut   = 7
 	reserveCodeUsed  = 9
+	reserveBudget    = 10
 )

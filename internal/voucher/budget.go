@@ -1,6 +1,9 @@
 package voucher
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Limit names the limit a 409 answer was caused by, so that a checkout can
 // say the right thing.
@@ -74,4 +77,16 @@ func (b Budget) Fit(discount, left int64) (int64, bool) {
 // remaining left; retryAfter > 0 when a RESERVED hold may free some.
 func BudgetExceeded(code string, remaining int64, retryAfter time.Duration) *Error {
 	return Reject(CodeBudgetExceeded, "", Facts{Voucher: code, BudgetRemaining: remaining, RetryAfter: retryAfter})
+}
+
+// budgetExceeded is the flash paths' BUDGET_EXCEEDED with left, what the
+// gate has left of the budget: with a Retry-After while the store knows a
+// RESERVED hold that may free some (the holds read for HELD_OUT, cached
+// the same way), without one when none is known.
+func (p *flashPath) budgetExceeded(ctx context.Context, rt route, left int64, now time.Time) error {
+	var retry time.Duration
+	if _, sum, err := p.holds(ctx, rt.gateCode(), now); err == nil && !sum.EarliestExpiry.IsZero() {
+		retry = max(sum.EarliestExpiry.Sub(now), time.Second)
+	}
+	return BudgetExceeded(rt.code, max(left, 0), retry)
 }

@@ -121,6 +121,7 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
 		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: at, ExpiresAt: at.Add(p.cfg.ReservationTTL),
 		Pending: p.writes.pending(), Owner: p.cfg.Instance, Replaces: req.ReplacesOrderID, Code: rt.campaignCode,
+		Budget: Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip},
 	}
 	for attempt := 0; ; attempt++ {
 		var dec GateDecision
@@ -141,6 +142,9 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		p.obs.GateDecided(dec.Outcome)
 		switch dec.Outcome {
 		case GateTaken:
+			if dec.Discount > 0 {
+				hold.DiscountAmount = dec.Discount
+			}
 			res, err := p.writes.write(ctx, rt, req, hold, dec)
 			return res, false, err
 		case GateReplay:
@@ -199,6 +203,8 @@ func (p *flashPath) refusal(ctx context.Context, rt route, o gateOrder, dec Gate
 		return Reject(CodeAlreadyUsed, ReasonCodeUsed, Facts{Voucher: rt.code})
 	case GateNotHeld:
 		return Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: rt.code, OrderID: o.replaces, CustomerID: o.customerID})
+	case GateBudgetExceeded:
+		return p.budgetExceeded(ctx, rt, dec.BudgetLeft, now)
 	}
 	return Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
 }

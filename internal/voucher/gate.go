@@ -47,6 +47,9 @@ const (
 	GateNotHeld
 	// GateCodeUsed: the campaign code is held by another order.
 	GateCodeUsed
+	// GateBudgetExceeded: the hold's discount does not fit what is left of
+	// the voucher's money budget (GateDecision.BudgetLeft).
+	GateBudgetExceeded
 )
 
 // String names the outcome for logs and metrics.
@@ -70,6 +73,8 @@ func (o GateOutcome) String() string {
 		return "not_held"
 	case GateCodeUsed:
 		return "code_used"
+	case GateBudgetExceeded:
+		return "budget_exceeded"
 	}
 	return "unknown"
 }
@@ -105,6 +110,11 @@ type Hold struct {
 	// this order while the hold holds a use (held or pending), and an
 	// orderId asked again with another code is a conflict.
 	Code string
+	// Budget is, for a take (Reserve, Replace), the voucher's money budget
+	// as the caller's definition has it (Amount and Clip): the gate fits
+	// DiscountAmount to what is left of it (Budget.Fit). Not kept with the
+	// hold.
+	Budget Budget
 }
 
 // CodeOr is the code a reservation of h names: h.Code for a campaign's
@@ -125,6 +135,11 @@ type GateDecision struct {
 	// Local reports a decision made in this process, from the gate's copy
 	// of a sold-out voucher, without a call to Redis.
 	Local bool
+	// Discount is, for GateTaken, the discount the hold took when the
+	// budget clipped it (0: the hold's own).
+	Discount int64
+	// BudgetLeft is, for GateBudgetExceeded, what is left of the budget.
+	BudgetLeft int64
 }
 
 // ReleaseMode says what the gate keeps of a released orderId.

@@ -17,12 +17,16 @@
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
+-- KEYS[8] -> voucher:{CODE}:budget     hash: the money budget (lib/budget.lua)
 --
 -- ARGV[1] -> new orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'), compared as a string
 -- ARGV[3] -> encoded hold to store for the new orderId (as in reserve.lua)
 -- ARGV[4] -> replaced orderId
 -- ARGV[5] -> the campaign code the new order presents, '' for a voucher
+-- ARGV[6] -> the money budget as in reserve.lua: '' none, 'reject' or 'clip';
+--            the new hold's discount is fitted against what is left once
+--            the replaced hold's discount is given back
 --
 -- Returns, with the statuses of reserve.lua where they apply:
 --   {1, remaining, ver}   replaced: ver is the version after it
@@ -35,8 +39,10 @@
 --                         pending, or confirmed (C, confirm.lua)
 --   {9, remaining}        code used: the new code is held by an order other
 --                         than the replaced one
+--   {10, remaining, left} budget: the new discount does not fit (reserve.lua)
+--   {1, remaining, ver, discount}  replaced with the discount clipped
 --
--- include: hold, known_order, codes, keys, held
+-- include: hold, known_order, codes, keys, held, budget
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
 if known then
   return known
@@ -57,10 +63,29 @@ if ARGV[5] ~= '' then
   end
 end
 
+local hold, clipped = ARGV[3], nil
+if ARGV[6] ~= '' then
+  local left = budgetLeft(KEYS[8])
+  if not left then
+    return {5, 0}
+  end
+  left = left + (holdDiscount(old) or 0)
+  local want = holdDiscount(hold)
+  local d = fitBudget(left, want, ARGV[6] == 'clip')
+  if not d then
+    return {10, r, tostring(left)}
+  end
+  if d ~= want then
+    hold, clipped = holdWithDiscount(hold, tostring(d)), tostring(d)
+  end
+end
+
 redis.call('HSET', KEYS[3], ARGV[4], holdAs(old, RELEASED))
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[1], hold)
 countHeld(KEYS[6], KEYS[7], ARGV[4], true, false)
 countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
+countBudget(KEYS[8], old, true, false)
+countBudget(KEYS[8], hold, false, true)
 if holdState(ARGV[3]) ~= PENDING then
   freeCode(KEYS[5], holdCode(old), ARGV[4])
 end
@@ -68,4 +93,8 @@ if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[5], ARGV[1])
   shareExpiry(KEYS[1], KEYS[5])
 end
-return {1, r, tostring(bumpVersion(KEYS[4], KEYS[1]))}
+local ver = tostring(bumpVersion(KEYS[4], KEYS[1]))
+if clipped then
+  return {1, r, ver, clipped}
+end
+return {1, r, ver}
