@@ -1,6 +1,7 @@
 package redisgate
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -50,4 +51,20 @@ func clippedDiscount(res []rueidis.RedisMessage) (int64, error) {
 		return 0, fmt.Errorf("%w: clipped discount %q", errBadReply, s)
 	}
 	return d, nil
+}
+
+// budgetCounter reads the gate's money budget counter of k's voucher: its
+// cap (0: none) and held.
+func (g *Gate) budgetCounter(ctx context.Context, client rueidis.Client, k keys) (amount, held int64, err error) {
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	v, err := client.Do(ctx, client.B().Hmget().Key(k.budget).Field("cap", "held").Build()).ToArray()
+	if err != nil || len(v) != 2 || v[0].IsNil() {
+		return 0, 0, err
+	}
+	if amount, err = v[0].AsInt64(); err != nil {
+		return 0, 0, err
+	}
+	held, err = v[1].AsInt64()
+	return amount, held, err
 }

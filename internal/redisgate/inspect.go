@@ -56,6 +56,9 @@ func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, err
 			return nil
 		})
 	}
+	if err == nil {
+		st.BudgetAmount, st.BudgetHeld, err = g.budgetCounter(ctx, client, k)
+	}
 	if err != nil {
 		return voucher.GateState{}, interpretError(err, "inspect", code)
 	}

@@ -313,6 +313,22 @@ type GateState struct {
 	// Codes maps each campaign code held in the gate to the orderId
 	// holding it (a flash campaign's budget only).
 	Codes map[string]string
+	// BudgetAmount and BudgetHeld are the gate's money budget counter (cap
+	// and the discounts of the orders holding a use), read after the
+	// orders; BudgetAmount is 0 for a voucher without a budget.
+	BudgetAmount, BudgetHeld int64
+}
+
+// BudgetHeldOrders is the sum of the discounts of the orders holding a use
+// (held or pending), as the gate's budget counter should count them.
+func (s GateState) BudgetHeldOrders() int64 {
+	var n int64
+	for _, h := range s.Orders {
+		if !h.Released {
+			n += h.DiscountAmount
+		}
+	}
+	return n
 }
 
 // Held is the number of orders holding a use (held or pending).
