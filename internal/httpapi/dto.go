@@ -394,11 +394,19 @@ type validationJSON struct {
 	Reason            string `json:"reason,omitempty"`
 	Message           string `json:"message,omitempty"`
 	RetryAfterSeconds int64  `json:"retryAfter,omitempty"`
+	// Limit names the limit of a refusal; BudgetRemaining is set with
+	// BUDGET_EXCEEDED.
+	Limit           string `json:"limit,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 }
 
 func toValidationJSON(v voucher.Validation) validationJSON {
 	out := validationJSON{Valid: v.Valid, Replay: v.Replay, DiscountAmount: v.DiscountAmount,
-		Code: string(v.Code), Reason: string(v.Reason), Message: v.Message}
+		Code: string(v.Code), Reason: string(v.Reason), Message: v.Message, Limit: string(v.Limit)}
+	if v.Code == voucher.CodeBudgetExceeded {
+		remaining := v.BudgetRemaining
+		out.BudgetRemaining = &remaining
+	}
 	if out.Reason == "" {
 		out.Reason = out.Code
 	}

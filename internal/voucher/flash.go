@@ -279,6 +279,12 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 		}
 		switch dec.Outcome {
 		case GateTaken:
+			if v.Budget.Amount > 0 {
+				// The gate's validation knows no money budget: the store's
+				// read-only answer tells whether the discount fits (in
+				// Kafka mode as far as the consumer has applied).
+				return p.store.Validate(ctx, req, now)
+			}
 			return StoreValidation{DiscountAmount: v.Discount().Compute(req.OrderAmount)}, nil
 		case GateReplay:
 			return StoreValidation{DiscountAmount: dec.Hold.DiscountAmount, Replay: true}, nil
