@@ -36,6 +36,21 @@ func snapshotBudget(s voucher.Snapshot) []string {
 	return []string{strconv.FormatInt(s.Voucher.Budget.Amount, 10), strconv.FormatInt(held, 10)}
 }
 
+// budgetSpent reports whether the HMGET cap, held reply of a budget hash
+// shows nothing left; false for a voucher without a budget.
+func budgetSpent(r rueidis.RedisResult) (bool, error) {
+	v, err := r.ToArray()
+	if err != nil || len(v) != 2 || v[0].IsNil() {
+		return false, err
+	}
+	amount, err := v[0].AsInt64()
+	if err != nil {
+		return false, err
+	}
+	held, err := v[1].AsInt64()
+	return amount-held <= 0, err
+}
+
 // clippedDiscount is the fourth element of a take's reply: the discount the
 // budget clipped the hold to, 0 when the reply has none.
 func clippedDiscount(res []rueidis.RedisMessage) (int64, error) {

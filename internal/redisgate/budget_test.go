@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -171,4 +172,40 @@ func TestReserveBudgetRace(t *testing.T) {
 		_, held := budgetHeld(t, g, code)
 		require.Equal(t, int64(100_000), held)
 	}
+}
+
+// A spent budget whose uses remain is answered from the sold-out cache once
+// its copy is read, and a release (which gives money back) clears it.
+func TestSoldOutCacheSpentBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: time.Minute})
+	v := testVoucher("SPENT", 100, 10)
+	v.Budget = voucher.Budget{Amount: 2_000}
+	loadEmpty(t, g, v)
+	for i := range 2 {
+		d, err := g.Reserve(ctx, "SPENT", 10, budgetHold(orderID(i), 1, 1_000, v.Budget))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
+	}
+	d, err := g.Reserve(ctx, "SPENT", 10, budgetHold(orderID(2), 1, 1_000, v.Budget))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateBudgetExceeded, d.Outcome)
+	require.False(t, d.Local)
+	require.Eventually(t, func() bool {
+		d, err := g.Reserve(ctx, "SPENT", 10, budgetHold(orderID(3), 2, 1_000, v.Budget))
+		return err == nil && d.Local && d.Outcome == voucher.GateBudgetExceeded
+	}, 5*time.Second, 10*time.Millisecond)
+	// A known orderId is still answered from the copy: a replay.
+	d, err = g.Reserve(ctx, "SPENT", 10, budgetHold(orderID(0), 1, 1_000, v.Budget))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateReplay, d.Outcome)
+	require.True(t, d.Local)
+
+	released, err := g.Release(ctx, "SPENT", orderID(0), voucher.ReleaseMark)
+	require.NoError(t, err)
+	require.True(t, released)
+	d, err = g.Reserve(ctx, "SPENT", 10, budgetHold(orderID(4), 2, 1_000, v.Budget))
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, d.Outcome)
 }

@@ -122,12 +122,14 @@ func TestConformanceSoldOutCache(t *testing.T) {
 		k := keysFor(g.cfg.KeyPrefix, code)
 		remaining, err := client.Do(ctx, client.B().Get().Key(k.remaining).Build()).AsInt64()
 		require.NoError(t, err)
-		if remaining > 0 {
-			continue // the cache holds sold-out vouchers only
+		spent, err := budgetSpent(client.Do(ctx, client.B().Hmget().Key(k.budget).Field("cap", "held").Build()))
+		require.NoError(t, err)
+		if remaining > 0 && !spent {
+			continue // the cache holds sold-out vouchers (or spent budgets) only
 		}
 		orders, err := client.Do(ctx, client.B().Hgetall().Key(k.orders).Build()).AsStrMap()
 		require.NoError(t, err)
-		e := &soldOutEntry{orders: orders, codes: heldCodes(orders)}
+		e := &soldOutEntry{orders: orders, codes: heldCodes(orders), budget: remaining > 0}
 		for j, r := range c.Requests {
 			d, ok := e.decide(conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex), false)
 			require.True(t, ok, "%s: request %d: the copy cannot answer", c.Name, j)

@@ -312,6 +312,11 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
 			return voucher.GateDecision{}, interpretError(err, "reserve", code)
 		}
+		if d.BudgetLeft <= 0 && len(res) > 3 {
+			// Spent: the next callers need not ask Redis either.
+			ver, _ := res[3].ToString()
+			g.markRefusing(code, epoch, ver, true)
+		}
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown reserve status %d", status), "reserve", code)
 	}

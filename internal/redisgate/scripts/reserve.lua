@@ -34,8 +34,9 @@
 --   {6, remaining}        quota held: the customer holds perUserLimit uses
 --   {7, remaining, ver}   sold out: no use left; ver is the version, '' if absent
 --   {9, remaining}        code used: the campaign code is held by another order
---   {10, remaining, left} budget: the hold's discount does not fit what is
---                         left of the money budget (left, a string)
+--   {10, remaining, left, ver}  budget: the hold's discount does not fit what
+--                         is left of the money budget (left, a string); ver
+--                         as for sold out
 --   {1, remaining, ver, discount}  taken with the discount clipped to what
 --                         was left of the budget (a string)
 -- A voucher with a budget (ARGV[6] set) whose budget key is absent is not
@@ -67,7 +68,7 @@ if ARGV[6] ~= '' then
   local want = holdDiscount(hold)
   local d = fitBudget(left, want, ARGV[6] == 'clip')
   if not d then
-    return {10, r, tostring(left)}
+    return {10, r, tostring(left), redis.call('GET', KEYS[4]) or ''}
   end
   if d ~= want then
     hold, clipped = holdWithDiscount(hold, tostring(d)), tostring(d)
