@@ -169,6 +169,12 @@ func TestBudgetFlashRace(t *testing.T) {
 				require.Equal(t, int64(100_000), st.BudgetAmount)
 				require.Equal(t, int64(100_000), st.BudgetHeld)
 				require.Equal(t, int64(100_000), st.BudgetHeldOrders())
+				r := s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil)
+				require.Equal(t, http.StatusOK, r.status, string(r.raw))
+				require.EqualValues(t, 100_000, r.num("budgetAmount"), string(r.raw))
+				require.EqualValues(t, 100_000, r.num("databaseBudgetHeld"), string(r.raw))
+				require.EqualValues(t, 100_000, r.num("redisBudgetHeld"), string(r.raw))
+				require.Zero(t, r.num("budgetDrift"), string(r.raw))
 			}
 		}
 	})
