@@ -41,6 +41,12 @@ type Campaign struct {
 	Confirmed         int32     `json:"confirmed"`
 	Remaining         int32     `json:"remaining"`
 	CreatedAt         time.Time `json:"createdAt"`
+	// The money budget across all codes, as a Voucher's (0: none).
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
+	BudgetReserved  int64  `json:"budgetReserved,omitempty"`
+	BudgetConfirmed int64  `json:"budgetConfirmed,omitempty"`
+	BudgetRemaining int64  `json:"budgetRemaining,omitempty"`
 }
 
 // NewCampaign is a campaign to create. Zero CodeLength and PerUserLimit
@@ -62,6 +68,10 @@ type NewCampaign struct {
 	// FlashSale gates the codes' reservations in Redis, as a flash
 	// voucher's.
 	FlashSale bool `json:"flashSale,omitempty"`
+	// BudgetAmount and BudgetShortfall are the campaign's money budget
+	// across all its codes, as a Voucher's.
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
 }
 
 // CampaignCode is one code of a campaign; Used while a RESERVED or
