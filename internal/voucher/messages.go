@@ -106,10 +106,10 @@ func Reject(code ErrorCode, reason Reason, f Facts) *Error {
 	} else {
 		e.Message = fmt.Sprintf("voucher %s: %s", f.Voucher, code)
 	}
-	switch {
-	case code == CodeHeldOut:
+	switch code {
+	case CodeHeldOut:
 		e.RetryAfter = max(f.RetryAfter, time.Second)
-	case code == CodeBudgetExceeded:
+	case CodeBudgetExceeded:
 		e.BudgetRemaining = f.BudgetRemaining
 		if f.RetryAfter > 0 {
 			e.RetryAfter = max(f.RetryAfter, time.Second)
