@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -201,15 +200,48 @@ func TestBudgetConcurrentNeverOverspends(t *testing.T) {
 	})
 }
 
-// The batch function hands a voucher with a budget back to be reserved one
-// by one, as it does a campaign code.
-func TestBudgetBatchFallsBack(t *testing.T) {
+// The batch function decides a budget in one go: the grants in arrival
+// order, each refusal with what is left (and a retry time while holds are
+// RESERVED), the placeholders of refused elements gone, clipped discounts
+// stored, and one update of the counter.
+func TestBudgetBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
-	newVoucher(t, s, "BATCHB", 10, 1, func(v *voucher.Voucher) { v.Budget.Amount = 1_000_000 })
-	_, err := s.Pool().Exec(ctx, `SELECT * FROM voucherd_reserve_batch('BATCHB'::text, '{a,b}'::text[], '{o1,o2}'::text[], '{1,1}'::bigint[],
-		$1::timestamptz[], '1 minute'::interval)`,
-		[]time.Time{now, now})
-	require.ErrorContains(t, err, "VD003")
+	newVoucher(t, s, "BATCHB", 10, 1, func(v *voucher.Voucher) { v.DiscountAmount, v.Budget.Amount = 3_000, 10_000 })
+	newVoucher(t, s, "BATCHC", 10, 1, func(v *voucher.Voucher) {
+		v.DiscountAmount, v.DiscountPercentBP, v.Budget = 0, 1_000, voucher.Budget{Amount: 5_000, Clip: true}
+	})
+	elems := func(prefix string, amounts ...int64) []elem {
+		out := make([]elem, len(amounts))
+		for i, a := range amounts {
+			out[i] = elem{customer: fmt.Sprint(i + 1), order: fmt.Sprintf("%s-%d", prefix, i), amount: a}
+		}
+		return out
+	}
+	answers, err := reserveBatchSQL(ctx, s, "BATCHB", now, elems("bb", 50_000, 50_000, 50_000, 50_000, 50_000))
+	require.NoError(t, err)
+	for i, a := range answers {
+		if i < 3 {
+			require.Empty(t, a.Code, "element %d", i)
+			require.Equal(t, int64(3_000), a.Redemption.DiscountAmount)
+			continue
+		}
+		require.Equal(t, voucher.CodeBudgetExceeded, a.Code, "element %d", i)
+		require.Equal(t, "the discount does not fit the budget of voucher BATCHB: 1000 left", a.Message)
+		require.Equal(t, ttl, a.RetryAfter)
+	}
+	requireBudget(t, s, "BATCHB", voucher.Budget{Amount: 10_000, Held: 9_000, Reserved: 9_000})
+
+	answers, err = reserveBatchSQL(ctx, s, "BATCHC", now, elems("bc", 30_000, 30_000, 20_000))
+	require.NoError(t, err)
+	require.Empty(t, answers[0].Code)
+	require.Equal(t, int64(3_000), answers[0].Redemption.DiscountAmount)
+	require.Empty(t, answers[1].Code)
+	require.Equal(t, int64(2_000), answers[1].Redemption.DiscountAmount)
+	require.Equal(t, voucher.CodeBudgetExceeded, answers[2].Code)
+	requireBudget(t, s, "BATCHC", voucher.Budget{Amount: 5_000, Held: 5_000, Clip: true, Reserved: 5_000})
+	r, err := s.Redemption(ctx, "BATCHC", "bc-1")
+	require.NoError(t, err)
+	require.Equal(t, int64(2_000), r.DiscountAmount, "the stored discount is the clipped one")
 }

@@ -102,10 +102,10 @@ func TestConformance(t *testing.T) {
 			for j, r := range c.Requests {
 				elems[j] = elem{customer: r.Customer, order: conformance.OrderID(i, r.Order), amount: r.OrderAmount()}
 			}
-			if c.Voucher.Campaign || c.Voucher.Budget.Amount > 0 {
-				// The batch hands a campaign code, or a voucher with a
-				// money budget, back (VD003) to be reserved one by one
-				// with voucherd_reserve, as the combiner then does.
+			if c.Voucher.Campaign {
+				// The batch hands a campaign code back (VD003) to be
+				// reserved one by one with voucherd_reserve, as the
+				// combiner then does.
 				_, err := reserveBatchSQL(ctx, s, requestCode(i, c, c.Requests[0]), conformance.Now, elems)
 				var pgErr *pgconn.PgError
 				require.ErrorAs(t, err, &pgErr, c.Name)

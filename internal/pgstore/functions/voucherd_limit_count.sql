@@ -7,7 +7,9 @@
 -- the statement with voucher_limit_held_le_cap (23514). A voucher with no
 -- limit row costs one primary-key probe. Lock order: a writer changes its
 -- redemption rows before the customer counters and the voucher row, so the
--- limit rows are locked between them (docs/rules.md).
+-- limit rows are locked between them (docs/rules.md). While
+-- voucherd.limits_by_caller is on (set by voucherd_reserve_batch for its
+-- own writes, which it counts itself) it does nothing.
 CREATE OR REPLACE FUNCTION voucherd_limit_count()
 RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -27,7 +29,8 @@ BEGIN
         v_new_status := NEW.status;
         v_new_discount := NEW.discount_amount;
     END IF;
-    IF (v_old_status IS NULL OR v_old_status = 'RELEASED') AND (v_new_status IS NULL OR v_new_status = 'RELEASED') THEN
+    IF (v_old_status IS NULL OR v_old_status = 'RELEASED') AND (v_new_status IS NULL OR v_new_status = 'RELEASED')
+       OR current_setting('voucherd.limits_by_caller', true) = 'on' THEN
         RETURN NULL;
     END IF;
     UPDATE voucher_limit l
