@@ -55,6 +55,9 @@ const (
 	// the voucher's money budget (Error.BudgetRemaining); Error.RetryAfter
 	// is set while unpaid holds may still give some back.
 	BudgetExceeded = "BUDGET_EXCEEDED"
+	// BudgetNotSet refuses to change the budgetAmount of a voucher created
+	// without a money budget.
+	BudgetNotSet = "BUDGET_NOT_SET"
 )
 
 // The limits a 409 names in Error.Limit.

@@ -169,6 +169,19 @@ func TestBudgetFlashRace(t *testing.T) {
 				require.Equal(t, int64(100_000), st.BudgetAmount)
 				require.Equal(t, int64(100_000), st.BudgetHeld)
 				require.Equal(t, int64(100_000), st.BudgetHeldOrders())
+				// Each hold carries the discount its row has (sync mode
+				// re-prices a hold whose clipped remainder the store gave
+				// to another order).
+				rows, err := s.db.Query(context.Background(),
+					`SELECT order_id, discount_amount FROM voucher_redemption WHERE voucher_code = $1 AND status <> 'RELEASED'`, code)
+				require.NoError(t, err)
+				for rows.Next() {
+					var id string
+					var d int64
+					require.NoError(t, rows.Scan(&id, &d))
+					require.Equal(t, d, st.Orders[id].DiscountAmount, "order %s", id)
+				}
+				require.NoError(t, rows.Err())
 				r := s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil)
 				require.Equal(t, http.StatusOK, r.status, string(r.raw))
 				require.EqualValues(t, 100_000, r.num("budgetAmount"), string(r.raw))

@@ -254,12 +254,11 @@ func (r createVoucherRequest) budget(b *voucher.Budget) error {
 		switch *r.BudgetShortfall {
 		case shortfallReject:
 		case shortfallClip:
-			b.Clip = true
+			// Without a budget there is nothing to clip (the contract says
+			// it is ignored).
+			b.Clip = r.BudgetAmount != nil
 		default:
 			return voucher.Errorf(voucher.CodeInvalidRequest, "budgetShortfall must be reject or clip")
-		}
-		if r.BudgetAmount == nil {
-			return voucher.Errorf(voucher.CodeInvalidRequest, "budgetShortfall is set together with budgetAmount")
 		}
 	}
 	return nil

@@ -43,6 +43,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeOutOfStock:           http.StatusConflict,
 	voucher.CodeHeldOut:              http.StatusConflict,
 	voucher.CodeBudgetExceeded:       http.StatusConflict,
+	voucher.CodeBudgetNotSet:         http.StatusConflict,
 	voucher.CodeAlreadyUsed:          http.StatusConflict,
 	voucher.CodeOrderConflict:        http.StatusConflict,
 	voucher.CodeOrderReleased:        http.StatusConflict,

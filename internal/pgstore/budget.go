@@ -58,14 +58,13 @@ func lockBudget(ctx context.Context, tx pgx.Tx, code string, p voucher.Patch) (h
 
 // patchBudget writes the new budget amount of a patch: refused with
 // CodeLimitBelowHeld below held (the counter locked by lockBudget), and
-// with CodeInvalidRequest for a voucher without a budget (one is set at
-// creation: a counter added later could miss a reservation in flight).
+// with CodeBudgetNotSet for a voucher without a budget.
 func patchBudget(ctx context.Context, tx pgx.Tx, code string, p voucher.Patch, held int64, has bool) error {
 	switch {
 	case p.BudgetAmount == nil:
 		return nil
 	case !has:
-		return voucher.Errorf(voucher.CodeInvalidRequest,
+		return voucher.Errorf(voucher.CodeBudgetNotSet,
 			"voucher %s has no budget; a budgetAmount is set when a voucher is created", code)
 	case *p.BudgetAmount < held:
 		e := voucher.Errorf(voucher.CodeLimitBelowHeld,

@@ -155,7 +155,7 @@ func TestBudgetPatch(t *testing.T) {
 	require.Equal(t, int64(0), requireCode(t, err, voucher.CodeBudgetExceeded).BudgetRemaining)
 
 	_, _, err = s.PatchVoucher(ctx, "NOBUDGET", amount(6_000))
-	requireCode(t, err, voucher.CodeInvalidRequest)
+	requireCode(t, err, voucher.CodeBudgetNotSet)
 	_, _, err = s.PatchVoucher(ctx, "ABSENT", amount(6_000))
 	requireCode(t, err, voucher.CodeVoucherNotFound)
 }

@@ -20,6 +20,11 @@ const (
 	LimitBudget Limit = "budget"
 )
 
+// CodeBudgetNotSet refuses a PATCH of budgetAmount on a voucher created
+// without a money budget: a counter added later could miss a reservation in
+// flight, so a budget is set when the voucher is created.
+const CodeBudgetNotSet ErrorCode = "BUDGET_NOT_SET"
+
 // CodeBudgetExceeded refuses a reservation whose discount does not fit what
 // is left of the voucher's money budget; Error.BudgetRemaining says what is
 // left, Error.RetryAfter (when set) when a RESERVED hold may free some.
@@ -89,4 +94,31 @@ func (p *flashPath) budgetExceeded(ctx context.Context, rt route, left int64, no
 		retry = max(sum.EarliestExpiry.Sub(now), time.Second)
 	}
 	return BudgetExceeded(rt.code, max(left, 0), retry)
+}
+
+// rediscount makes the gate's hold carry the discount the store gave the
+// order, when a clipping budget made them differ: in sync mode the gate
+// fits takes in the order it sees them, the store (which answers) in the
+// order their writes arrive, so near the end of a budget the remainder may
+// land on another order in each. The hold is forgotten and adopted again
+// with the store's discount, moving the gate's budget counter by the
+// difference. Between the two steps the gate holds one use and that
+// discount less, which another take may get: the store, which decides in
+// this mode, refuses any overspend; a retry of the orderId in between
+// keeps the gate's discount (reconciliation reports it as budgetDrift).
+func (w *syncWrites) rediscount(ctx context.Context, rt route, hold Hold, res Reservation) {
+	if !rt.v.Budget.Clip || res.Replay || res.DiscountAmount == hold.DiscountAmount {
+		return
+	}
+	code := rt.gateCode()
+	if _, err := w.gate.Release(ctx, code, hold.OrderID, ReleaseForget); err != nil {
+		w.log.WarnContext(ctx, "budget: the gate's hold keeps its discount", "code", code, "orderId", hold.OrderID, "err", err)
+		return
+	}
+	hold.DiscountAmount = res.DiscountAmount
+	hold.Budget = Budget{}
+	if _, err := w.gate.Adopt(ctx, code, hold); err != nil {
+		w.log.WarnContext(ctx, "budget: the gate lost a hold the store has; reconciliation adopts it", "code", code,
+			"orderId", hold.OrderID, "err", err)
+	}
 }
