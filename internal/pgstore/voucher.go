@@ -116,8 +116,10 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			return err
 		}
 		if next.TotalLimit < before.UsedCount {
-			return voucher.Errorf(voucher.CodeLimitBelowHeld,
+			e := voucher.Errorf(voucher.CodeLimitBelowHeld,
 				"totalLimit %d is below the %d uses held of voucher %s", next.TotalLimit, before.UsedCount, code)
+			e.Limit = voucher.LimitTotal
+			return e
 		}
 		if next.PerUserLimit < before.PerUserLimit {
 			var customer string
@@ -128,9 +130,11 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			case err != nil:
 				return err
 			case next.PerUserLimit < held:
-				return voucher.Errorf(voucher.CodeLimitBelowHeld,
+				e := voucher.Errorf(voucher.CodeLimitBelowHeld,
 					"perUserLimit %d is below the %d uses customer %s holds of voucher %s",
 					next.PerUserLimit, held, customer, code)
+				e.Limit = voucher.LimitPerUser
+				return e
 			}
 		}
 		if err := scanVoucher(tx.QueryRow(ctx, qVoucherUpdate, code,
