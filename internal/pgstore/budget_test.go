@@ -245,3 +245,31 @@ func TestBudgetBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2_000), r.DiscountAmount, "the stored discount is the clipped one")
 }
+
+// The Kafka consumer stores each event's discount, which the trigger counts:
+// an event past the budget is refused for good (the gate never sends one;
+// the CHECK is the last line of defence), the others of its batch applied,
+// and a replacement gives the replaced discount back first.
+func TestBudgetApplyReserved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	newVoucher(t, s, "KBUDGET", 10, 5, func(v *voucher.Voucher) { v.DiscountAmount, v.Budget.Amount = 2_000, 5_000 })
+	ev := func(customer int64, order string, discount int64) voucher.ReservedEvent {
+		e := event("KBUDGET", customer, order)
+		e.DiscountAmount = discount
+		return e
+	}
+	results, err := s.ApplyReserved(ctx, []voucher.ReservedEvent{ev(1, "k-1", 2_000), ev(2, "k-2", 2_000), ev(3, "k-3", 2_000)})
+	require.NoError(t, err)
+	require.Equal(t, []voucher.ApplyOutcome{voucher.Applied, voucher.Applied, voucher.Rejected}, outcomes(results))
+	require.Equal(t, "check_violation: voucher_limit_held_le_cap", results[2].Reason)
+	requireBudget(t, s, "KBUDGET", voucher.Budget{Amount: 5_000, Held: 4_000, Reserved: 4_000})
+
+	r := ev(1, "k-4", 3_000)
+	r.ReplacesOrderID = "k-1"
+	results, err = s.ApplyReserved(ctx, []voucher.ReservedEvent{r, ev(3, "k-5", 1_000)})
+	require.NoError(t, err)
+	require.Equal(t, []voucher.ApplyOutcome{voucher.Applied, voucher.Rejected}, outcomes(results))
+	requireBudget(t, s, "KBUDGET", voucher.Budget{Amount: 5_000, Held: 5_000, Reserved: 5_000})
+}
