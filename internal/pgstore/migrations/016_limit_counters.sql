@@ -40,6 +40,15 @@ BEGIN
 END
 $$;
 
+-- A weight depends only on whether the redemption holds a use and on its
+-- discount (voucherd_limit_weight), so an update that changes neither (a
+-- confirmation, an extension) does not call the trigger at all.
 CREATE TRIGGER voucher_redemption_limits
-    AFTER INSERT OR DELETE OR UPDATE OF status, discount_amount ON voucher_redemption
+    AFTER INSERT OR DELETE ON voucher_redemption
     FOR EACH ROW EXECUTE FUNCTION voucherd_limit_count();
+CREATE TRIGGER voucher_redemption_limits_update
+    AFTER UPDATE OF status, discount_amount ON voucher_redemption
+    FOR EACH ROW
+    WHEN ((OLD.status = 'RELEASED') IS DISTINCT FROM (NEW.status = 'RELEASED')
+          OR OLD.discount_amount IS DISTINCT FROM NEW.discount_amount)
+    EXECUTE FUNCTION voucherd_limit_count();
