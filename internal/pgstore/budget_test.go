@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -272,4 +273,26 @@ func TestBudgetApplyReserved(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []voucher.ApplyOutcome{voucher.Applied, voucher.Rejected}, outcomes(results))
 	requireBudget(t, s, "KBUDGET", voucher.Budget{Amount: 5_000, Held: 5_000, Reserved: 5_000})
+}
+
+// A confirmation or an extension that finds its hold expired releases it and
+// gives its discount back; an extension in time keeps it.
+func TestBudgetLateConfirmAndExtend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	newVoucher(t, s, "LATEB", 10, 5, func(v *voucher.Voucher) { v.DiscountAmount, v.Budget.Amount = 1_000, 5_000 })
+	for _, o := range []string{"l-1", "l-2", "l-3"} {
+		_, err := s.Reserve(ctx, request("LATEB", 1, o), now, ttl)
+		require.NoError(t, err)
+	}
+	_, err := s.Confirm(ctx, "LATEB", "l-1", now.Add(ttl))
+	requireCode(t, err, voucher.CodeReservationReleased)
+	requireBudget(t, s, "LATEB", voucher.Budget{Amount: 5_000, Held: 2_000, Reserved: 2_000})
+	_, err = s.Extend(ctx, "LATEB", "l-2", now.Add(ttl+time.Minute), now.Add(ttl), time.Hour)
+	requireCode(t, err, voucher.CodeReservationReleased)
+	requireBudget(t, s, "LATEB", voucher.Budget{Amount: 5_000, Held: 1_000, Reserved: 1_000})
+	_, err = s.Extend(ctx, "LATEB", "l-3", now.Add(ttl+time.Minute), now, time.Hour)
+	require.NoError(t, err)
+	requireBudget(t, s, "LATEB", voucher.Budget{Amount: 5_000, Held: 1_000, Reserved: 1_000})
 }
