@@ -22,10 +22,11 @@ WANTS_KAFKA := $(filter --kafka -kafka --kafka=true -kafka=true,$(ARGS))
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install what the test suite needs if missing (PostgreSQL, Redis, Java 17, Maven, Chromium, curl, Python); fetch the Kafka jars, Schemathesis and the lint tools once
+deps: ## install what the test suite needs if missing (PostgreSQL, Redis, Java 17, Maven, Chromium, curl, Python); fetch the Kafka jars, Schemathesis, openapi-python-client and the lint tools once
 	@scripts/deps.sh test
 	@bash scripts/kafka.sh fetch >/dev/null
 	@scripts/schemathesis.sh >/dev/null
+	@scripts/openapi-python-client.sh >/dev/null
 	@GO=$(GO) scripts/lint.sh tools
 
 deps-run: ## install what `make run` needs if missing: PostgreSQL and Redis (with ARGS=--kafka also Java 17, Maven, the Kafka jars)

@@ -41,6 +41,8 @@ type Campaign struct {
 	Confirmed         int32     `json:"confirmed"`
 	Remaining         int32     `json:"remaining"`
 	CreatedAt         time.Time `json:"createdAt"`
+	// Currency is the campaign's currency, as a Voucher's; empty: any.
+	Currency string `json:"currency,omitempty"`
 	// The money budget across all codes, as a Voucher's (0: none).
 	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
 	BudgetShortfall string `json:"budgetShortfall,omitempty"`
@@ -68,6 +70,8 @@ type NewCampaign struct {
 	// FlashSale gates the codes' reservations in Redis, as a flash
 	// voucher's.
 	FlashSale bool `json:"flashSale,omitempty"`
+	// Currency binds every code to one currency, as a Voucher's Currency.
+	Currency string `json:"currency,omitempty"`
 	// BudgetAmount and BudgetShortfall are the campaign's money budget
 	// across all its codes, as a Voucher's.
 	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
@@ -79,6 +83,9 @@ type NewCampaign struct {
 type CampaignCode struct {
 	Code string `json:"code"`
 	Used bool   `json:"used"`
+	// CustomerID is the one customer the code serves (an imported code's);
+	// empty for every customer.
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 // CampaignCodePage is one page of a campaign's codes in byte order; an
@@ -186,4 +193,59 @@ func (c *Client) ExportCampaignCodes(ctx context.Context, id string, w io.Writer
 		return &TransportError{Method: http.MethodGet, Path: req.URL.Path, Err: err}
 	}
 	return nil
+}
+
+// MaxImportCodes is the most codes one ImportCampaignCodes call carries.
+const MaxImportCodes = 10_000
+
+// ImportCode is one of a shop's own codes to add to a campaign; with a
+// CustomerID it serves that customer only (others: NotEligible,
+// ReasonCustomerMismatch).
+type ImportCode struct {
+	Code       string `json:"code"`
+	CustomerID string `json:"customerId,omitempty"`
+}
+
+// Reasons an imported code is refused, found in ImportRefusal.Reason.
+const (
+	// ImportDuplicate: the code appears earlier in the same call.
+	ImportDuplicate = "DUPLICATE"
+	// ImportCodeTaken: the code is another campaign's or a voucher's.
+	ImportCodeTaken = "CODE_TAKEN"
+	// ImportCustomerDiffers: the code is already the campaign's, bound to
+	// another customer (or to none).
+	ImportCustomerDiffers = "CUSTOMER_DIFFERS"
+)
+
+// ImportRefusal is a code of an import that was not added: its 0-based
+// position in the call, the code and the reason.
+type ImportRefusal struct {
+	Index  int    `json:"index"`
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// ImportResult is what an import did: codes added, codes the campaign had
+// already for the same customer (Existing), the others refused, and the
+// campaign after it.
+type ImportResult struct {
+	Added    int             `json:"added"`
+	Existing int             `json:"existing"`
+	Refused  []ImportRefusal `json:"refused"`
+	Campaign Campaign        `json:"campaign"`
+}
+
+// ImportCampaignCodes adds the shop's own codes (1 to MaxImportCodes) to a
+// campaign in one transaction (admin token). It is retried like a read: an
+// import sent again finds its codes there (Existing) and adds nothing
+// twice. A malformed code fails the whole call with InvalidRequest.
+func (c *Client) ImportCampaignCodes(ctx context.Context, id string, codes []ImportCode) (*ImportResult, error) {
+	var out ImportResult
+	body := struct {
+		Codes []ImportCode `json:"codes"`
+	}{codes}
+	if err := c.call(ctx, http.MethodPost, "/campaigns/"+url.PathEscape(id)+"/codes", body, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

@@ -173,6 +173,16 @@ type Voucher struct {
 	// Active is false once the voucher was stopped (Deactivate); read only:
 	// a new voucher is always active.
 	Active bool `json:"active,omitempty"`
+	// Currency is the ISO 4217 code the voucher's amounts are in (EUR);
+	// reservations and validations must then name the same one (else
+	// NotEligible, ReasonCurrencyMismatch). Empty: any. Set at creation
+	// only.
+	Currency string `json:"currency,omitempty"`
+	// CustomerID binds the voucher to one customer (answered in the form
+	// CustomerIDNormalization gives it); any other is refused with
+	// NotEligible, ReasonCustomerMismatch. Empty: every customer. Set at
+	// creation only.
+	CustomerID string `json:"customerId,omitempty"`
 	// BudgetAmount is the money budget (0: none): the most discount money
 	// the voucher's held uses may give out together. BudgetShortfall is
 	// "reject" (the default) or "clip": give the last orders what is left.
@@ -207,6 +217,8 @@ type voucherCreate struct {
 	FlashSale         bool      `json:"flashSale"`
 
 	CustomerIDNormalization string `json:"customerIdNormalization,omitempty"`
+	Currency                string `json:"currency,omitempty"`
+	CustomerID              string `json:"customerId,omitempty"`
 
 	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
 	BudgetShortfall string `json:"budgetShortfall,omitempty"`
@@ -311,6 +323,9 @@ type ReserveRequest struct {
 	// replaced order answers ORDER_RELEASED afterwards;
 	// ReplacedOrderNotHeld when it is not such a hold (nothing changed).
 	ReplacesOrderID string `json:"replacesOrderId,omitempty"`
+	// Currency is the ISO 4217 code of OrderAmount; a voucher with a
+	// currency requires it.
+	Currency string `json:"currency,omitempty"`
 }
 
 // ValidateRequest asks whether a reservation would succeed now. OrderID is
@@ -320,6 +335,8 @@ type ValidateRequest struct {
 	CustomerID  string `json:"customerId"`
 	OrderID     string `json:"orderId,omitempty"`
 	OrderAmount int64  `json:"orderAmount"`
+	// Currency is as in ReserveRequest.
+	Currency string `json:"currency,omitempty"`
 }
 
 // Validation is the answer to Validate: what a reservation made at the
@@ -351,8 +368,8 @@ func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error)
 		MaxDiscountAmount: v.MaxDiscountAmount, MinOrderAmount: v.MinOrderAmount,
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
-		CustomerIDNormalization: v.CustomerIDNormalization,
-		BudgetAmount:            v.BudgetAmount, BudgetShortfall: v.BudgetShortfall,
+		CustomerIDNormalization: v.CustomerIDNormalization, Currency: v.Currency, CustomerID: v.CustomerID,
+		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall,
 	}
 	var out Voucher
 	if err := c.call(ctx, http.MethodPost, "/vouchers", body, &out, false); err != nil {

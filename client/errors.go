@@ -82,6 +82,11 @@ const (
 	// ReasonCodeUsed refines AlreadyUsed: the campaign code is held by
 	// another order (each code is used at most once).
 	ReasonCodeUsed = "CODE_USED"
+	// ReasonCustomerMismatch: the voucher serves another customer.
+	ReasonCustomerMismatch = "CUSTOMER_MISMATCH"
+	// ReasonCurrencyMismatch: the voucher has a currency and the request
+	// named another one, or none.
+	ReasonCurrencyMismatch = "CURRENCY_MISMATCH"
 )
 
 // Error is an error answered by the server: the HTTP status and the body's

@@ -7,7 +7,8 @@
 #          and Maven for the Kafka broker (scripts/kafka.sh fetches its jars).
 #   test   the test suite (make test): kafka, plus headless Chromium for the
 #          live page's browser test, curl for the README's examples,
-#          Python 3 with venv for Schemathesis (scripts/schemathesis.sh), and
+#          Python 3 with venv for Schemathesis (scripts/schemathesis.sh) and
+#          openapi-python-client (scripts/openapi-python-client.sh), and
 #          promtool to check deploy/prometheus-rules.yaml.
 # Without an argument: test.
 #

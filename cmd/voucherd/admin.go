@@ -67,6 +67,8 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.BoolVar(&v.FlashSale, "flash", false, "route reservations through the Redis gate")
 		fs.StringVar(&v.CustomerIDNormalization, "customer-id-normalization", "none",
 			"none, or email: count the spellings of one e-mail address (case, +tag, gmail dots) as one customer")
+		fs.StringVar(&v.Currency, "currency", "", "ISO 4217 currency (EUR) every reservation must name (default any)")
+		fs.StringVar(&v.CustomerID, "customer", "", "the one customerId the voucher serves (default every customer)")
 		fs.Int64Var(&v.BudgetAmount, "budget", 0, "money budget in minor units: the most discount its held uses may give out together (default none)")
 		clip := fs.Bool("clip", false, "with --budget: give the last orders what is left of the budget instead of refusing them")
 		if err := fs.Parse(args); err != nil {
@@ -199,6 +201,12 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 		customers = "ids as e-mail addresses (normalised)"
 	}
 	fmt.Fprintf(tw, "customers\t%s\n", customers)
+	if v.CustomerID != "" {
+		fmt.Fprintf(tw, "customer\tonly %s\n", v.CustomerID)
+	}
+	if v.Currency != "" {
+		fmt.Fprintf(tw, "currency\t%s\n", v.Currency)
+	}
 	fmt.Fprintf(tw, "active\t%v\n", v.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", v.Reserved, v.Confirmed, v.Remaining)
 	if v.BudgetAmount > 0 {

@@ -62,6 +62,9 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg, log, err = redactPII(cfg, log); err != nil {
+		return nil, err
+	}
 	a := &App{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {

@@ -19,11 +19,11 @@ const campaignBatch = 10_000
 
 func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "Usage: voucherd campaign create|get|codes|add-codes [flags]   (voucherd campaign create --help)")
+		fmt.Fprintln(stderr, "Usage: voucherd campaign create|get|codes|add-codes|import [flags]   (voucherd campaign create --help)")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return errors.New("campaign needs a subcommand: create, get, codes, add-codes")
+		return errors.New("campaign needs a subcommand: create, get, codes, add-codes, import")
 	}
 	sub, args := args[0], args[1:]
 	var f adminFlags
@@ -44,6 +44,7 @@ func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fs.StringVar(&starts, "starts", "", "start, RFC 3339 (default now)")
 		fs.StringVar(&ends, "ends", "", "end, RFC 3339 (default the start + 30 days); it must not be past")
 		fs.BoolVar(&n.FlashSale, "flash", false, "gate the codes' reservations in Redis (a flash campaign)")
+		fs.StringVar(&n.Currency, "currency", "", "ISO 4217 currency (EUR) every code's reservations must name (default any)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -87,6 +88,15 @@ func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			show(made)
 		}
 		return printCampaign(stdout, f.json, c)
+	case "import":
+		batch := fs.Int("batch", client.MaxImportCodes, "codes per request, 1 to 10000")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() != 2 || *batch < 1 || *batch > client.MaxImportCodes {
+			return errors.New("usage: voucherd campaign import [--batch N] ID FILE.csv   (FILE - reads stdin)")
+		}
+		return importCodes(ctx, f.client(), fs.Arg(0), fs.Arg(1), *batch, stdout, stderr)
 	case "get":
 		if err := fs.Parse(args); err != nil {
 			return err
@@ -108,7 +118,7 @@ func runCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return f.client().ExportCampaignCodes(ctx, fs.Arg(0), stdout)
 	}
-	return fmt.Errorf("unknown campaign subcommand %q (create, get, codes, add-codes)", sub)
+	return fmt.Errorf("unknown campaign subcommand %q (create, get, codes, add-codes, import)", sub)
 }
 
 // progressLine returns a function that rewrites one line on w with the

@@ -16,6 +16,7 @@ type orderFlags struct {
 	url, token      string
 	customer, order string
 	amount          int64
+	currency        string
 }
 
 func registerOrderFlags(fs *flag.FlagSet, f *orderFlags) {
@@ -24,6 +25,7 @@ func registerOrderFlags(fs *flag.FlagSet, f *orderFlags) {
 	fs.StringVar(&f.token, "token", "", "API token (default: VOUCHERD_API_TOKEN)")
 	fs.StringVar(&f.customer, "customer", "", "customerId (required): 1-64 characters of A-Z a-z 0-9 . _ : - @ +")
 	fs.Int64Var(&f.amount, "amount", 0, "order amount in minor units")
+	fs.StringVar(&f.currency, "currency", "", "ISO 4217 currency of the amount (EUR); a voucher with a currency requires it")
 }
 
 func (f orderFlags) client() *client.Client {
@@ -46,10 +48,10 @@ func runReserve(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if fs.NArg() != 1 || f.customer == "" || f.order == "" {
-		return errors.New("usage: voucherd reserve --customer ID --order ORDER [--amount N] [--replaces ORDER] CODE")
+		return errors.New("usage: voucherd reserve --customer ID --order ORDER [--amount N] [--currency CUR] [--replaces ORDER] CODE")
 	}
 	r, err := f.client().Reserve(ctx, fs.Arg(0), client.ReserveRequest{CustomerID: f.customer, OrderID: f.order,
-		OrderAmount: f.amount, ReplacesOrderID: *replaces})
+		OrderAmount: f.amount, ReplacesOrderID: *replaces, Currency: f.currency})
 	if err != nil {
 		return err
 	}
@@ -66,10 +68,10 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if fs.NArg() != 1 || f.customer == "" {
-		return errors.New("usage: voucherd validate --customer ID [--amount N] [--order ORDER] CODE")
+		return errors.New("usage: voucherd validate --customer ID [--amount N] [--currency CUR] [--order ORDER] CODE")
 	}
 	v, err := f.client().Validate(ctx, fs.Arg(0), client.ValidateRequest{CustomerID: f.customer, OrderID: f.order,
-		OrderAmount: f.amount})
+		OrderAmount: f.amount, Currency: f.currency})
 	if err != nil {
 		return err
 	}

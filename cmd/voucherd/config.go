@@ -92,8 +92,17 @@ type Config struct {
 	// Managed is the credentials and TLS of Redis and Kafka, read from the
 	// environment only (managedFromEnv).
 	Managed ManagedConfig
-	// managedEnvErr is why those variables, or VOUCHERD_DATABASE_URL_FILE,
-	// could not be used; validate reports it.
+	// PIIKey keys the hash that replaces e-mail addresses in logs and
+	// spans (internal/pii); empty draws one per process. Environment only
+	// (VOUCHERD_PII_KEY or VOUCHERD_PII_KEY_FILE).
+	PIIKey string
+	// EventKey signs the reservation events (Kafka mode) and is required
+	// of them by the consumer (kafkalog.Config.SigningKey); empty signs and
+	// checks nothing. Environment only (VOUCHERD_EVENT_KEY or
+	// VOUCHERD_EVENT_KEY_FILE).
+	EventKey string
+	// managedEnvErr is why those variables, VOUCHERD_DATABASE_URL_FILE or
+	// VOUCHERD_PII_KEY_FILE could not be used; validate reports it.
 	managedEnvErr error
 	// --- end managed services ---
 	// Access: read keys, the metrics listener and the side doors'
@@ -233,7 +242,10 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	// Credentials and TLS of the dependencies: environment only (tls.go).
 	var managedErr error
 	cfg.Managed, managedErr = managedFromEnv(os.Getenv)
-	cfg.managedEnvErr = errors.Join(dbURLErr, managedErr)
+	var piiErr, eventKeyErr error
+	cfg.PIIKey, piiErr = secretEnv(os.Getenv, "VOUCHERD_PII_KEY")
+	cfg.EventKey, eventKeyErr = secretEnv(os.Getenv, "VOUCHERD_EVENT_KEY")
+	cfg.managedEnvErr = errors.Join(dbURLErr, managedErr, piiErr, eventKeyErr)
 	registerAccessFlags(fs, &cfg.Access)
 }
 
@@ -260,6 +272,10 @@ Environment only (no flags, so that secrets stay out of process listings):
   VOUCHERD_READ_KEYS    name:secret list of read keys (live view, GET /vouchers/{code}, /metrics)
   OTEL_TRACES_EXPORTER  otlp turns OpenTelemetry tracing on (default none); the exporter reads
                         OTEL_EXPORTER_OTLP_* and the SDK OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME
+  VOUCHERD_PII_KEY      key (16 bytes or more; or VOUCHERD_PII_KEY_FILE) of the hash that replaces
+                        e-mail addresses in logs and spans (unset: a random key per process)
+  VOUCHERD_EVENT_KEY    Kafka mode: key (32 bytes or more; or VOUCHERD_EVENT_KEY_FILE) that signs the
+                        reservation events; the consumer then refuses unsigned ones (unset: no signatures)
 ` + managedEnvHelp
 
 // managedEnvHelp is the part of envOnlyHelp that `consume` reads too: the

@@ -34,6 +34,7 @@ func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 		EventsTopic: cfg.KafkaEventsTopic, Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout, //nolint:gosec // G115: Config.checkInt32 accepted it
 		Linger:         cfg.KafkaLinger,
 		SessionTimeout: cfg.KafkaSessionTimeout, Logger: log,
+		SigningKey: []byte(cfg.EventKey),
 	}
 }
 
@@ -57,12 +58,36 @@ func openKafka(ctx context.Context, cfg Config, store *pgstore.Store, m *metrics
 		return nil, kafkaStartError(fmt.Errorf("create topics: %w", err))
 	}
 	if cfg.RunConsumer {
+		check, err := eventChecker(cfg, store)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		kcfg.Check = check
 		if k.consumer, err = kafkalog.NewConsumer(kcfg, store); err != nil {
 			l.Close()
 			return nil, err
 		}
 	}
 	return k, nil
+}
+
+// eventChecker is the consumer's check of each event against its voucher,
+// with the producers' hold and cache settings (the same configuration):
+// a producer may use a definition for up to twice its cache TTL, and for
+// StaleVoucherMax more while PostgreSQL cannot be read.
+func eventChecker(cfg Config, store *pgstore.Store) (*voucher.EventChecker, error) {
+	ttl, stale := cfg.VoucherCacheTTL, cfg.StaleVoucherMax
+	if ttl == 0 {
+		ttl = voucher.DefaultVoucherCacheTTL
+	}
+	if stale == 0 {
+		stale = voucher.DefaultStaleVoucherMax
+	}
+	return voucher.NewEventChecker(voucher.EventCheckConfig{
+		Store: store, History: store, ReservationTTL: cfg.ReservationTTL, MaxHold: cfg.MaxHold,
+		Staleness: 2*max(ttl, 0) + max(stale, 0) + time.Second, CacheTTL: cfg.VoucherCacheTTL,
+	})
 }
 
 func (k *kafkaParts) ping(ctx context.Context) error { return k.log.Ping(ctx) }
@@ -126,7 +151,13 @@ func (k *kafkaParts) startConsumer(ctx context.Context) {
 			k.metrics.ConsumerApplied.WithLabelValues("rejected").Add(float64(st.Rejected - last.Rejected))
 			k.metrics.ConsumerApplied.WithLabelValues("undecodable").Add(float64(st.Undecodable - last.Undecodable))
 			k.metrics.ConsumerApplied.WithLabelValues("failed_attempt").Add(float64(st.Failures - last.Failures))
-			k.metrics.DeadLetters.Add(float64(st.Rejected - last.Rejected + st.Undecodable - last.Undecodable))
+			var mismatched uint64
+			for reason, n := range st.Mismatched {
+				k.metrics.ConsumerMismatches.WithLabelValues(reason).Add(float64(n - last.Mismatched[reason]))
+				mismatched += n - last.Mismatched[reason]
+			}
+			k.metrics.ConsumerApplied.WithLabelValues("mismatched").Add(float64(mismatched))
+			k.metrics.DeadLetters.Add(float64(st.Rejected - last.Rejected + st.Undecodable - last.Undecodable + mismatched))
 			last = st
 		}
 	}()
@@ -172,6 +203,9 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	log, err := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
+		return err
+	}
+	if cfg, log, err = redactPII(cfg, log); err != nil {
 		return err
 	}
 	tp, log, err := openTracing(ctx, cfg, log)

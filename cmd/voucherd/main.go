@@ -35,7 +35,7 @@ func init() {
 		"voucher":   {"administer vouchers (through the HTTP API): voucher create|get|patch|list|reservations|audit|activate|deactivate", runVoucher},
 		"reserve":   {"reserve a use for an order, optionally replacing the customer's hold (through the HTTP API)", runReserve},
 		"validate":  {"what a reservation would answer now, taking nothing (through the HTTP API)", runValidate},
-		"campaign":  {"campaigns of unique codes sharing one budget (through the HTTP API): campaign create|get|codes|add-codes", runCampaign},
+		"campaign":  {"campaigns of unique codes sharing one budget (through the HTTP API): campaign create|get|codes|add-codes|import", runCampaign},
 		"customer":  {"a customer's redemptions of every voucher (through the HTTP API): customer redemptions ID", runCustomer},
 		"reconcile": {"compare Redis with PostgreSQL for flash vouchers and repair safe drift", runReconcile},
 		"bench":     {"run a flash-sale load test and verify the invariants", runBench},

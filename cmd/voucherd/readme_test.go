@@ -89,6 +89,7 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 			require.Contains(t, text, `"status":"RELEASED"`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"confirmed":1`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"remaining":999`, "run %d:\n%s", run, text)
+			require.Contains(t, text, `"reason":"CUSTOMER_MISMATCH"`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"error":"BUDGET_EXCEEDED"`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"limit":"budget","budgetRemaining":1000`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"budgetReserved":9000,"budgetConfirmed":0,"budgetRemaining":1000`, "run %d:\n%s", run, text)

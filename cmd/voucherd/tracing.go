@@ -12,6 +12,7 @@ import (
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
 	"github.com/voucherd/voucherd/internal/pgstore"
+	"github.com/voucherd/voucherd/internal/pii"
 	"github.com/voucherd/voucherd/internal/redisgate"
 	"github.com/voucherd/voucherd/internal/tracing"
 )
@@ -64,6 +65,22 @@ func openTracing(ctx context.Context, cfg Config, log *slog.Logger) (*tracing.Pr
 		return nil, nil, err
 	}
 	return tp, slog.New(tracing.LogHandler(log.Handler())), nil
+}
+
+// redactPII returns cfg and log set to replace customer e-mail addresses
+// with a keyed hash (cfg.PIIKey, internal/pii) in every log line and, when
+// tracing is on, every exported span.
+func redactPII(cfg Config, log *slog.Logger) (Config, *slog.Logger, error) {
+	red, err := pii.New([]byte(cfg.PIIKey))
+	if err != nil {
+		return cfg, nil, fmt.Errorf("VOUCHERD_PII_KEY: %w", err)
+	}
+	if cfg.Tracing != nil {
+		tc := *cfg.Tracing
+		tc.Redact = red.Redact
+		cfg.Tracing = &tc
+	}
+	return cfg, slog.New(red.Handler(log.Handler())), nil
 }
 
 // closeTracing exports the spans still buffered, within a few seconds.

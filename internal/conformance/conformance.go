@@ -74,6 +74,14 @@ type VoucherSpec struct {
 	Campaign bool
 	// Budget is the voucher's money budget (Amount and Clip; zero: none).
 	Budget voucher.Budget
+	// Currency is the voucher's currency ("": any); the steps are asked in
+	// it.
+	Currency string
+	// Customer is the one customer the voucher serves ("": every one).
+	Customer string
+	// CodeCustomers binds campaign codes (by index) to one customer each:
+	// the codes a shop imports with a customerId.
+	CodeCustomers map[int]string
 }
 
 // CampaignCodes is the number of codes of a campaign case.
@@ -83,7 +91,7 @@ const CampaignCodes = 3
 func (s VoucherSpec) Voucher(code string) voucher.Voucher {
 	v := voucher.Voucher{Code: code, DiscountAmount: 100_000, MinOrderAmount: s.MinOrderAmount,
 		TotalLimit: s.TotalLimit, PerUserLimit: s.PerUserLimit, StartsAt: Base, EndsAt: Base.Add(30 * 24 * time.Hour),
-		Disabled: s.Disabled, Budget: s.Budget}
+		Disabled: s.Disabled, Currency: s.Currency, CustomerID: s.Customer, Budget: s.Budget}
 	if s.Discount != (voucher.Discount{}) {
 		v.DiscountAmount, v.DiscountPercentBP, v.MaxDiscountAmount = s.Discount.Amount, s.Discount.PercentBP, s.Discount.MaxAmount
 	}
@@ -127,6 +135,13 @@ type Request struct {
 	CodeIndex int
 	// Budget: the request names the campaign's own code (its budget).
 	Budget bool
+	// Currency is the currency the request names ("": none).
+	Currency string
+}
+
+// Purchase is what the eligibility rule knows of the request.
+func (r Request) Purchase() voucher.Purchase {
+	return voucher.Purchase{Amount: r.OrderAmount(), CustomerID: r.Customer, Currency: r.Currency}
 }
 
 // OrderAmount is the request's order amount.
@@ -270,6 +285,7 @@ const (
 	budgetCode    = "the service refuses a campaign's own code (VOUCHER_NOT_FOUND) before it asks the gate"
 	campaignRule  = "the campaign rows test codes and their budget, not eligibility"
 	noBudget      = "the fault suite's model counts uses, not money: its budget scenario checks the stores' money invariant (pgstore.Violations)"
+	knownFirst    = "a known orderId is answered before eligibility: the service's path decides it (standardPath.ineligible, flashPath.knownOrder)"
 )
 
 var (
@@ -279,6 +295,9 @@ var (
 	// reserve.lua and the sold-out cache (a flash campaign's codes are
 	// gated under its budget's keys) and in the fault model.
 	skipCampaign = map[Impl]string{Eligibility: campaignRule}
+	// skipBoundKnown: a known orderId of a voucher with a customer and a
+	// currency, asked so that eligibility alone would refuse it.
+	skipBoundKnown = map[Impl]string{Script: eligibleFirst, SoldOutCache: eligibleFirst, Model: oneVoucher, Eligibility: knownFirst}
 	// skipBudget: a request by the budget's own code.
 	skipBudget = map[Impl]string{Script: budgetCode, SoldOutCache: budgetCode, Eligibility: campaignRule, Model: noVoucher}
 	// skipMoney: the money budget rows; the fault model counts uses only
@@ -290,6 +309,9 @@ func reserve(c string, o string) Step { return Step{Kind: StepReserve, Customer:
 func release(o string) Step           { return Step{Kind: StepRelease, Order: o} }
 func confirm(o string) Step           { return Step{Kind: StepConfirm, Order: o} }
 func req(c string, o string) Request  { return Request{Customer: c, Order: o} }
+
+// reqIn is a request naming currency cur.
+func reqIn(c, o, cur string) Request { return Request{Customer: c, Order: o, Currency: cur} }
 
 // takenOff and replayOff are a use taken or replayed answering discount d.
 func takenOff(d int64) Answer  { return Answer{Discount: &d} }
@@ -335,6 +357,9 @@ var (
 	soldOut    = Answer{Code: voucher.CodeOutOfStock}
 	heldOut    = Answer{Code: voucher.CodeHeldOut}
 	overBudget = Answer{Code: voucher.CodeBudgetExceeded}
+
+	currencyMismatch = Answer{Code: voucher.CodeNotEligible, Reason: voucher.ReasonCurrencyMismatch}
+	customerMismatch = Answer{Code: voucher.CodeNotEligible, Reason: voucher.ReasonCustomerMismatch}
 )
 
 // Cases are the rule, one situation per row.
@@ -484,6 +509,11 @@ var Cases = []Case{
 	{Name: "campaign: one code, two orders in one go", Voucher: campaign(5, 5),
 		Requests: []Request{reqK("1", "o1", 0), reqK("2", "o2", 0), reqK("1", "o1", 0)},
 		Want:     []Answer{taken, codeUsed, replay}, Skip: skipCampaign},
+	{Name: "campaign: a code bound to one customer", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Campaign: true,
+		CodeCustomers: map[int]string{0: "anna@example.com"}},
+		Requests: []Request{reqK("bob@example.com", "o1", 0), reqK("bob@example.com", "o2", 1), reqK("anna@example.com", "o3", 0)},
+		Want:     []Answer{customerMismatch, taken, taken},
+		Skip:     map[Impl]string{Script: eligibleFirst, SoldOutCache: eligibleFirst, Model: oneVoucher, Eligibility: campaignRule}},
 	{Name: "campaign: the budget's own code", Voucher: campaign(5, 5),
 		Requests: []Request{{Customer: "1", Order: "o1", Budget: true}}, Want: []Answer{{Code: voucher.CodeVoucherNotFound}},
 		Skip: skipBudget},
@@ -496,6 +526,29 @@ var Cases = []Case{
 		Requests: []Request{req("007", "o2"), req("7", "o3"), req("007", "o1")},
 		Want:     []Answer{taken, quota, conflict}},
 
+	// A voucher's currency and the one customer it serves.
+	{Name: "currency: the voucher's currency takes a use", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Currency: "EUR"},
+		Requests: []Request{reqIn("1", "o1", "EUR")}, Want: []Answer{taken}},
+	{Name: "currency: another currency, or none, is refused", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Currency: "EUR"},
+		Requests: []Request{reqIn("1", "o1", "USD"), req("1", "o2"), reqIn("1", "o1", "EUR")},
+		Want:     []Answer{currencyMismatch, currencyMismatch, taken}, Skip: skipGate},
+	{Name: "currency: a voucher without one takes any, or none", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5},
+		Requests: []Request{reqIn("1", "o1", "USD"), req("2", "o2")}, Want: []Answer{taken, taken}},
+	{Name: "currency: refused before the order amount", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Currency: "EUR", MinOrderAmount: 1000},
+		Requests: []Request{{Customer: "1", Order: "o1", Amount: 10, Currency: "JPY"}, {Customer: "1", Order: "o2", Amount: 10, Currency: "EUR"}},
+		Want:     []Answer{currencyMismatch, {Code: voucher.CodeNotEligible, Reason: voucher.ReasonOrderAmountTooLow}}, Skip: skipGate},
+	{Name: "customer: the bound customer takes a use", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Customer: "anna@example.com"},
+		Requests: []Request{req("anna@example.com", "o1")}, Want: []Answer{taken}},
+	{Name: "customer: any other customer is refused", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Customer: "anna@example.com"},
+		Requests: []Request{req("bob@example.com", "o1"), req("Anna@example.com", "o2"), req("anna@example.com", "o1")},
+		Want:     []Answer{customerMismatch, customerMismatch, taken}, Skip: skipGate},
+	{Name: "customer and currency: the customer is told first", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Customer: "7", Currency: "EUR"},
+		Requests: []Request{reqIn("8", "o1", "USD"), reqIn("7", "o2", "USD"), reqIn("7", "o3", "EUR")},
+		Want:     []Answer{customerMismatch, currencyMismatch, taken}, Skip: skipGate},
+	{Name: "bound: a known orderId is answered before the customer and the currency", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Customer: "7", Currency: "EUR"},
+		Before:   []Step{reserve("7", "o1")},
+		Requests: []Request{reqIn("7", "o1", "USD"), reqIn("8", "o1", "EUR")},
+		Want:     []Answer{replay, conflict}, Skip: skipBoundKnown},
 	// Money budgets: the held discounts together at most budgetAmount.
 	{Name: "budget: three fixed discounts fit, the fourth does not", Voucher: money(10, 10, fixed(3_000), 10_000, false),
 		Requests: []Request{req("1", "o1"), req("2", "o2"), req("3", "o3"), req("4", "o4")},

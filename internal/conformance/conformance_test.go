@@ -38,8 +38,8 @@ func TestCasesEligibility(t *testing.T) {
 			if c.Want[j].Code == voucher.CodeNotEligible {
 				want = c.Want[j].Reason
 			}
-			require.Equal(t, want, v.Eligibility(r.OrderAmount(), Now), "%s: request %d", c.Name, j)
-			err := v.CheckEligible(r.OrderAmount(), Now)
+			require.Equal(t, want, v.Eligibility(r.Purchase(), Now), "%s: request %d", c.Name, j)
+			err := v.CheckEligible(r.Purchase(), Now)
 			if want == "" {
 				require.NoError(t, err, "%s: request %d", c.Name, j)
 				continue

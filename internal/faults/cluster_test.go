@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/redisgate"
 	"github.com/voucherd/voucherd/internal/testenv"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 const (
@@ -40,15 +42,19 @@ const (
 // mode) Kafka, two or more voucherd serve instances and, in Kafka mode, a
 // separate `voucherd consume` process.
 type cluster struct {
-	t         *testing.T
-	mode      string
-	dir       string
-	pg        *testenv.PGServer
-	dbURL     string
-	redis     *testenv.RedisServer
-	kafka     *testenv.KafkaBroker
-	instances []*proc
-	consumer  *proc
+	t     *testing.T
+	mode  string
+	dir   string
+	pg    *testenv.PGServer
+	dbURL string
+	redis *testenv.RedisServer
+	kafka *testenv.KafkaBroker
+	// redisProxy and pgProxy stand between the voucherd processes and
+	// Redis and PostgreSQL, so that their calls can be made to hang; the
+	// checks read both directly.
+	redisProxy, pgProxy *testenv.Proxy
+	instances           []*proc
+	consumer            *proc
 
 	// down marks dependencies the nemesis has stopped, so that heal knows
 	// what to start again.
@@ -81,6 +87,10 @@ func newCluster(t *testing.T, mode string, n int, extraEnv []string) *cluster {
 	c.pg = testenv.NewPostgres(t)
 	c.dbURL = c.pg.NewDatabase(t).URL
 	c.redis = testenv.NewRedis(t)
+	c.redisProxy = testenv.NewProxy(t, c.redis.Addr)
+	dbu, err := url.Parse(c.dbURL)
+	require.NoError(t, err)
+	c.pgProxy = testenv.NewProxy(t, dbu.Host)
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
@@ -94,8 +104,8 @@ func newCluster(t *testing.T, mode string, n int, extraEnv []string) *cluster {
 		return '-'
 	}, t.Name())
 	env := []string{
-		"VOUCHERD_DATABASE_URL=" + c.dbURL,
-		"VOUCHERD_REDIS_ADDR=" + c.redis.Addr,
+		"VOUCHERD_DATABASE_URL=" + c.pgProxy.URL(t, c.dbURL),
+		"VOUCHERD_REDIS_ADDR=" + c.redisProxy.Addr,
 		"VOUCHERD_API_TOKEN=" + apiToken,
 		"VOUCHERD_ADMIN_TOKEN=" + adminToken,
 		// Long enough that nothing expires during a run: expiry would
@@ -423,6 +433,29 @@ func (c *cluster) dbState(code string) DBState {
 		st.Stored = append(st.Stored, b.Message)
 	}
 	return st
+}
+
+// gateHolds reads the voucher's orders from Redis with the gate's own
+// reader, as the gate keeps them (released markers included); ok is false
+// when Redis did not answer within timeout.
+func (c *cluster) gateHolds(code string, timeout time.Duration) (map[string]voucher.Hold, bool) {
+	g, err := redisgate.New(redisgate.Config{Addrs: []string{c.redis.Addr}})
+	if err != nil {
+		return nil, false
+	}
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		s, err := g.Inspect(ctx, code)
+		if err == nil {
+			return s.Orders, s.Loaded
+		}
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // gateState reads the voucher's state from Redis with the gate's own

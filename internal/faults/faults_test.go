@@ -234,11 +234,16 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 		schedules = append(schedules, plan(rnd, sc.kinds, true, 0, len(c.instances)))
 	default:
 		kinds := map[string][]string{
-			modeStandard: {faultKillInstance, faultKillPostgres, faultPauseInstance},
-			modeSync:     {faultKillRedis, faultPauseInstance, faultKillInstance, faultImmediatePostgres},
-			modeKafka:    {faultKillKafka, faultKillConsumer, faultKillRedis},
+			modeStandard: {faultKillInstance, faultKillPostgres, faultPauseInstance, faultHangPostgres},
+			modeSync:     {faultKillRedis, faultPauseInstance, faultKillInstance, faultImmediatePostgres, faultHangRedis, faultHangPostgres},
+			modeKafka:    {faultKillKafka, faultKillConsumer, faultKillRedis, faultHangRedis, faultHangPostgres, faultHangKafka},
 		}[sc.mode]
 		rnd.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		// Hangs first, so that no process fault's holds overlap their
+		// stranded checks (checkStranded).
+		slices.SortStableFunc(kinds, func(a, b string) int {
+			return cmpBool(strings.HasPrefix(b, "hang-"), strings.HasPrefix(a, "hang-"))
+		})
 		schedules = append(schedules, plan(rnd, kinds, true, 0, len(c.instances)))
 	}
 
@@ -264,7 +269,7 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	// that every operation left over from the faults is retried to a
 	// definite answer.
 	time.Sleep(time.Second)
-	nem := &nemesis{c: c, hist: hist}
+	nem := &nemesis{c: c, hist: hist, code: spec.Code}
 	var nemWG sync.WaitGroup
 	for _, sch := range schedules {
 		nemWG.Add(1)
@@ -339,6 +344,11 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	}
 	samples, sampleErrs, maxHeld := smp.samples, smp.errors, smp.maxHeld
 	smp.mu.Unlock()
+	stranded, strandChecks := nem.strandedUses()
+	problems = append(problems, stranded...)
+	if len(strandChecks) > 0 {
+		t.Logf("no use stranded %s after each hang: %s", strandCheckAfter, strings.Join(strandChecks, "; "))
+	}
 	if n := w.unresolved.Load(); n > 0 {
 		problems = append(problems, fmt.Sprintf("%d operations got no definite answer within 45s after the faults ended", n))
 	}
@@ -430,6 +440,17 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 		}
 		t.Errorf("%s", p)
 	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func heldCount(db DBState) int {

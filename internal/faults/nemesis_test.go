@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,14 +25,35 @@ const (
 	faultKillKafka         = "kill-kafka"     // kill -9 the Kafka broker, start it again
 	faultKillConsumer      = "kill-consumer"  // kill -9 `voucherd consume`, start it again
 	faultPauseConsumer     = "pause-consumer" // SIGSTOP `voucherd consume`, SIGCONT it
+	// Calls hang instead of failing: every byte between the voucherd
+	// processes and the dependency is held back, then let through (a
+	// proxy; for the broker, which clients reach at the address it
+	// advertises, SIGSTOP and SIGCONT of the broker).
+	faultHangRedis    = "hang-redis"
+	faultHangPostgres = "hang-postgres"
+	faultHangKafka    = "hang-kafka"
 )
+
+// strandCheckAfter is how long after a hang heals the nemesis checks that
+// no use is stranded (checkStranded): past the instances' settle (a second
+// for a retry, then a round every 250 ms), short of reconciliation's grace
+// (3 s in these clusters) for most holds the hang left.
+const strandCheckAfter = 2 * time.Second
+
+// strandQuiet is how long before a stranded check no fault of a process
+// (an instance or the consumer) may have run for the check to count: a
+// killed or paused instance's holds wait for its heartbeat to expire,
+// which is another window. A fault of a dependency must have ended before
+// the hang began.
+const strandQuiet = 8 * time.Second
 
 // faultsFor lists the faults that apply to a mode. Client timeouts and
 // retries are not listed: the workload injects them all along.
 func faultsFor(mode string) []string {
-	f := []string{faultKillInstance, faultPauseInstance, faultKillPostgres, faultStopPostgres, faultImmediatePostgres, faultKillRedis}
+	f := []string{faultKillInstance, faultPauseInstance, faultKillPostgres, faultStopPostgres, faultImmediatePostgres, faultKillRedis,
+		faultHangRedis, faultHangPostgres}
 	if mode == modeKafka {
-		f = append(f, faultKillKafka, faultKillConsumer, faultPauseConsumer)
+		f = append(f, faultKillKafka, faultKillConsumer, faultPauseConsumer, faultHangKafka)
 	}
 	return f
 }
@@ -86,6 +108,10 @@ func plan(rnd *rand.Rand, kinds []string, each bool, window time.Duration, insta
 			f.Dur = time.Duration(1000+rnd.IntN(3000)) * time.Millisecond
 		case faultKillKafka, faultKillConsumer:
 			f.Dur = time.Duration(1000+rnd.IntN(2000)) * time.Millisecond
+		case faultHangRedis, faultHangPostgres, faultHangKafka:
+			// Past the calls' timeouts (Redis 500 ms, a produce 500 ms)
+			// and the clients' patience (800 ms).
+			f.Dur = time.Duration(1000+rnd.IntN(2000)) * time.Millisecond
 		default:
 			f.Dur = time.Duration(300+rnd.IntN(1700)) * time.Millisecond
 		}
@@ -100,8 +126,15 @@ func plan(rnd *rand.Rand, kinds []string, each bool, window time.Duration, insta
 type nemesis struct {
 	c    *cluster
 	hist *History
-	mu   sync.Mutex
-	done []fault
+	// code is the gate code of the sale (checkStranded).
+	code string
+	// active counts the faults being injected, across schedules.
+	active atomic.Int32
+	mu     sync.Mutex
+	done   []fault
+	// stranded lists the uses checkStranded found stranded, and checks
+	// lists what each check found; guarded by mu.
+	stranded, checks []string
 }
 
 // run injects faults in order; it stops early when ctx ends (the fault in
@@ -112,10 +145,16 @@ func (n *nemesis) run(ctx context.Context, faults []fault) {
 			return
 		}
 		f.Start = time.Duration(n.hist.Since())
-		if err := n.inject(f); err != nil {
+		n.active.Add(1)
+		err := n.inject(f)
+		if err != nil {
 			f.Err = err.Error()
 		}
 		f.End = time.Duration(n.hist.Since())
+		if err == nil && strings.HasPrefix(f.Kind, "hang-") && n.c.mode != modeStandard {
+			n.checkStranded(f)
+		}
+		n.active.Add(-1)
 		n.mu.Lock()
 		n.done = append(n.done, f)
 		n.mu.Unlock()
@@ -170,10 +209,108 @@ func (n *nemesis) inject(f fault) error {
 		c.kafka.Kill(t)
 		time.Sleep(f.Dur)
 		c.kafka.Start(t)
+	case faultHangRedis:
+		c.lockDep("redis")
+		defer c.unlockDep("redis")
+		<-c.redisProxy.Hang(f.Dur)
+	case faultHangPostgres:
+		c.lockDep("postgres")
+		defer c.unlockDep("postgres")
+		<-c.pgProxy.Hang(f.Dur)
+	case faultHangKafka:
+		c.lockDep("kafka")
+		defer c.unlockDep("kafka")
+		c.kafka.Pause(t)
+		time.Sleep(f.Dur)
+		c.kafka.Resume(t)
 	default:
 		return fmt.Errorf("unknown fault %q", f.Kind)
 	}
 	return nil
+}
+
+// checkStranded checks, strandCheckAfter after hang f healed, that no use
+// is stranded: every hold the gate counts is held by a row, by an
+// acknowledged event on its way to the store (Kafka mode: a hold no
+// longer pending), or by an order still being answered (an attempt on it,
+// a reservation, release or confirm, in flight or answered within the
+// last second, which a retry may follow); the rest of the uses are free. The check is left out when
+// another fault runs now or may have left holds of its own (overlapped).
+func (n *nemesis) checkStranded(f fault) {
+	time.Sleep(strandCheckAfter)
+	now := n.hist.Since()
+	if n.active.Load() > 1 || n.overlapped(f, time.Duration(now)) {
+		n.noteCheck(fmt.Sprintf("%s: not checked (another fault overlapped)", f))
+		return
+	}
+	// PostgreSQL first: a row that changes between the two reads was
+	// being written, so its order is being answered (below).
+	db := n.c.dbState(n.code)
+	orders, ok := n.c.gateHolds(n.code, 5*time.Second)
+	if !ok {
+		n.noteCheck(fmt.Sprintf("%s: not checked (voucher not in Redis)", f))
+		return
+	}
+	now = n.hist.Since()
+	answering := map[string]bool{}
+	ops := n.hist.Ops()
+	for _, op := range ops {
+		if op.Return < 0 || now-op.Return < int64(time.Second) {
+			answering[op.OrderID] = true
+			answering[op.Replaces] = true
+		}
+	}
+	var held int
+	for id, h := range orders {
+		if h.Released {
+			continue
+		}
+		held++
+		row, hasRow := db.Rows[id]
+		switch {
+		case hasRow && row.Held(), n.c.mode == modeKafka && !h.Pending, answering[id]:
+			continue
+		}
+		var attempts []string
+		for _, op := range OrderOps(ops, id) {
+			attempts = append(attempts, op.String())
+		}
+		n.mu.Lock()
+		n.stranded = append(n.stranded, fmt.Sprintf("%.1fs after %s: use stranded in Redis by order %s (reserved %s, pending %v, row %q), for which no attempt is being answered; its attempts:\n  %s",
+			float64(strandCheckAfter)/1e9, f, id, h.ReservedAt.Format("15:04:05.000"), h.Pending, row.Status, strings.Join(attempts, "\n  ")))
+		n.mu.Unlock()
+	}
+	n.noteCheck(fmt.Sprintf("%s: %d holds checked", f, held))
+}
+
+// overlapped reports whether a fault other than hang f may have left
+// holds of its own at the check at now (history clock): a process fault
+// that ended within strandQuiet, or a dependency fault that ended after f
+// began.
+func (n *nemesis) overlapped(f fault, now time.Duration) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, d := range n.done {
+		process := strings.HasSuffix(d.Kind, "-instance") || strings.HasSuffix(d.Kind, "-consumer")
+		if process && d.End > now-strandQuiet || !process && d.End > f.Start {
+			return true
+		}
+	}
+	return false
+}
+
+// noteCheck records what a stranded check did, for the summary.
+func (n *nemesis) noteCheck(s string) {
+	n.mu.Lock()
+	n.checks = append(n.checks, s)
+	n.mu.Unlock()
+}
+
+// strandedUses returns what checkStranded found, and what each check did.
+func (n *nemesis) strandedUses() (stranded, checks []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.stranded...), append([]string(nil), n.checks...)
 }
 
 // waitForWrites returns when reservations are being answered, or after a
@@ -228,6 +365,9 @@ func (c *cluster) unlockDep(name string) {
 // heal makes sure every process runs and none is paused, after the
 // nemeses are done.
 func (c *cluster) heal(t *testing.T) error {
+	if c.kafka != nil {
+		c.kafka.Resume(t)
+	}
 	for _, p := range append(append([]*proc(nil), c.instances...), c.consumer) {
 		if p == nil {
 			continue

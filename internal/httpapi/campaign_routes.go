@@ -54,6 +54,9 @@ type campaignJSON struct {
 	BudgetReserved  *int64 `json:"budgetReserved,omitempty"`
 	BudgetConfirmed *int64 `json:"budgetConfirmed,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+
+	// Currency is left out when the campaign has none.
+	Currency string `json:"currency,omitempty"`
 }
 
 func toCampaignJSON(c voucher.Campaign) campaignJSON {
@@ -62,7 +65,7 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 		ID: c.ID, Name: c.Name, CodePrefix: c.CodePrefix, CodeLength: c.CodeLength, CodeCount: c.CodeCount,
 		DiscountAmount: v.DiscountAmount, DiscountPercent: v.DiscountPercent, MaxDiscountAmount: v.MaxDiscountAmount,
 		MinOrderAmount: v.MinOrderAmount, TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
-		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale, Active: v.Active,
+		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale, Active: v.Active, Currency: v.Currency,
 		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining, CreatedAt: c.CreatedAt.UTC(),
 		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall, BudgetReserved: v.BudgetReserved,
 		BudgetConfirmed: v.BudgetConfirmed, BudgetRemaining: v.BudgetRemaining,
@@ -73,7 +76,7 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 // then its budget's, which are decoded as the same members of POST /vouchers.
 var campaignFields = []string{"name", "codeCount", "codePrefix", "codeLength",
 	"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt",
-	"discountPercent", "maxDiscountAmount", "flashSale", "budgetAmount", "budgetShortfall"}
+	"discountPercent", "maxDiscountAmount", "flashSale", "currency", "budgetAmount", "budgetShortfall"}
 
 // createCampaignRequest is the body of POST /campaigns.
 type createCampaignRequest struct {
@@ -158,22 +161,41 @@ func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-var addCodesFields = []string{"count"}
+var addCodesFields = []string{"count", "codes"}
 
+// addCampaignCodes generates count codes (201, the campaign), or imports
+// the shop's own codes (200, importJSON): exactly one of the members.
 func (s *Server) addCampaignCodes(w http.ResponseWriter, r *http.Request) error {
 	count := -1
-	if err := decodeBody(r, func(b []byte) error {
-		_, err := decodeObject(b, addCodesFields, func(_ int, v jsonValue) error {
+	var codes []voucher.ImportCode
+	if err := decodeBodyUpTo(r, MaxImportBodyBytes, func(b []byte) error {
+		seen, err := decodeObject(b, addCodesFields, func(i int, v jsonValue) error {
+			if i == 1 {
+				var err error
+				codes, err = decodeImportCodes(v)
+				return err
+			}
 			n, err := intField("count", v, 1, voucher.MaxCodesPerRequest)
 			count = int(n)
 			return err
 		})
+		if seen == 3 {
+			return voucher.Errorf(voucher.CodeInvalidRequest, "count and codes exclude each other: give one")
+		}
 		return err
 	}); err != nil {
 		return err
 	}
+	if codes != nil {
+		res, err := s.svc.ImportCampaignCodes(r.Context(), r.PathValue("id"), codes)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, toImportJSON(res))
+		return nil
+	}
 	if count < 0 {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "count is required")
+		return voucher.Errorf(voucher.CodeInvalidRequest, "count or codes is required")
 	}
 	c, err := s.svc.AddCampaignCodes(r.Context(), r.PathValue("id"), count)
 	if err != nil {
@@ -187,6 +209,8 @@ func (s *Server) addCampaignCodes(w http.ResponseWriter, r *http.Request) error 
 type campaignCodeJSON struct {
 	Code string `json:"code"`
 	Used bool   `json:"used"`
+	// CustomerID is left out for a code that serves every customer.
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 // campaignCodePageJSON is a page of GET /campaigns/{id}/codes.
@@ -220,7 +244,7 @@ func (s *Server) campaignCodes(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := campaignCodePageJSON{Codes: make([]campaignCodeJSON, len(page.Codes)), Next: page.Next}
 	for i, c := range page.Codes {
-		out.Codes[i] = campaignCodeJSON{Code: c.Code, Used: c.Used}
+		out.Codes[i] = campaignCodeJSON{Code: c.Code, Used: c.Used, CustomerID: c.CustomerID}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

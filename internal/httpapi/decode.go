@@ -66,10 +66,10 @@ type jsonValue struct {
 // bodyPool holds the buffers request bodies are read into.
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// readBody checks the Content-Type and reads the body (at most MaxBodyBytes)
+// readBody checks the Content-Type and reads the body (at most limit bytes)
 // into a pooled buffer; the caller returns it with putBody once the decoded
 // values no longer refer to it.
-func readBody(r *http.Request) (*[]byte, error) {
+func readBody(r *http.Request, limit int) (*[]byte, error) {
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func readBody(r *http.Request) (*[]byte, error) {
 	}
 	for {
 		if len(b) == cap(b) {
-			if len(b) > MaxBodyBytes {
+			if len(b) > limit {
 				break
 			}
 			b = append(b, 0)[:len(b)]
@@ -96,15 +96,15 @@ func readBody(r *http.Request) (*[]byte, error) {
 			putBody(bp)
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				return nil, voucher.Errorf(voucher.CodeInvalidRequest, "request body is larger than %d bytes", MaxBodyBytes)
+				return nil, voucher.Errorf(voucher.CodeInvalidRequest, "request body is larger than %d bytes", limit)
 			}
 			return nil, voucher.Errorf(voucher.CodeInvalidRequest, "reading the request body: %v", err)
 		}
 	}
 	*bp = b
-	if len(b) > MaxBodyBytes {
+	if len(b) > limit {
 		putBody(bp)
-		return nil, voucher.Errorf(voucher.CodeInvalidRequest, "request body is larger than %d bytes", MaxBodyBytes)
+		return nil, voucher.Errorf(voucher.CodeInvalidRequest, "request body is larger than %d bytes", limit)
 	}
 	return bp, nil
 }

@@ -36,6 +36,10 @@ type voucherJSON struct {
 	BudgetReserved  *int64 `json:"budgetReserved,omitempty"`
 	BudgetConfirmed *int64 `json:"budgetConfirmed,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+
+	// Currency and CustomerID are left out when the voucher has none.
+	Currency   string `json:"currency,omitempty"`
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
@@ -46,6 +50,7 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 		CustomerIDNormalization: normalizationName(v.CustomerIDNormalization),
 		Reserved:                v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining(),
 		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(),
+		Currency: v.Currency, CustomerID: v.CustomerID,
 	}
 	if v.DiscountPercentBP != 0 {
 		out.DiscountPercent = json.Number(voucher.FormatPercentBP(v.DiscountPercentBP))
@@ -104,6 +109,11 @@ type createVoucherRequest struct {
 	// CustomerIDNormalization is a member of POST only: changing it would
 	// split the counts of customers already counted.
 	CustomerIDNormalization *string
+	// Currency and CustomerID are members of POST only, as
+	// CustomerIDNormalization: a hold taken under one would not be under
+	// another.
+	Currency   *string
+	CustomerID *string
 	// Active is a member of PATCH only.
 	Active *bool
 	// BudgetAmount may be changed by PATCH; BudgetShortfall ("reject" or
@@ -114,7 +124,7 @@ type createVoucherRequest struct {
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "budgetAmount", "budgetShortfall"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
 		"discountPercent", "maxDiscountAmount", "budgetAmount"}
 )
@@ -143,6 +153,14 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			}
 		case "budgetAmount":
 			r.BudgetAmount, err = int64Ptr(name, v, 1, maxAmount)
+		case "currency":
+			var s string
+			s, err = stringField(name, v)
+			r.Currency = &s
+		case "customerId":
+			var s string
+			s, err = customerField(name, v)
+			r.CustomerID = &s
 		case "discountAmount":
 			r.DiscountAmount, err = int64Ptr(name, v, 1, maxAmount)
 		case "discountPercent":
@@ -239,6 +257,15 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 			return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "customerIdNormalization must be none or email")
 		}
 	}
+	if r.Currency != nil {
+		if !voucher.ValidCurrency(*r.Currency) {
+			return voucher.Voucher{}, voucher.Errorf(voucher.CodeInvalidRequest, "currency must be an ISO 4217 code: three letters A-Z")
+		}
+		v.Currency = *r.Currency
+	}
+	if r.CustomerID != nil {
+		v.CustomerID = *r.CustomerID
+	}
 	if err := r.budget(&v.Budget); err != nil {
 		return voucher.Voucher{}, err
 	}
@@ -282,12 +309,13 @@ type reserveRequest struct {
 	OrderID         string
 	OrderAmount     int64
 	ReplacesOrderID string
+	Currency        string
 	seen            uint64 // bits by index in reserveFields
 }
 
 // reserveFields are the fields of reserveRequest; the first
 // requiredReserveFields are required in a reservation.
-var reserveFields = []string{"customerId", "orderId", "orderAmount", "replacesOrderId"}
+var reserveFields = []string{"customerId", "orderId", "orderAmount", "replacesOrderId", "currency"}
 
 const requiredReserveFields = 3
 
@@ -318,6 +346,11 @@ func (r *reserveRequest) decode(body []byte) error {
 			r.ReplacesOrderID, err = stringField("replacesOrderId", v)
 			if err == nil && r.ReplacesOrderID == "" {
 				err = voucher.Errorf(voucher.CodeInvalidRequest, "replacesOrderId must not be empty")
+			}
+		case 4:
+			r.Currency, err = stringField("currency", v)
+			if err == nil && !voucher.ValidCurrency(r.Currency) {
+				err = voucher.Errorf(voucher.CodeInvalidRequest, "currency must be an ISO 4217 code: three letters A-Z")
 			}
 		}
 		return err
@@ -359,7 +392,7 @@ func (r reserveRequest) toDomain(code string) (voucher.ReserveRequest, error) {
 		}
 	}
 	req := voucher.ReserveRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount,
-		ReplacesOrderID: r.ReplacesOrderID}
+		ReplacesOrderID: r.ReplacesOrderID, Currency: r.Currency}
 	return req, req.Validate()
 }
 
@@ -377,7 +410,8 @@ func (r reserveRequest) toValidation(code string) (voucher.ValidateRequest, erro
 	if r.seen&(1<<3) != 0 {
 		return voucher.ValidateRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "replacesOrderId is not a field of a validation")
 	}
-	req := voucher.ValidateRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount}
+	req := voucher.ValidateRequest{Code: code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount,
+		Currency: r.Currency}
 	return req, req.Validate()
 }
 

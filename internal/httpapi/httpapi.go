@@ -22,8 +22,24 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// MaxBodyBytes is the largest request body accepted.
+// MaxBodyBytes is the largest request body accepted, but for an import of
+// campaign codes (MaxImportBodyBytes).
 const MaxBodyBytes = 16 << 10
+
+// MaxImportBodyBytes is the largest body of POST /campaigns/{id}/codes:
+// voucher.MaxImportCodes codes of 32 characters with customerIds of 64 fit.
+const MaxImportBodyBytes = 2 << 20
+
+// importRoute is the route whose body may be MaxImportBodyBytes long.
+const importRoute = "POST /campaigns/{id}/codes"
+
+// bodyLimit is the largest body route accepts.
+func bodyLimit(route string) int {
+	if route == importRoute {
+		return MaxImportBodyBytes
+	}
+	return MaxBodyBytes
+}
 
 // metricsRoute serves Config.MetricsHandler.
 const metricsRoute = "GET /metrics"
@@ -224,14 +240,15 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) wrap(route string, admin bool, h HandlerFunc) http.Handler {
 	public := route == "GET /readyz"
 	want := roleOf(route, admin)
+	limit := bodyLimit(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		x := &exchange{statusRecorder: statusRecorder{ResponseWriter: w}}
 		w.Header()["X-Request-Id"] = x.requestID(r.Header["X-Request-Id"])
-		if r.Body != nil && (r.ContentLength < 0 || r.ContentLength > MaxBodyBytes) {
+		if r.Body != nil && (r.ContentLength < 0 || r.ContentLength > int64(limit)) {
 			// A body of a known length within the limit ends at that
 			// length: net/http reads no further.
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+			r.Body = http.MaxBytesReader(w, r.Body, int64(limit))
 		}
 		rec := &x.statusRecorder
 		var err error
@@ -438,7 +455,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeBody reads the request body (see readBody) and hands it to dec,
 // which must not keep it.
 func decodeBody(r *http.Request, dec func([]byte) error) error {
-	bp, err := readBody(r)
+	return decodeBodyUpTo(r, MaxBodyBytes, dec)
+}
+
+// decodeBodyUpTo is decodeBody for a body of at most limit bytes.
+func decodeBodyUpTo(r *http.Request, limit int, dec func([]byte) error) error {
+	bp, err := readBody(r, limit)
 	if err != nil {
 		return err
 	}

@@ -23,9 +23,14 @@ type LivenessConfig struct {
 	// Beat is the interval between heartbeats (default 1s); it must stay
 	// well below the service's HeartbeatTTL.
 	Beat time.Duration
-	// Interval is the interval between rounds of settling unknown writes
-	// and looking for dead instances (default 1s).
+	// Interval is the interval between looks for dead instances (default
+	// 1s).
 	Interval time.Duration
+	// Settle is the interval between rounds of settling this instance's
+	// writes of unknown outcome (default 250ms): a round with nothing due
+	// makes no call, and a short one settles soon after Redis or
+	// PostgreSQL answers again.
+	Settle time.Duration
 	// Grace and Keep are passed to the reconciliation run when an instance
 	// is found dead (defaults 30s and 24h, as ReconcileConfig).
 	Grace, Keep time.Duration
@@ -35,8 +40,8 @@ type LivenessConfig struct {
 
 // Liveness is the background job that keeps this instance's heartbeat,
 // settles its writes of unknown outcome, and recovers the holds of dead
-// instances. The heartbeat runs on its own so that a slow recovery never
-// delays it.
+// instances. Each runs on its own so that a slow recovery never delays a
+// heartbeat or a settle.
 type Liveness struct {
 	cfg    LivenessConfig
 	target Liver
@@ -53,6 +58,9 @@ func NewLiveness(target Liver, cfg LivenessConfig) *Liveness {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = 250 * time.Millisecond
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
@@ -79,7 +87,7 @@ func (l *Liveness) Start(ctx context.Context) {
 	ctx, l.cancel = context.WithCancel(ctx)
 	l.done = make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		every(ctx, l.cfg.Beat, func() {
@@ -90,9 +98,17 @@ func (l *Liveness) Start(ctx context.Context) {
 	}()
 	go func() {
 		defer wg.Done()
+		every(ctx, l.cfg.Settle, func() {
+			if err := l.settleOnce(ctx); err != nil && ctx.Err() == nil {
+				l.cfg.Logger.Warn("settling unknown writes failed", "err", err)
+			}
+		})
+	}()
+	go func() {
+		defer wg.Done()
 		every(ctx, l.cfg.Interval, func() {
-			if err := l.runOnce(ctx); err != nil && ctx.Err() == nil {
-				l.cfg.Logger.Warn("settling unknown writes or recovering dead instances failed", "err", err)
+			if _, err := l.target.RecoverDead(ctx, l.cfg.Grace, l.cfg.Keep); err != nil && ctx.Err() == nil {
+				l.cfg.Logger.Warn("recovering dead instances failed", "err", err)
 			}
 		})
 	}()
@@ -131,11 +147,19 @@ func (l *Liveness) Stop() {
 // runOnce settles this instance's unknown writes, then recovers the holds
 // of dead instances.
 func (l *Liveness) runOnce(ctx context.Context) error {
-	if n, err := l.target.SettleUnknown(ctx); err != nil {
+	if err := l.settleOnce(ctx); err != nil {
 		return err
-	} else if n > 0 {
-		l.cfg.Logger.Info("writes of unknown outcome settled", "n", n)
 	}
 	_, err := l.target.RecoverDead(ctx, l.cfg.Grace, l.cfg.Keep)
+	return err
+}
+
+// settleOnce settles this instance's writes of unknown outcome that are
+// due.
+func (l *Liveness) settleOnce(ctx context.Context) error {
+	n, err := l.target.SettleUnknown(ctx)
+	if n > 0 {
+		l.cfg.Logger.Info("writes of unknown outcome settled", "n", n)
+	}
 	return err
 }

@@ -13,6 +13,8 @@ import (
 type fakeLiver struct {
 	beats, settles, recovers atomic.Int64
 	settleErr                error
+	// recoverFor is how long each RecoverDead takes.
+	recoverFor time.Duration
 }
 
 func (f *fakeLiver) Heartbeat(context.Context) error { f.beats.Add(1); return nil }
@@ -22,8 +24,12 @@ func (f *fakeLiver) SettleUnknown(context.Context) (int, error) {
 	return 0, f.settleErr
 }
 
-func (f *fakeLiver) RecoverDead(context.Context, time.Duration, time.Duration) ([]string, error) {
+func (f *fakeLiver) RecoverDead(ctx context.Context, _, _ time.Duration) ([]string, error) {
 	f.recovers.Add(1)
+	select {
+	case <-time.After(f.recoverFor):
+	case <-ctx.Done():
+	}
 	return nil, nil
 }
 
@@ -46,4 +52,15 @@ func TestLiveness(t *testing.T) {
 	f.settleErr = errors.New("store down")
 	require.Error(t, l.runOnce(context.Background()))
 	require.EqualValues(t, 1, f.recovers.Load())
+}
+
+// Settling runs on its own cadence: a recovery that takes long (a
+// reconciliation of every flash voucher) does not hold it up.
+func TestLivenessSettlesWhileRecoveryIsSlow(t *testing.T) {
+	t.Parallel()
+	f := &fakeLiver{recoverFor: time.Hour}
+	l := NewLiveness(f, LivenessConfig{Beat: time.Hour, Interval: 10 * time.Millisecond, Settle: 10 * time.Millisecond})
+	l.Start(context.Background())
+	defer l.Stop()
+	require.Eventually(t, func() bool { return f.recovers.Load() == 1 && f.settles.Load() >= 5 }, 5*time.Second, time.Millisecond)
 }

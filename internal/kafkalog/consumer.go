@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,13 @@ func (f ApplierFunc) ApplyReserved(ctx context.Context, events []voucher.Reserve
 	return f(ctx, events)
 }
 
+// EventCheck checks events against what the consumer can recompute
+// (voucher.EventChecker): one verdict per event, in order, an empty Reason
+// for an event to apply.
+type EventCheck interface {
+	Check(ctx context.Context, events []voucher.ReservedEvent) ([]voucher.EventMismatch, error)
+}
+
 // Stats counts what a Consumer did since it was created, for metrics.
 type Stats struct {
 	Batches        uint64 // batches applied and committed
@@ -37,6 +45,11 @@ type Stats struct {
 	Rejected       uint64 // events the store refused, sent to the dead-letter topic
 	Undecodable    uint64 // records that were not events, sent to the dead-letter topic
 	Failures       uint64 // failed attempts (store, dead letters or commit); each is retried
+
+	// Mismatched counts the events Config.Check refused, and records
+	// without a valid signature (MismatchSignature), sent to the
+	// dead-letter topic, by reason (a copy).
+	Mismatched map[string]uint64
 }
 
 // batchResult is what one runOnce did.
@@ -47,6 +60,11 @@ type batchResult struct {
 	Rejected       int  // events dead-lettered because the store refused them
 	Undecodable    int  // records dead-lettered because they are not events
 	Committed      bool // offsets committed
+
+	// Mismatched counts the records dead-lettered because Config.Check
+	// refused their events or their signature is not valid, by reason; nil
+	// when none.
+	Mismatched map[string]int
 }
 
 // Consumer applies the topic's events to the store as the writer group. It
@@ -68,6 +86,9 @@ type Consumer struct {
 	done      chan struct{} // closed when the loop started by Start returns
 
 	batches, applied, alreadyApplied, rejected, undecodable, failures atomic.Uint64
+
+	mismatchMu sync.Mutex
+	mismatched map[string]uint64 // guarded by mismatchMu
 }
 
 // NewConsumer returns a consumer of cfg.Topic in cfg.Group that applies
@@ -107,7 +128,7 @@ func NewConsumer(cfg Config, applier Applier) (*Consumer, error) {
 	return &Consumer{
 		cfg: cfg, applier: applier, cl: cl,
 		quit: quit, quitCancel: cancel,
-		done: make(chan struct{}),
+		done: make(chan struct{}), mismatched: map[string]uint64{},
 	}, nil
 }
 
@@ -142,7 +163,11 @@ func (c *Consumer) Stop() {
 
 // Stats returns the counters so far.
 func (c *Consumer) Stats() Stats {
+	c.mismatchMu.Lock()
+	mismatched := maps.Clone(c.mismatched)
+	c.mismatchMu.Unlock()
 	return Stats{
+		Mismatched:     mismatched,
 		Batches:        c.batches.Load(),
 		Applied:        c.applied.Load(),
 		AlreadyApplied: c.alreadyApplied.Load(),
@@ -228,6 +253,13 @@ func (c *Consumer) runOnce(ctx context.Context) (batchResult, error) {
 	c.alreadyApplied.Add(asCount(res.AlreadyApplied))
 	c.rejected.Add(asCount(res.Rejected))
 	c.undecodable.Add(asCount(res.Undecodable))
+	if len(res.Mismatched) > 0 {
+		c.mismatchMu.Lock()
+		for reason, n := range res.Mismatched {
+			c.mismatched[reason] += asCount(n)
+		}
+		c.mismatchMu.Unlock()
+	}
 	return res, nil
 }
 
@@ -246,6 +278,18 @@ func (c *Consumer) apply(ctx context.Context, records []*kgo.Record, res *batchR
 	eventRecs := make([]*kgo.Record, 0, len(records))
 	var dead []deadLetter
 	for _, r := range records {
+		if len(c.cfg.SigningKey) > 0 {
+			if reason, ok := signed(c.cfg.SigningKey, r); !ok {
+				dead = append(dead, deadLetter{rec: r, reason: reason})
+				if res.Mismatched == nil {
+					res.Mismatched = map[string]int{}
+				}
+				res.Mismatched[MismatchSignature]++
+				c.cfg.Logger.Warn("kafkalog: record without a valid signature; dead-lettered", "topic", c.cfg.Topic,
+					"partition", r.Partition, "offset", r.Offset, "reason", reason)
+				continue
+			}
+		}
 		e, err := decodeEvent(r.Value)
 		if err != nil {
 			dead = append(dead, deadLetter{rec: r, reason: err.Error()})
@@ -254,6 +298,10 @@ func (c *Consumer) apply(ctx context.Context, records []*kgo.Record, res *batchR
 		}
 		events = append(events, e)
 		eventRecs = append(eventRecs, r)
+	}
+	events, eventRecs, dead, err := c.check(ctx, events, eventRecs, dead, res)
+	if err != nil {
+		return err
 	}
 
 	if len(events) > 0 {
@@ -303,6 +351,41 @@ func (c *Consumer) apply(ctx context.Context, records []*kgo.Record, res *batchR
 		return fmt.Errorf("kafkalog: commit offsets: %w", err)
 	}
 	return nil
+}
+
+// check asks Config.Check about events (decoded from recs) and returns the
+// events to apply with their records, and dead with the refused ones added.
+func (c *Consumer) check(ctx context.Context, events []voucher.ReservedEvent, recs []*kgo.Record,
+	dead []deadLetter, res *batchResult) ([]voucher.ReservedEvent, []*kgo.Record, []deadLetter, error) {
+	if c.cfg.Check == nil || len(events) == 0 {
+		return events, recs, dead, nil
+	}
+	verdicts, err := c.cfg.Check.Check(ctx, events)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kafkalog: check %d events: %w", len(events), err)
+	}
+	if len(verdicts) != len(events) {
+		return nil, nil, nil, fmt.Errorf("kafkalog: the check returned %d verdicts for %d events", len(verdicts), len(events))
+	}
+	keep := 0
+	for i, v := range verdicts {
+		if v.Reason == "" {
+			events[keep], recs[keep] = events[i], recs[i]
+			keep++
+			continue
+		}
+		dead = append(dead, deadLetter{rec: recs[i], reason: v.String()})
+		if res.Mismatched == nil {
+			res.Mismatched = map[string]int{}
+		}
+		res.Mismatched[v.Reason]++
+		// Named in the log: the event says a reservation was answered 201,
+		// and nothing is written for it.
+		c.cfg.Logger.Warn("kafkalog: event disagrees with its voucher; dead-lettered", "topic", c.cfg.Topic,
+			"partition", recs[i].Partition, "offset", recs[i].Offset, "code", events[i].Code,
+			"orderId", events[i].OrderID, "reason", v.String())
+	}
+	return events[:keep], recs[:keep], dead, nil
 }
 
 // applyReserved writes events with the store, in the context that

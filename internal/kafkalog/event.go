@@ -34,6 +34,9 @@ type wireEvent struct {
 	// CampaignCode is present in version 3 only: the campaign code a use of
 	// a flash campaign was taken with (Code is the campaign id).
 	CampaignCode string `json:"campaignCode,omitempty"`
+	// HeldSince is present on a replacement whose chain began before it:
+	// when the first hold began. Consumers that do not know it ignore it.
+	HeldSince *time.Time `json:"heldSince,omitempty"`
 }
 
 // wireCustomer is a customerId on the topic: a JSON number for an integer id
@@ -69,6 +72,11 @@ func (c *wireCustomer) UnmarshalJSON(b []byte) error {
 // everything e says.
 func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 	version := voucher.EventVersion
+	var heldSince *time.Time
+	if !e.HeldSince.IsZero() {
+		t := e.HeldSince.UTC()
+		heldSince = &t
+	}
 	switch {
 	case e.CampaignCode != "":
 		version = voucher.EventVersionCampaign
@@ -87,6 +95,7 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		DiscountAmount:  &e.DiscountAmount,
 		ReservedAt:      e.ReservedAt.UTC(),
 		ExpiresAt:       e.ExpiresAt.UTC(),
+		HeldSince:       heldSince,
 	})
 }
 
@@ -110,7 +119,12 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 	if err := w.check(); err != nil {
 		return voucher.ReservedEvent{}, fmt.Errorf("%w: %v", errUndecodable, err)
 	}
+	var heldSince time.Time
+	if w.HeldSince != nil {
+		heldSince = *w.HeldSince
+	}
 	return voucher.ReservedEvent{
+		HeldSince:       heldSince,
 		Version:         w.Version,
 		Code:            w.Code,
 		CustomerID:      string(w.CustomerID),
@@ -157,6 +171,8 @@ func (w wireEvent) check() error {
 		return errors.New("reservedAt is missing")
 	case !w.ExpiresAt.After(w.ReservedAt):
 		return errors.New("expiresAt must be after reservedAt")
+	case w.HeldSince != nil && (w.ReplacesOrderID == "" || w.HeldSince.After(w.ReservedAt) || w.HeldSince.IsZero()):
+		return errors.New("heldSince comes with replacesOrderId, and is not after reservedAt")
 	}
 	return nil
 }

@@ -76,9 +76,19 @@ func TestReplacementEventWireFormat(t *testing.T) {
 	require.Equal(t, "order-old", got.ReplacesOrderID)
 	require.Equal(t, voucher.EventVersionReplace, got.Version)
 
+	// A chain that began earlier carries its start.
+	e.HeldSince = e.ReservedAt.Add(-time.Minute)
+	raw, err = encodeEvent(e)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"heldSince":"`)
+	got, err = decodeEvent(raw)
+	require.NoError(t, err)
+	require.True(t, e.HeldSince.Equal(got.HeldSince))
+
 	plain, err := encodeEvent(sampleEvent(4))
 	require.NoError(t, err)
 	require.NotContains(t, string(plain), "replacesOrderId")
+	require.NotContains(t, string(plain), "heldSince")
 	require.Contains(t, string(plain), `"version":1`)
 }
 
@@ -193,6 +203,10 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"bad campaignCode", valid(func(m map[string]any) { m["version"] = 3; m["campaignCode"] = "no spaces" }), "invalid campaignCode"},
 		{"version 2 without replacesOrderId", valid(func(m map[string]any) { m["version"] = 2 }), "replacesOrderId comes with version 2"},
 		{"replacesOrderId in version 1", valid(func(m map[string]any) { m["replacesOrderId"] = "old-1" }), "replacesOrderId comes with version 2"},
+		{"heldSince without replacesOrderId", valid(func(m map[string]any) { m["heldSince"] = m["reservedAt"] }), "heldSince comes with replacesOrderId"},
+		{"heldSince after reservedAt", valid(func(m map[string]any) {
+			m["version"], m["replacesOrderId"], m["heldSince"] = 2, "old-1", m["expiresAt"]
+		}), "heldSince comes with replacesOrderId"},
 		{"replacing itself", valid(func(m map[string]any) { m["version"] = 2; m["replacesOrderId"] = m["orderId"] }), "invalid replacesOrderId"},
 		{"no version", valid(func(m map[string]any) { delete(m, "version") }), "unsupported event version 0"},
 		{"bad code", valid(func(m map[string]any) { m["code"] = "no spaces" }), "invalid code"},

@@ -8,7 +8,8 @@
 //
 // Consumer is the writer: a consumer group that applies batches of events to
 // the store, sends the events the store rejects (and records it cannot
-// decode) to a dead-letter topic, and commits offsets only after the store
+// decode, that are not signed when they must be, and events Config.Check
+// refuses) to a dead-letter topic, and commits offsets only after the store
 // has committed. A store failure is retried on the same records; nothing is
 // skipped, and replays are harmless because the store applies idempotently.
 //
@@ -74,8 +75,9 @@ type Config struct {
 	Brokers []string
 	// Topic carries VoucherReserved events.
 	Topic string
-	// DeadLetterTopic receives events the store rejects and records that
-	// cannot be decoded, with the reason in HeaderDeadLetterReason.
+	// DeadLetterTopic receives events the store rejects or Check refuses,
+	// and records that cannot be decoded, with the reason in
+	// HeaderDeadLetterReason.
 	DeadLetterTopic string
 	// EventsTopic carries threshold events (Notifier).
 	EventsTopic string
@@ -143,6 +145,18 @@ type Config struct {
 	// producer, the consumer, the notifier), after voucherd's own: hooks
 	// such as tracing.
 	ClientOpts []kgo.Opt
+	// SigningKey, when set (at least MinSigningKeyLen bytes), signs every
+	// reservation event PublishReserved writes (HeaderSignature), and the
+	// consumer dead-letters every record without a valid signature before
+	// it decodes it: only holders of the key can add reservations through
+	// the topic. Every producing and consuming instance needs the same key.
+	SigningKey []byte
+	// Check, when set, is asked about every decoded event before the
+	// consumer applies it; an event it refuses is dead-lettered with the
+	// verdict as the reason, and never reaches the store. An error from it
+	// fails the batch, which is retried. voucherd sets it to a
+	// voucher.EventChecker; nil checks nothing (tests of the transport).
+	Check EventCheck
 	// ApplyContext, when set, wraps the context of the consumer's write of a
 	// batch: it gets the context of each record written (set by the client's
 	// hooks) and returns the context to write with and a function called
@@ -250,6 +264,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("kafkalog: BatchSize must be > 0, got %d", c.BatchSize)
 	case c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff:
 		return c, errors.New("kafkalog: need 0 < RetryBackoff <= MaxRetryBackoff")
+	case len(c.SigningKey) > 0 && len(c.SigningKey) < MinSigningKeyLen:
+		return c, fmt.Errorf("kafkalog: SigningKey must be at least %d bytes", MinSigningKeyLen)
 	}
 	return c, nil
 }

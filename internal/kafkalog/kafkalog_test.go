@@ -206,6 +206,12 @@ func sum(results []batchResult) batchResult {
 		s.AlreadyApplied += r.AlreadyApplied
 		s.Rejected += r.Rejected
 		s.Undecodable += r.Undecodable
+		for reason, n := range r.Mismatched {
+			if s.Mismatched == nil {
+				s.Mismatched = map[string]int{}
+			}
+			s.Mismatched[reason] += n
+		}
 	}
 	return s
 }
@@ -513,4 +519,47 @@ func headers(r *kgo.Record) map[string]string {
 		m[h.Key] = string(h.Value)
 	}
 	return m
+}
+
+// With a signing key, the log signs what it publishes and the consumer
+// applies only signed records: a valid event written by hand without the
+// key's signature, or with a signature of other bytes, is dead-lettered
+// and never reaches the store.
+func TestSignedEvents(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, testenv.Kafka(t).Brokers, 1)
+	cfg.SigningKey = []byte("0123456789abcdef0123456789abcdef")
+	l := newLog(t, cfg)
+	evs := events(3, "SIG")
+	publishAll(t, l, evs)
+
+	forged := sampleEvent(7)
+	forged.Code, forged.OrderID = "SIG0", "forged-1"
+	value, err := encodeEvent(forged)
+	require.NoError(t, err)
+	other := sampleEvent(8)
+	other.Code, other.OrderID = "SIG0", "forged-2"
+	otherValue, err := encodeEvent(other)
+	require.NoError(t, err)
+	raw := newClient(t, cfg.Brokers)
+	require.NoError(t, raw.ProduceSync(context.Background(),
+		&kgo.Record{Topic: cfg.Topic, Key: []byte("SIG0"), Value: value},
+		&kgo.Record{Topic: cfg.Topic, Key: []byte("SIG0"), Value: otherValue, Headers: []kgo.RecordHeader{
+			{Key: HeaderSignature, Value: signature(cfg.SigningKey, []byte("SIG0"), value)}}},
+	).FirstErr())
+
+	store := newFakeStore()
+	c := newConsumer(t, cfg, store)
+	res := sum(drain(t, c, len(evs)+2))
+	require.Equal(t, len(evs), res.Applied)
+	require.Equal(t, map[string]int{MismatchSignature: 2}, res.Mismatched)
+	store.requireAppliedOnce(t, evs)
+
+	dead := consume(t, cfg.Brokers, cfg.DeadLetterTopic, 2)
+	for _, r := range dead {
+		require.Contains(t, headers(r)[HeaderDeadLetterReason], MismatchSignature)
+	}
+
+	_, err = New(Config{Brokers: cfg.Brokers, SigningKey: []byte("short")})
+	require.ErrorContains(t, err, "SigningKey")
 }

@@ -100,6 +100,9 @@ func (l *Log) PublishReserved(ctx context.Context, e voucher.ReservedEvent) erro
 		return voucher.Unavailable(err, "encode reservation event for order %s", e.OrderID)
 	}
 	rec := &kgo.Record{Topic: l.cfg.Topic, Key: []byte(e.Code), Value: value}
+	if len(l.cfg.SigningKey) > 0 {
+		rec.Headers = []kgo.RecordHeader{{Key: HeaderSignature, Value: signature(l.cfg.SigningKey, rec.Key, rec.Value)}}
+	}
 	if err := produceWait(ctx, l.cl, l.cfg.ProduceTimeout, rec); err != nil {
 		return voucher.Unavailable(err, "publish reservation event for order %s", e.OrderID)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/testenv"
@@ -86,4 +87,70 @@ func TestConsumerWithPostgresStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, v.UsedCount, again.UsedCount)
 	require.Equal(t, v.Reserved, again.Reserved)
+}
+
+// An event written to the topic by hand, with twice the discount its
+// voucher gives, is dead-lettered by the consumer's check with the reason,
+// and PostgreSQL gets nothing of it; valid events beside it are applied,
+// among them one computed with the definition a patch replaced just after
+// it was reserved (read back from the audit trail).
+func TestConsumerRefusesEventThatDisagreesWithItsVoucher(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := testenv.Postgres(t)
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	require.NoError(t, store.Migrate(ctx))
+
+	start := time.Now().UTC()
+	const code = "CHECKED"
+	_, err = store.CreateVoucher(ctx, voucher.Voucher{
+		Code: code, DiscountPercentBP: 500, TotalLimit: 10, PerUserLimit: 1, FlashSale: true,
+		StartsAt: start.Add(-time.Hour), EndsAt: start.Add(24 * time.Hour),
+	})
+	require.NoError(t, err)
+	before := time.Now().UTC().Truncate(time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+	ten := int32(1000)
+	_, _, err = store.PatchVoucher(ctx, code, voucher.Patch{DiscountPercentBP: &ten})
+	require.NoError(t, err)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+
+	check, err := voucher.NewEventChecker(voucher.EventCheckConfig{Store: store, History: store, Staleness: time.Minute})
+	require.NoError(t, err)
+	cfg := testConfig(t, testenv.Kafka(t).Brokers, 1)
+	cfg.Check = check
+
+	event := func(orderID string, discount int64, at time.Time) string {
+		return fmt.Sprintf(`{"version":1,"type":"VoucherReserved","code":%q,"customerId":%q,"orderId":%q,`+
+			`"orderAmount":50000,"discountAmount":%d,"reservedAt":%q,"expiresAt":%q}`,
+			code, "c-"+orderID, orderID, discount, at.Format(time.RFC3339Nano), at.Add(15*time.Minute).Format(time.RFC3339Nano))
+	}
+	doubled := event("doubled-1", 10_000, now)
+	cl := newClient(t, cfg.Brokers)
+	for _, v := range []string{doubled, event("valid-1", 5000, now), event("before-patch-1", 2500, before)} {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: cfg.Topic, Key: []byte(code), Value: []byte(v)}).FirstErr())
+	}
+
+	c := newConsumer(t, cfg, store)
+	res := sum(drain(t, c, 3))
+	require.Equal(t, 2, res.Applied)
+	require.Equal(t, map[string]int{voucher.MismatchDiscount: 1}, res.Mismatched)
+	require.Equal(t, map[string]uint64{voucher.MismatchDiscount: 1}, c.Stats().Mismatched)
+
+	dead := consume(t, cfg.Brokers, cfg.DeadLetterTopic, 1)
+	require.Equal(t, doubled, string(dead[0].Value))
+	require.Contains(t, headers(dead[0])[HeaderDeadLetterReason], "discount_mismatch: discountAmount 10000, the voucher gives 5000")
+
+	_, err = store.Redemption(ctx, code, "doubled-1")
+	require.True(t, voucher.IsCode(err, voucher.CodeReservationNotFound), "no row for the refused event: %v", err)
+	for order, discount := range map[string]int64{"valid-1": 5000, "before-patch-1": 2500} {
+		r, err := store.Redemption(ctx, code, order)
+		require.NoError(t, err)
+		require.EqualValues(t, discount, r.DiscountAmount)
+	}
+	v, err := store.Voucher(ctx, code)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, v.UsedCount)
 }

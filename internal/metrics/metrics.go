@@ -38,6 +38,11 @@ type Metrics struct {
 	Drift            *prometheus.GaugeVec
 	DriftRepairs     *prometheus.CounterVec
 	ThresholdEvents  *prometheus.CounterVec
+	// ConsumerMismatches counts the records the consumer refused before
+	// applying them (dead-lettered, never applied), by reason: an event
+	// that disagrees with its voucher (voucher.Mismatch*), a record
+	// without a valid signature (kafkalog.MismatchSignature).
+	ConsumerMismatches *prometheus.CounterVec
 	// Access holds the keys-file and rate-limit collectors (access.go).
 	Access *AccessMetrics
 
@@ -121,6 +126,10 @@ func New(counts Counts) *Metrics {
 	m.ConsumerApplied = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "consumer_events_total", Help: "Events the consumer handled, by result.",
 	}, []string{"result"})
+	m.ConsumerMismatches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "consumer_mismatched_events_total",
+		Help: "Reservation records dead-lettered before they were applied: events that disagree with their voucher, or without a valid signature, by reason.",
+	}, []string{"reason"})
 	m.Drift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "voucherd", Name: "reconciliation_drift",
 		Help: "Redis remaining minus (totalLimit - held in PostgreSQL) per voucher at the last reconciliation; negative is undersell.",
@@ -141,7 +150,7 @@ func New(counts Counts) *Metrics {
 	}, []string{"type"})
 	for _, c := range []prometheus.Collector{m.RequestDuration, m.Reservations, m.ReserveDuration, m.GateDecisions,
 		m.SoldOutCacheHits, m.StatementReruns, m.Compensations, m.ExpiryReleases, m.DependencyErrors, m.DependencyTime,
-		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.Drift, m.DriftRepairs, m.ThresholdEvents,
+		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.ConsumerMismatches, m.Drift, m.DriftRepairs, m.ThresholdEvents,
 		m.BudgetRemaining, m.BudgetDrift} {
 		f(c)
 	}

@@ -86,7 +86,7 @@ var voucherListings = map[voucher.VoucherState]voucherListing{
 // RESERVED count is used_count less the CONFIRMED one.
 const voucherColumns = `v.code, coalesce(v.discount_amount, 0), v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
-       coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0), v.customer_id_normalization,
+       coalesce(v.discount_percent_bp, 0), coalesce(v.max_discount_amount, 0), v.customer_id_normalization, coalesce(v.currency, ''), coalesce(v.bound_customer, ''),
        v.used_count - c.confirmed, c.confirmed`
 
 // voucherFrom joins each listed voucher with its CONFIRMED count.
@@ -316,4 +316,38 @@ func recordAudit(ctx context.Context, q querier, code string, action voucher.Aud
 		return fmt.Errorf("audit %s of %s: %w", action, code, err)
 	}
 	return nil
+}
+
+var qAuditDefinitions = mustQuery("audit_definitions")
+
+var _ voucher.DefinitionHistory = (*Store)(nil)
+
+// DefinitionChanges implements voucher.DefinitionHistory from the audit
+// trail, which records every change of a definition in the change's own
+// transaction.
+func (s *Store) DefinitionChanges(ctx context.Context, code string, since time.Time) ([]voucher.DefinitionChange, error) {
+	rows, err := s.pool.Query(ctx, qAuditDefinitions, code, since)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.DefinitionChange, error) {
+		var ch voucher.DefinitionChange
+		var before, after []byte
+		if err := row.Scan(&ch.At, &before, &after); err != nil {
+			return ch, err
+		}
+		var err error
+		if before != nil {
+			if ch.Before, err = voucher.DefinitionFromAudit(before); err != nil {
+				return ch, err
+			}
+			ch.HasBefore = true
+		}
+		ch.After, err = voucher.DefinitionFromAudit(after)
+		return ch, err
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return list, nil
 }

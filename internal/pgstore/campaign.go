@@ -42,7 +42,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c voucher.Campaign, n int, g
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var out voucher.Voucher
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qCampaignBudgetInsert, c.ID, b.DiscountAmount, b.MinOrderAmount,
-			b.TotalLimit, b.PerUserLimit, b.StartsAt, b.EndsAt, b.DiscountPercentBP, b.MaxDiscountAmount, b.FlashSale), &out); err != nil {
+			b.TotalLimit, b.PerUserLimit, b.StartsAt, b.EndsAt, b.DiscountPercentBP, b.MaxDiscountAmount, b.FlashSale, b.Currency), &out); err != nil {
 			return err
 		}
 		if err := insertBudget(ctx, tx, out.Code, b.Budget); err != nil {
@@ -141,7 +141,7 @@ func (s *Store) Campaign(ctx context.Context, id string) (voucher.Campaign, erro
 	err := s.pool.QueryRow(ctx, qCampaignGet, id).Scan(&c.ID, &c.Name, &c.CodePrefix, &c.CodeLength, &c.CodeCount, &c.CreatedAt,
 		&b.Code, &b.DiscountAmount, &b.MinOrderAmount, &b.TotalLimit, &b.PerUserLimit, &b.StartsAt, &b.EndsAt,
 		&b.FlashSale, &b.UsedCount, &b.CreatedAt, &b.UpdatedAt, &b.Disabled, &b.DiscountPercentBP, &b.MaxDiscountAmount,
-		&b.CustomerIDNormalization, &b.Reserved, &b.Confirmed)
+		&b.CustomerIDNormalization, &b.Currency, &b.CustomerID, &b.Reserved, &b.Confirmed)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return voucher.Campaign{}, campaignNotFound(id)

@@ -327,9 +327,11 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 		orders    = make([]string, n)
 		amounts   = make([]int64, n)
 		nows      = make([]time.Time, n)
+		curs      = make([]*string, n)
 	)
 	for i, p := range batch {
 		customers[i], orders[i], amounts[i], nows[i] = p.req.CustomerID, p.req.OrderID, p.req.OrderAmount, p.now
+		curs[i] = currencyArg(p.req.Currency)
 	}
 	ttl := pgtype.Interval{Microseconds: batch[0].ttl.Microseconds(), Valid: true}
 	conn, err := s.acquire(ctx)
@@ -337,7 +339,7 @@ func (s *Store) reserveBatch(ctx context.Context, code string, batch []*pending)
 		return err
 	}
 	defer conn.Release()
-	rows, err := conn.Query(ctx, qReserveBatch, code, customers, orders, amounts, nows, ttl)
+	rows, err := conn.Query(ctx, qReserveBatch, code, customers, orders, amounts, nows, ttl, curs)
 	if err != nil {
 		return err
 	}
@@ -401,7 +403,7 @@ func (s *Store) reserveOne(ctx context.Context, r voucher.ReserveRequest, now ti
 		defer conn.Release()
 		return scanRedemption(conn.QueryRow(ctx, qReserve,
 			r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
-			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay, &used, &total)
+			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency)), &res.Redemption, &res.Replay, &used, &total)
 	})
 	if err != nil {
 		return voucher.Reservation{}, interpretWriteError(err)

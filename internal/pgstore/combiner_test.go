@@ -25,10 +25,11 @@ type elem struct {
 	customer string
 	order    string
 	amount   int64
+	currency string // "": none
 }
 
 func el(customer int64, order string) elem {
-	return elem{strconv.FormatInt(customer, 10), order, 250_000}
+	return elem{strconv.FormatInt(customer, 10), order, 250_000, ""}
 }
 
 func (e elem) request(code string) voucher.ReserveRequest {
@@ -85,15 +86,19 @@ func shorts(answers []answer) []string {
 func reserveBatchSQL(ctx context.Context, s *pgstore.Store, code string, at time.Time, elems []elem) ([]answer, error) {
 	n := len(elems)
 	customers, orders, amounts, nows := make([]string, n), make([]string, n), make([]int64, n), make([]time.Time, n)
+	currencies := make([]*string, n)
 	for i, e := range elems {
 		customers[i], orders[i], amounts[i], nows[i] = e.customer, e.order, e.amount, at
+		if e.currency != "" {
+			currencies[i] = &e.currency
+		}
 	}
 	rows, err := s.Pool().Query(ctx, `
 		SELECT o_order_id, o_voucher_code, o_customer, o_order_amount, o_discount_amount, o_status,
 		       o_created_at, o_updated_at, o_expires_at, o_replay, o_error, o_reason, o_message, o_n,
 		       o_retry_ms, o_used, o_total
-		FROM voucherd_reserve_batch($1, $2::text[], $3, $4, $5, $6) ORDER BY o_n`,
-		code, customers, orders, amounts, nows, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true})
+		FROM voucherd_reserve_batch($1, $2::text[], $3, $4, $5, $6, $7::text[]) ORDER BY o_n`,
+		code, customers, orders, amounts, nows, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencies)
 	if err != nil {
 		return nil, err
 	}
@@ -348,18 +353,18 @@ var batchCases = []batchCase{
 	},
 	{
 		name: "ineligible inside the batch", total: 10, perUser: 1, minAmount: 100_000,
-		elems: []elem{el(1, "a"), {"2", "b", 99_999}, el(3, "c")},
+		elems: []elem{el(1, "a"), {"2", "b", 99_999, ""}, el(3, "c")},
 		want:  []string{"ok", "NOT_ELIGIBLE/ORDER_AMOUNT_TOO_LOW", "ok"},
 	},
 	{
 		name: "orderId first ineligible, then eligible", total: 10, perUser: 1, minAmount: 100_000,
-		elems: []elem{{"1", "a", 50_000}, el(1, "a"), {"1", "a", 50_000}},
+		elems: []elem{{"1", "a", 50_000, ""}, el(1, "a"), {"1", "a", 50_000, ""}},
 		want:  []string{"NOT_ELIGIBLE/ORDER_AMOUNT_TOO_LOW", "ok", "replay"},
 	},
 	{
 		name: "orderId refused by the quota, then taken by another customer", total: 10, perUser: 1,
 		setup: reserved(el(1, "held")),
-		elems: []elem{el(1, "a"), {"2", "a", 300_000}, el(2, "a"), el(1, "a")},
+		elems: []elem{el(1, "a"), {"2", "a", 300_000, ""}, el(2, "a"), el(1, "a")},
 		want:  []string{"ALREADY_USED", "ok", "replay", "ORDER_CONFLICT"},
 	},
 	{
@@ -409,7 +414,7 @@ var batchCases = []batchCase{
 	{
 		name: "every element refused", total: 10, perUser: 1, minAmount: 100_000,
 		setup: reserved(el(1, "held")),
-		elems: []elem{el(1, "a"), {"2", "b", 1}, el(1, "c")},
+		elems: []elem{el(1, "a"), {"2", "b", 1, ""}, el(1, "c")},
 		want:  []string{"ALREADY_USED", "NOT_ELIGIBLE/ORDER_AMOUNT_TOO_LOW", "ALREADY_USED"},
 	},
 	{

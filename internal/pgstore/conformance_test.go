@@ -20,16 +20,25 @@ func setUpCase(t *testing.T, s *pgstore.Store, i int, c conformance.Case) string
 	code := conformance.Code(i)
 	switch {
 	case c.Voucher.Campaign:
-		gen := func(n int) ([]string, error) {
-			codes := make([]string, n)
-			for k := range codes {
-				codes[k] = conformance.CampaignCode(i, k)
+		// The codes bound to a customer are imported, the others generated.
+		var generated []string
+		var bound []voucher.ImportCode
+		for k := range conformance.CampaignCodes {
+			if customer, ok := c.Voucher.CodeCustomers[k]; ok {
+				bound = append(bound, voucher.ImportCode{Code: conformance.CampaignCode(i, k), CustomerID: customer})
+			} else {
+				generated = append(generated, conformance.CampaignCode(i, k))
 			}
-			return codes, nil
 		}
+		gen := func(n int) ([]string, error) { return generated[:n], nil }
 		_, err := s.CreateCampaign(ctx, voucher.Campaign{ID: code, Name: c.Name, CodeLength: voucher.DefaultCodeLength,
-			Budget: c.Voucher.Voucher(code)}, conformance.CampaignCodes, gen)
+			Budget: c.Voucher.Voucher(code)}, len(generated), gen)
 		require.NoError(t, err)
+		if len(bound) > 0 {
+			res, err := s.ImportCampaignCodes(ctx, code, bound)
+			require.NoError(t, err)
+			require.Equal(t, len(bound), res.Added)
+		}
 	case !c.Voucher.Missing:
 		_, err := s.CreateVoucher(ctx, c.Voucher.Voucher(code))
 		require.NoError(t, err)
@@ -53,7 +62,7 @@ func setUpCase(t *testing.T, s *pgstore.Store, i int, c conformance.Case) string
 		case conformance.StepReserve:
 			codeOf[st.Order] = on
 			res, err := s.Reserve(ctx, voucher.ReserveRequest{Code: on, CustomerID: st.Customer, OrderID: conformance.OrderID(i, st.Order),
-				OrderAmount: conformance.Amount}, conformance.Now, conformance.TTL)
+				OrderAmount: conformance.Amount, Currency: c.Voucher.Currency}, conformance.Now, conformance.TTL)
 			require.NoError(t, err, "%s: step %+v", c.Name, st)
 			require.False(t, res.Replay, "%s: step %+v", c.Name, st)
 		case conformance.StepRelease:
@@ -88,7 +97,7 @@ func TestConformance(t *testing.T) {
 			setUpCase(t, s, i, c)
 			for j, r := range c.Requests {
 				got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
-					OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount()}, conformance.Now, conformance.TTL))
+					OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency}, conformance.Now, conformance.TTL))
 				require.True(t, c.Want[j].Accepts(got), "%s: request %d: want %s, got %s", c.Name, j, c.Want[j], got)
 			}
 		}
@@ -100,7 +109,7 @@ func TestConformance(t *testing.T) {
 			code := setUpCase(t, s, i, c)
 			elems := make([]elem, len(c.Requests))
 			for j, r := range c.Requests {
-				elems[j] = elem{customer: r.Customer, order: conformance.OrderID(i, r.Order), amount: r.OrderAmount()}
+				elems[j] = elem{customer: r.Customer, order: conformance.OrderID(i, r.Order), amount: r.OrderAmount(), currency: r.Currency}
 			}
 			if c.Voucher.Campaign {
 				// The batch hands a campaign code back (VD003) to be
@@ -112,7 +121,7 @@ func TestConformance(t *testing.T) {
 				require.Equal(t, "VD003", pgErr.Code, c.Name)
 				for j, r := range c.Requests {
 					got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r),
-						CustomerID: r.Customer, OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount()},
+						CustomerID: r.Customer, OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency},
 						conformance.Now, conformance.TTL))
 					require.True(t, c.Want[j].Accepts(got), "%s: element %d: want %s, got %s", c.Name, j, c.Want[j], got)
 				}

@@ -74,6 +74,10 @@ func parseFacts(s string) (voucher.Facts, bool) {
 			var ms int64
 			ms, err = strconv.ParseInt(v, 10, 64)
 			f.RetryAfter = time.Duration(ms) * time.Millisecond
+		case "vcurrency":
+			f.VoucherCurrency = v
+		case "currency":
+			f.Currency = v
 		default:
 			return f, false
 		}

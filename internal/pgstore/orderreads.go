@@ -103,10 +103,12 @@ func (s *Store) readOrders(batch []*orderRead) {
 	found := make(map[string]voucher.Redemption, len(batch))
 	for rows.Next() {
 		var red voucher.Redemption
-		if err := scanRedemption(rows, &red); err != nil {
+		var since *time.Time
+		if err := scanRedemption(rows, &red, &since); err != nil {
 			s.failReads(batch, err)
 			return
 		}
+		red.HeldSince = heldSince(since)
 		found[red.OrderID] = red
 	}
 	if err := rows.Err(); err != nil {

@@ -31,6 +31,15 @@ func scanRedemption(row pgx.Row, r *voucher.Redemption, extra ...any) error {
 	return nil
 }
 
+// heldSince is the held_since column as Redemption.HeldSince: zero when
+// NULL (the hold began with the row).
+func heldSince(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
 // Reserve takes one use for r.OrderID in one statement: the redemption row,
 // the customer's counter, then the voucher's used_count. A known orderId with
 // the same code and customer is a replay and takes nothing. With combining
@@ -68,12 +77,21 @@ func (s *Store) replace(ctx context.Context, r voucher.ReserveRequest, now time.
 		defer conn.Release()
 		return scanRedemption(conn.QueryRow(ctx, qReplace,
 			r.Code, r.CustomerID, r.OrderID, r.ReplacesOrderID, r.OrderAmount, now,
-			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}), &res.Redemption, &res.Replay, &used, &total)
+			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency)), &res.Redemption, &res.Replay, &used, &total)
 	})
 	if err != nil {
 		return voucher.Reservation{}, interpretWriteError(err)
 	}
 	return withTaken(res, used, total), nil
+}
+
+// currencyArg is a request's currency as the functions take it: NULL for
+// none.
+func currencyArg(c string) *string {
+	if c == "" {
+		return nil
+	}
+	return &c
 }
 
 // Validate answers what Reserve of r at now would answer (voucherd_validate),
@@ -87,7 +105,7 @@ func (s *Store) Validate(ctx context.Context, r voucher.ValidateRequest, now tim
 		order = &r.OrderID
 	}
 	var sv voucher.StoreValidation
-	if err := s.pool.QueryRow(ctx, qValidate, r.Code, r.CustomerID, order, r.OrderAmount, now).
+	if err := s.pool.QueryRow(ctx, qValidate, r.Code, r.CustomerID, order, r.OrderAmount, now, currencyArg(r.Currency)).
 		Scan(&sv.DiscountAmount, &sv.Replay); err != nil {
 		return voucher.StoreValidation{}, interpretError(err)
 	}

@@ -230,7 +230,7 @@ func TestReserveEligibility(t *testing.T) {
 			ve := requireCode(t, err, tc.want)
 			require.Equal(t, tc.reason, ve.Reason)
 			if tc.want == voucher.CodeNotEligible {
-				domain := v.CheckEligible(tc.amount, tc.at).(*voucher.Error)
+				domain := v.CheckEligible(voucher.Purchase{Amount: tc.amount}, tc.at).(*voucher.Error)
 				require.Equal(t, domain.Message, ve.Message, "same words as the domain rule")
 			} else {
 				require.Equal(t, "voucher NOPE not found", ve.Message)

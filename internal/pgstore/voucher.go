@@ -10,13 +10,13 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// scanVoucher scans the fifteen voucher columns of the queries, then extra.
+// scanVoucher scans the seventeen voucher columns of the queries, then extra.
 func scanVoucher(row pgx.Row, v *voucher.Voucher, extra ...any) error {
 	dest := append([]any{
 		&v.Code, &v.DiscountAmount, &v.MinOrderAmount, &v.TotalLimit, &v.PerUserLimit,
 		&v.StartsAt, &v.EndsAt, &v.FlashSale, &v.UsedCount, &v.CreatedAt, &v.UpdatedAt, &v.Disabled,
 		&v.DiscountPercentBP, &v.MaxDiscountAmount,
-		&v.CustomerIDNormalization,
+		&v.CustomerIDNormalization, &v.Currency, &v.CustomerID,
 	}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
@@ -56,7 +56,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherInsert,
 			v.Code, v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit,
 			v.StartsAt, v.EndsAt, v.FlashSale, v.Disabled, v.DiscountPercentBP, v.MaxDiscountAmount,
-			normalization(v.CustomerIDNormalization)), &out); err != nil {
+			normalization(v.CustomerIDNormalization), v.Currency, v.CustomerID), &out); err != nil {
 			return err
 		}
 		if err := insertBudget(ctx, tx, out.Code, v.Budget); err != nil {
@@ -192,7 +192,10 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot
 			}
 			orders, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
 				var r voucher.Redemption
-				return r, scanRedemption(row, &r)
+				var since *time.Time
+				err := scanRedemption(row, &r, &since)
+				r.HeldSince = heldSince(since)
+				return r, err
 			})
 			if err != nil {
 				return err

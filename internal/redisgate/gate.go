@@ -273,10 +273,11 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 			strconv.FormatInt(int64(perUserLimit), 10),
 			encodeHold(state, hold),
 			hold.Code,
+			attemptToken(hold),
 			budgetMode(hold.Budget),
 		}).ToArray()
 	if err != nil {
-		return voucher.GateDecision{}, interpretError(err, "reserve", code)
+		return voucher.GateDecision{}, interpretTakeError(err, "reserve", code)
 	}
 	status, remaining, third, err := reserveReply(res)
 	if err != nil {
@@ -307,6 +308,8 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		g.markSoldOut(code, epoch, third)
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveVoided:
+		return voucher.GateDecision{}, errVoidedAttempt("reserve", code)
 	case reserveBudget:
 		d.Outcome = voucher.GateBudgetExceeded
 		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
@@ -482,6 +485,7 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 			DiscountAmount: r.DiscountAmount,
 			ReservedAt:     r.CreatedAt,
 			ExpiresAt:      r.ExpiresAt,
+			HeldSince:      heldSinceOf(r),
 			Code:           campaignCodeOf(r, code),
 		}))
 	}
@@ -687,4 +691,14 @@ func checkOrderID(id string) error {
 		return voucher.Errorf(voucher.CodeInvalidRequest, "invalid orderId %q", id)
 	}
 	return nil
+}
+
+// heldSinceOf is the hold start a loaded hold of r records: r's HeldSince
+// when its hold began before r was made (a replacement's), else none (the
+// hold began at its reservation), so that plain holds keep their layout.
+func heldSinceOf(r voucher.Redemption) time.Time {
+	if r.HeldSince.IsZero() || unixMilli(r.HeldSince) >= unixMilli(r.CreatedAt) {
+		return time.Time{}
+	}
+	return r.HeldSince
 }

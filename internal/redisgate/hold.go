@@ -25,7 +25,7 @@ var errBadHold = errors.New("redisgate: malformed hold")
 
 // The fields of an encoded hold, the value of the orders hash, by position:
 //
-//	state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces]]]
+//	state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces[|heldSinceMs]]]]
 //
 // The scripts read the same layout from scripts/lib/hold.lua, whose header
 // shows this line; TestHoldLayoutMatchesLua checks that the block's field
@@ -40,6 +40,7 @@ const (
 	fieldOwner // the first optional field
 	fieldCode
 	fieldReplaces
+	fieldHeldSince
 	holdFields // the number of fields
 )
 
@@ -54,7 +55,10 @@ const (
 // budget was taken with (h.Code); a voucher's hold has none, so its value is
 // what it was before campaigns. replaces is the orderId a replacement's hold
 // took the use of (h.Replaces), so that whoever writes the hold to the store
-// writes the replacement, not a second use. A customerId never holds '|'
+// writes the replacement, not a second use. heldSinceMs is when the first
+// hold of a chain of replacements began (h.HeldSince), written for a
+// replacement's hold only, so that a hold that replaces nothing keeps the
+// layout releases before it read. A customerId never holds '|'
 // (voucher.ValidCustomerID), nor does a code (voucher.ValidCode) or an
 // orderId (voucher.ValidOrderID); an integer id is written as its decimal
 // digits, as releases with integer ids wrote it.
@@ -97,6 +101,11 @@ func optionalField(h voucher.Hold, f int) string {
 		return h.Code
 	case fieldReplaces:
 		return h.Replaces
+	case fieldHeldSince:
+		if h.HeldSince.IsZero() {
+			return ""
+		}
+		return strconv.FormatInt(unixMilli(h.HeldSince), 10)
 	}
 	panic("redisgate: not an optional hold field")
 }
@@ -111,6 +120,9 @@ func validOptionalField(f int, s string) bool {
 		return voucher.ValidCode(s)
 	case fieldReplaces:
 		return voucher.ValidOrderID(s)
+	case fieldHeldSince:
+		ms, err := strconv.ParseInt(s, 10, 64)
+		return err == nil && ms > 0
 	}
 	return false
 }
@@ -157,6 +169,9 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 			h.Code = parts[f]
 		case fieldReplaces:
 			h.Replaces = parts[f]
+		case fieldHeldSince:
+			ms, _ := strconv.ParseInt(parts[f], 10, 64) // validOptionalField parsed it
+			h.HeldSince = fromUnixMilli(ms)
 		}
 	}
 	switch parts[fieldState][0] {

@@ -18,7 +18,7 @@ import (
 var holdFieldNames = [holdFields]string{
 	fieldState: "state", fieldCustomer: "customerId", fieldOrderAmount: "orderAmount",
 	fieldDiscount: "discountAmount", fieldReservedAt: "reservedAtMs", fieldExpiresAt: "expiresAtMs",
-	fieldOwner: "owner", fieldCode: "code", fieldReplaces: "replaces",
+	fieldOwner: "owner", fieldCode: "code", fieldReplaces: "replaces", fieldHeldSince: "heldSinceMs",
 }
 
 // holdLayout renders the field constants as the layout line the docs show:
@@ -65,7 +65,8 @@ func TestHoldLayoutMatchesLua(t *testing.T) {
 
 	at := time.Date(2026, 12, 2, 10, 0, 0, 123_000_000, time.UTC)
 	full := voucher.Hold{OrderID: "o", CustomerID: "cus_9X:a.b-c@d.e+f", OrderAmount: 250000, DiscountAmount: 100000,
-		ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute), Owner: "i-1", Code: "WELCOME-7KQ4", Replaces: "ord-1"}
+		ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute), Owner: "i-1", Code: "WELCOME-7KQ4", Replaces: "ord-1",
+		HeldSince: at.Add(-time.Minute)}
 	var states []byte
 	var holds []voucher.Hold
 	for _, st := range []byte{stateHeld, statePending, stateConfirmed, stateReleased} {
@@ -74,6 +75,7 @@ func TestHoldLayoutMatchesLua(t *testing.T) {
 			{OrderID: "o", CustomerID: "3", ExpiresAt: at, Owner: "i-1"},
 			{OrderID: "o", CustomerID: "3", ExpiresAt: at, Code: "K_1"},
 			{OrderID: "o", CustomerID: "3", ReservedAt: at, Owner: "i-1", Replaces: "ord-1"},
+			{OrderID: "o", CustomerID: "3", ReservedAt: at, Replaces: "ord-1", HeldSince: at.Add(-time.Second)},
 			full,
 		} {
 			states = append(states, st)

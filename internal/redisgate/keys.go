@@ -40,6 +40,12 @@ type keys struct {
 	// orderIds already counted, with the marker heldScanning; absent
 	// otherwise.
 	heldScan string
+	// void is the hash orderId -> token of the reservation attempt of that
+	// orderId the service voided after its call got no answer (void.lua),
+	// so that the attempt's script takes nothing should it arrive later.
+	// It has its own expiry and outlives Forget: a late script may reach a
+	// voucher loaded again.
+	void string
 	// loading holds, while loadstep.lua writes the voucher in steps, the
 	// token of the loader writing it; loadUsers, loadOrders and loadCodes
 	// are the hashes it writes, moved into place in its last step.
@@ -65,6 +71,7 @@ func keysFor(prefix, code string) keys {
 		freed:      base + "freed",
 		held:       base + "held",
 		heldScan:   base + "heldscan",
+		void:       base + "void",
 		loading:    base + "loading",
 		loadUsers:  base + "loadusers",
 		loadOrders: base + "loadorders",
@@ -111,6 +118,10 @@ func (k keys) loadStep() []string {
 // unreplace, adopt), which move the budget with it.
 func (k keys) budgeted() []string { return append(k.script(), k.budget) }
 
+// takeBudgeted is take's layout followed by the budget hash: the KEYS of
+// reserve.lua and replace.lua.
+func (k keys) takeBudgeted() []string { return append(k.take(), k.budget) }
+
 // script is the common KEYS layout of the scripts that decide or change
 // holds: remaining, users, orders, version, codes, held, heldscan.
 func (k keys) script() []string {
@@ -119,6 +130,10 @@ func (k keys) script() []string {
 
 // maxCachedKeys bounds keyCache; past it the cache starts over.
 const maxCachedKeys = 100_000
+
+// take is script's layout, then the voided attempts: the first eight KEYS
+// of reserve.lua and replace.lua (takeBudgeted adds the ninth).
+func (k keys) take() []string { return append(k.script(), k.void) }
 
 // keyCache keeps, per code, the KEYS of reserve.lua, so that a reservation
 // does not build five strings and a slice. The slices are shared by every
@@ -135,7 +150,7 @@ func (c *keyCache) reserve(prefix, code string) []string {
 		return v.([]string)
 	}
 	k := keysFor(prefix, code)
-	ks := k.budgeted()
+	ks := k.takeBudgeted()
 	if c.n.Add(1) > maxCachedKeys {
 		c.m.Clear()
 		c.n.Store(0)

@@ -112,10 +112,11 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := replaceScript.Exec(ctx, client, k.budgeted(),
-		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, budgetMode(hold.Budget)}).ToArray()
+	res, err := replaceScript.Exec(ctx, client, k.takeBudgeted(),
+		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, attemptToken(hold),
+			budgetMode(hold.Budget)}).ToArray()
 	if err != nil {
-		return voucher.GateDecision{}, interpretError(err, "replace", code)
+		return voucher.GateDecision{}, interpretTakeError(err, "replace", code)
 	}
 	status, remaining, third, err := reserveReply(res)
 	if err != nil {
@@ -140,6 +141,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		d.Outcome = voucher.GateNotHeld
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveVoided:
+		return voucher.GateDecision{}, errVoidedAttempt("replace", code)
 	case reserveBudget:
 		d.Outcome = voucher.GateBudgetExceeded
 		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {

@@ -42,6 +42,7 @@ var (
 	validateScript  = newScript("validate.lua", true)
 	replaceScript   = newScript("replace.lua", false)
 	unreplaceScript = newScript("unreplace.lua", false)
+	voidScript      = newScript("void.lua", false)
 )
 
 // scriptNames maps the SHA-1 (hex) and the source of each script to its
@@ -147,5 +148,6 @@ const (
 	reserveQuotaHeld = 6
 	reserveSoldOut   = 7
 	reserveCodeUsed  = 9
-	reserveBudget    = 10
+	reserveVoided    = 10
+	reserveBudget    = 11
 )

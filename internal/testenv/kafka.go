@@ -113,6 +113,27 @@ func (b *KafkaBroker) Kill(t testing.TB) {
 	b.proc.Kill()
 }
 
+// Pause stops the broker with SIGSTOP: its connections stay open and the
+// kernel accepts and buffers what clients send, but nothing is answered,
+// so calls to it hang until Resume. (A proxy cannot stand in front of a
+// broker: clients connect to the address it advertises.)
+func (b *KafkaBroker) Pause(t testing.TB) {
+	t.Helper()
+	b.mustOwn(t, "Pause")
+	if pid := b.proc.PID(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+}
+
+// Resume continues a broker Pause stopped (SIGCONT).
+func (b *KafkaBroker) Resume(t testing.TB) {
+	t.Helper()
+	b.mustOwn(t, "Resume")
+	if pid := b.proc.PID(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+}
+
 // Start starts a stopped or killed broker again with the same ports and data
 // directory and waits until it answers metadata requests.
 func (b *KafkaBroker) Start(t testing.TB) {

@@ -14,7 +14,8 @@ import (
 // PostgreSQL, say), which can cut a connection at a chosen request or
 // answer: cutting a request means the server never got it; cutting an
 // answer, that the server processed the request but its answer never
-// arrives. It lives until the test's cleanup.
+// arrives. It can also hang every connection for a while (Hang): bytes are
+// held back, then let through. It lives until the test's cleanup.
 type Proxy struct {
 	// Addr is host:port of the proxy.
 	Addr string
@@ -25,6 +26,9 @@ type Proxy struct {
 	mu    sync.Mutex
 	cuts  [2]*cut // armed cuts by direction
 	conns map[net.Conn]bool
+	// hangUntil is the end of the current hang (Hang); bytes read before
+	// it are forwarded at it.
+	hangUntil time.Time
 }
 
 // Directions of a proxied connection.
@@ -82,6 +86,37 @@ func (p *Proxy) CutRequestContaining(marker []byte) <-chan struct{} {
 	return p.arm(toServer, marker, 0)
 }
 
+// Hang holds back every byte the proxy receives, in both directions, on
+// every connection (new ones included), from now for d, and then forwards
+// them in order: calls through the proxy hang, as when packets are
+// dropped, and none is refused or reset; a connection a side closed
+// meanwhile still delivers what it sent before. The returned channel is
+// closed when the hang ends.
+func (p *Proxy) Hang(d time.Duration) <-chan struct{} {
+	until := time.Now().Add(d)
+	p.mu.Lock()
+	if until.After(p.hangUntil) {
+		p.hangUntil = until
+	}
+	p.mu.Unlock()
+	done := make(chan struct{})
+	time.AfterFunc(d, func() { close(done) })
+	return done
+}
+
+// waitHang returns once no hang holds bytes back.
+func (p *Proxy) waitHang() {
+	for {
+		p.mu.Lock()
+		wait := time.Until(p.hangUntil)
+		p.mu.Unlock()
+		if wait <= 0 {
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
 func (p *Proxy) arm(dir int, marker []byte, settle time.Duration) <-chan struct{} {
 	c := &cut{marker: bytes.Clone(marker), settle: settle, done: make(chan struct{})}
 	p.mu.Lock()
@@ -135,6 +170,7 @@ func (p *Proxy) pipe(from, to net.Conn, dir int) {
 				close(c.done)
 				return
 			}
+			p.waitHang()
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}

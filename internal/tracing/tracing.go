@@ -57,6 +57,12 @@ type Config struct {
 	ServiceName string
 	// ServiceVersion is the service.version resource attribute.
 	ServiceVersion string
+	// Redact, when set, is applied to every text a span carries out of
+	// the process (its name, string attributes, status description and
+	// events) before the exporter sees it: voucherd passes the e-mail
+	// redaction of internal/pii, which covers the URL path of
+	// /customers/{customerId}.
+	Redact func(string) string
 }
 
 // Provider is an SDK tracer provider with the instrumentation of voucherd's
@@ -87,6 +93,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 		}
+	}
+	if cfg.Redact != nil {
+		exp = redactingExporter{next: exp, redact: cfg.Redact}
 	}
 	// Later options win: the environment (OTEL_SERVICE_NAME,
 	// OTEL_RESOURCE_ATTRIBUTES) overrides the defaults given here.

@@ -13,17 +13,17 @@ func TestDisabledIsNotEligible(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	v := Voucher{Code: "C", StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), MinOrderAmount: 10}
-	require.NoError(t, v.CheckEligible(10, now))
+	require.NoError(t, v.CheckEligible(Purchase{Amount: 10}, now))
 	v.Disabled = true
 	for _, amount := range []int64{10, 0} {
-		err := v.CheckEligible(amount, now)
+		err := v.CheckEligible(Purchase{Amount: amount}, now)
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		require.Equal(t, CodeNotEligible, e.Code)
 		require.Equal(t, ReasonDisabled, e.Reason, "disabled is told before any other reason")
 	}
 	// Outside its window a disabled voucher says DISABLED too.
-	err := v.CheckEligible(10, now.Add(2*time.Hour))
+	err := v.CheckEligible(Purchase{Amount: 10}, now.Add(2*time.Hour))
 	require.Equal(t, ReasonDisabled, err.(*Error).Reason)
 }
 

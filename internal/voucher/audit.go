@@ -3,6 +3,9 @@ package voucher
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -83,6 +86,9 @@ type auditFields struct {
 	// CustomerIDNormalization is recorded when the voucher normalises
 	// customerIds (left out for none).
 	CustomerIDNormalization CustomerIDNormalization `json:"customerIdNormalization,omitempty"`
+	// Currency and CustomerID are recorded when set.
+	Currency   string `json:"currency,omitempty"`
+	CustomerID string `json:"customerId,omitempty"`
 }
 
 // AuditFields returns the settings of v as the audit trail records them.
@@ -92,7 +98,7 @@ func AuditFields(v Voucher) json.RawMessage {
 		MinOrderAmount: v.MinOrderAmount,
 		TotalLimit:     v.TotalLimit, PerUserLimit: v.PerUserLimit, StartsAt: v.StartsAt.UTC(),
 		EndsAt: v.EndsAt.UTC(), FlashSale: v.FlashSale, Active: !v.Disabled,
-		DiscountPercent: percentNumber(v.DiscountPercentBP),
+		DiscountPercent: percentNumber(v.DiscountPercentBP), Currency: v.Currency, CustomerID: v.CustomerID,
 	}
 	if v.CustomerIDNormalization != "" && v.CustomerIDNormalization != NormalizeNone {
 		f.CustomerIDNormalization = v.CustomerIDNormalization
@@ -145,4 +151,41 @@ func percentNumber(bp int32) json.Number {
 		return ""
 	}
 	return json.Number(FormatPercentBP(bp))
+}
+
+// DefinitionFromAudit reads back the settings AuditFields recorded: the
+// voucher's definition at that change, without its counters.
+func DefinitionFromAudit(b json.RawMessage) (Voucher, error) {
+	var f auditFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return Voucher{}, fmt.Errorf("voucher: audit fields: %w", err)
+	}
+	bp, err := parsePercentBP(string(f.DiscountPercent))
+	if err != nil {
+		return Voucher{}, err
+	}
+	return Voucher{
+		Code: f.Code, DiscountAmount: f.DiscountAmount, DiscountPercentBP: bp, MaxDiscountAmount: f.MaxDiscountAmount,
+		MinOrderAmount: f.MinOrderAmount, TotalLimit: f.TotalLimit, PerUserLimit: f.PerUserLimit,
+		StartsAt: f.StartsAt, EndsAt: f.EndsAt, FlashSale: f.FlashSale, Disabled: !f.Active,
+		CustomerIDNormalization: f.CustomerIDNormalization,
+	}, nil
+}
+
+// parsePercentBP reads a percentage as FormatPercentBP writes it ("" is 0).
+func parsePercentBP(s string) (int32, error) {
+	if s == "" {
+		return 0, nil
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	if len(frac) > 2 {
+		return 0, fmt.Errorf("voucher: discountPercent %q has more than two decimals", s)
+	}
+	frac += strings.Repeat("0", 2-len(frac))
+	w, err1 := strconv.ParseInt(whole, 10, 32)
+	f, err2 := strconv.ParseInt(frac, 10, 32)
+	if err1 != nil || err2 != nil || w < 0 || w > 100 || f < 0 {
+		return 0, fmt.Errorf("voucher: discountPercent %q is not a percentage", s)
+	}
+	return int32(w*100 + f), nil //nolint:gosec // G115: at most 10099
 }

@@ -122,3 +122,11 @@ func (w *syncWrites) rediscount(ctx context.Context, rt route, hold Hold, res Re
 			"orderId", hold.OrderID, "err", err)
 	}
 }
+
+// clippedByBudget reports whether discount, less than the want the
+// voucher's discount gives, is what a clipping money budget may have given
+// instead: what was left of it, never 0. The store's CHECK keeps the sum
+// within the budget.
+func clippedByBudget(v Voucher, discount, want int64) bool {
+	return v.Budget.Clip && v.Budget.Amount > 0 && discount > 0 && discount < want
+}

@@ -66,6 +66,8 @@ type Campaign struct {
 type CampaignCode struct {
 	Code string
 	Used bool
+	// CustomerID is the one customer the code serves ("" for every one).
+	CustomerID string
 }
 
 // CampaignCodePage is one page of a campaign's codes in byte order; an
@@ -103,6 +105,8 @@ func (n *NewCampaign) Validate(now time.Time) error {
 		return Errorf(CodeInvalidRequest, "codeLength must be from %d to %d", MinCodeLength, MaxCodeLength)
 	case n.CodeCount < 0 || n.CodeCount > MaxCodesPerRequest:
 		return Errorf(CodeInvalidRequest, "codeCount must be from 0 to %d", MaxCodesPerRequest)
+	case n.Budget.CustomerID != "":
+		return Errorf(CodeInvalidRequest, "a campaign serves every customer; bind a code to one customer when importing it")
 	}
 	b := n.Budget
 	b.Code = campaignIDPrefix + strings.Repeat("0", campaignIDLength)
@@ -149,6 +153,11 @@ type CampaignStore interface {
 	// transaction and returns the campaign; CodeVoucherNotFound for an
 	// unknown campaign.
 	AddCampaignCodes(ctx context.Context, id string, n int, gen CodeGenerator) (Campaign, error)
+	// ImportCampaignCodes adds codes (well-formed, customers normalised)
+	// to campaign id in one transaction, with its audit entry, and answers
+	// what became of each (ImportResult); CodeCampaignNotFound for an
+	// unknown campaign.
+	ImportCampaignCodes(ctx context.Context, id string, codes []ImportCode) (ImportResult, error)
 	// Campaign returns a campaign with live counts.
 	Campaign(ctx context.Context, id string) (Campaign, error)
 	// CampaignCodes returns one page of a campaign's codes after p.After.

@@ -24,9 +24,18 @@ type catalog struct {
 	staleMax time.Duration
 
 	mu          sync.Mutex
-	vouchers    map[string]cachedVoucher // guarded by mu
-	refreshing  map[string]bool          // codes being re-read; guarded by mu
-	campaignIDs map[string]string        // campaign code -> campaign id; guarded by mu
+	vouchers    map[string]cachedVoucher  // guarded by mu
+	refreshing  map[string]bool           // codes being re-read; guarded by mu
+	campaignIDs map[string]campaignOfCode // by campaign code; guarded by mu
+}
+
+// campaignOfCode is what the catalog remembers of a campaign code: its
+// campaign, and the one customer it serves when that was read with it
+// (ResolveCode reads it; CodeCampaign does not).
+type campaignOfCode struct {
+	id           string
+	customer     string
+	customerRead bool
 }
 
 // cachedVoucher is one cached voucher definition.
@@ -51,7 +60,7 @@ const DefaultStaleVoucherMax = 10 * time.Minute
 
 func newCatalog(store Store, clock func() time.Time, ttl, staleMax time.Duration) *catalog {
 	return &catalog{store: store, clock: clock, ttl: ttl, staleMax: staleMax,
-		vouchers: map[string]cachedVoucher{}, refreshing: map[string]bool{}, campaignIDs: map[string]string{}}
+		vouchers: map[string]cachedVoucher{}, refreshing: map[string]bool{}, campaignIDs: map[string]campaignOfCode{}}
 }
 
 // definition returns the voucher (or campaign budget) a reservation or a
@@ -70,17 +79,14 @@ func (c *catalog) definition(ctx context.Context, code, orderID string, now time
 	res, err := c.store.ResolveCode(ctx, code, orderID)
 	switch {
 	case IsCode(err, CodeUnavailable):
-		if id, ok := c.campaignID(code); ok {
-			v, err = c.voucherAt(ctx, id, now)
-			return v, nil, err
-		}
-		return Voucher{}, nil, err
+		v, err = c.campaignAt(ctx, code, now, err, true)
+		return v, nil, err
 	case err != nil:
 		return Voucher{}, nil, err
 	case !res.Found:
 		return Voucher{}, nil, Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
 	case res.ByCampaign:
-		c.rememberCampaign(code, res.Voucher.Code)
+		c.rememberCampaign(campaignOfCode{id: res.Voucher.Code, customer: res.Voucher.CustomerID, customerRead: true}, code)
 	default:
 		c.remember(code, res.Voucher, now)
 	}
@@ -101,10 +107,25 @@ func (c *catalog) resolve(ctx context.Context, code string, now time.Time) (Vouc
 		v, err = c.campaignOf(ctx, code)
 	}
 	if IsCode(err, CodeUnavailable) {
-		if id, ok := c.campaignID(code); ok {
-			return c.voucherAt(ctx, id, now)
-		}
+		return c.campaignAt(ctx, code, now, err, false)
 	}
+	return v, err
+}
+
+// campaignAt answers code while the store cannot be read (unavailable):
+// the budget of the campaign this process resolved code to before, serving
+// the code's customer when it was read, or unavailable when the code was
+// never resolved. A new reservation or validation (forEligibility) needs
+// the code's customer: without it, unavailable too.
+func (c *catalog) campaignAt(ctx context.Context, code string, now time.Time, unavailable error, forEligibility bool) (Voucher, error) {
+	c.mu.Lock()
+	e, ok := c.campaignIDs[code]
+	c.mu.Unlock()
+	if !ok || forEligibility && !e.customerRead {
+		return Voucher{}, unavailable
+	}
+	v, err := c.voucherAt(ctx, e.id, now)
+	v.CustomerID = e.customer
 	return v, err
 }
 
@@ -125,7 +146,7 @@ func (c *catalog) campaignOf(ctx context.Context, code string) (Voucher, error) 
 	if err != nil {
 		return Voucher{}, err
 	}
-	c.rememberCampaign(code, id)
+	c.rememberCampaign(campaignOfCode{id: id}, code)
 	return c.voucher(ctx, id)
 }
 
@@ -215,23 +236,27 @@ func (c *catalog) forget(code string) {
 	c.mu.Unlock()
 }
 
-// rememberCampaign notes that code is a code of campaign id, for known and
-// for resolving code while the store cannot be read.
-func (c *catalog) rememberCampaign(code, id string) {
+// rememberCampaign notes that code is a code of campaign e.id, for known
+// and for resolving code while the store cannot be read; a customer read
+// before is kept when e has none (a code never changes customer).
+func (c *catalog) rememberCampaign(e campaignOfCode, code string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.campaignIDs) >= maxCampaignIDs {
-		c.campaignIDs = make(map[string]string)
+		c.campaignIDs = make(map[string]campaignOfCode)
 	}
-	c.campaignIDs[code] = id
+	if old, ok := c.campaignIDs[code]; ok && old.customerRead && !e.customerRead {
+		e.customer, e.customerRead = old.customer, true
+	}
+	c.campaignIDs[code] = e
 }
 
 // campaignID returns the campaign this process resolved code to before.
 func (c *catalog) campaignID(code string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, ok := c.campaignIDs[code]
-	return id, ok
+	e, ok := c.campaignIDs[code]
+	return e.id, ok
 }
 
 // codeUsed answers, from pre, a campaign code that its (fresh, eligible)

@@ -64,6 +64,11 @@ const (
 	ReasonOrderAmountTooLow Reason = "ORDER_AMOUNT_TOO_LOW"
 	// ReasonDisabled: the voucher was stopped (PATCH "active": false).
 	ReasonDisabled Reason = "DISABLED"
+	// ReasonCustomerMismatch: the voucher is bound to another customer.
+	ReasonCustomerMismatch Reason = "CUSTOMER_MISMATCH"
+	// ReasonCurrencyMismatch: the voucher has a currency and the request
+	// names another one, or none.
+	ReasonCurrencyMismatch Reason = "CURRENCY_MISMATCH"
 	// ReasonCodeUsed refines CodeAlreadyUsed: the campaign code is held by
 	// another order (each code is used at most once).
 	ReasonCodeUsed Reason = "CODE_USED"

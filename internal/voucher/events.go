@@ -31,6 +31,11 @@ type ReservedEvent struct {
 	// presented: the consumer records it on the redemption. Such an event
 	// is written as version EventVersionCampaign.
 	CampaignCode string
+	// HeldSince is, for a replacement, when the first hold of its chain
+	// began (Hold.HeldSince); zero otherwise. ExpiresAt is at most MaxHold
+	// from it, which the consumer checks. The store takes the start from
+	// the replaced order's row, so the field changes no version.
+	HeldSince time.Time
 }
 
 // EventVersionCampaign is the version of a ReservedEvent of a campaign code
@@ -51,6 +56,7 @@ func EventFromHold(code string, h Hold) ReservedEvent {
 		Version: EventVersion, Code: code, CustomerID: h.CustomerID, OrderID: h.OrderID,
 		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount,
 		ReservedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt, ReplacesOrderID: h.Replaces, CampaignCode: h.Code,
+		HeldSince: h.HeldSince,
 	}
 }
 

@@ -103,7 +103,7 @@ func (p *flashPath) reserve(ctx context.Context, rt route, req ReserveRequest, n
 
 func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequest, now time.Time) (res Reservation, fellBack bool, err error) {
 	v := rt.v
-	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
+	if err := v.CheckEligible(req.Purchase(), now); err != nil {
 		// A known orderId is answered as such even after the window closed,
 		// as the standard path does.
 		known, kerr := p.knownOrder(ctx, rt, req)
@@ -127,16 +127,23 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		var dec GateDecision
 		var err error
 		if hold.Replaces != "" {
-			dec, err = p.gate.Replace(ctx, rt.gateCode(), hold, hold.Replaces)
+			var refused error
+			if refused, err = gateReplacement(ctx, p.gate, &p.cfg, rt.gateCode(), req, &hold); refused != nil {
+				return Reservation{}, false, refused
+			}
+			if err == nil {
+				dec, err = p.gate.Replace(ctx, rt.gateCode(), hold, hold.Replaces)
+			}
 		} else {
 			dec, err = p.gate.Reserve(ctx, rt.gateCode(), v.PerUserLimit, hold)
 		}
 		if err != nil {
+			settled := p.unansweredTake(ctx, rt.gateCode(), hold, err)
 			if p.writes.fallback() {
 				res, err := p.standard.write(ctx, req)
 				return res, true, err
 			}
-			res, err := p.gateDown(ctx, rt, req, err)
+			res, err := p.gateDown(ctx, rt, req, err, settled)
 			return res, false, err
 		}
 		p.obs.GateDecided(dec.Outcome)
@@ -222,7 +229,9 @@ func (p *flashPath) knownOrder(ctx context.Context, rt route, req ReserveRequest
 	case h.Released:
 		return nil, orderReleased(req.OrderID)
 	}
-	r, err := p.store.Redemption(ctx, req.Code, req.OrderID)
+	// As a read of the reservation: in Kafka mode a hold the consumer has
+	// not written yet is answered from the gate.
+	r, err := p.redemption(ctx, rt, req.OrderID)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +243,13 @@ func (p *flashPath) knownOrder(ctx context.Context, rt route, req ReserveRequest
 // took is not told that nothing was taken: the row's reservation (a
 // replay), ORDER_RELEASED or ORDER_CONFLICT when the store has one.
 // Without a row the answer is gateErr, marked OutcomeUnknown when an
-// earlier attempt may still hold a use (flashWrites.mayHold).
-func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, gateErr error) (Reservation, error) {
+// earlier attempt may still hold a use (flashWrites.mayHold) or when this
+// attempt may have taken one that will not be settled (settled is false:
+// unansweredTake could not remember it). A plain 503 thus promises that
+// nothing stays taken: the gate took nothing, or what it took is given
+// back when the gate answers again (settleUnanswered), unless a retry of
+// the orderId completes it first.
+func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, gateErr error, settled bool) (Reservation, error) {
 	row, err := p.store.Redemption(ctx, req.Code, req.OrderID)
 	switch {
 	case err == nil && row.CustomerID != req.CustomerID:
@@ -245,7 +259,7 @@ func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, 
 	case err == nil:
 		return Reservation{Redemption: row, Replay: true}, nil
 	}
-	if p.writes.mayHold(ctx, rt, req.OrderID, err) {
+	if !settled || p.writes.mayHold(ctx, rt, req.OrderID, err) {
 		return Reservation{}, outcomeUnknown(gateErr, req.OrderID)
 	}
 	return Reservation{}, gateErr
@@ -254,7 +268,7 @@ func (p *flashPath) gateDown(ctx context.Context, rt route, req ReserveRequest, 
 // validate is reserve without the take and the durable write.
 func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest, now time.Time) (StoreValidation, error) {
 	v := rt.v
-	if err := v.CheckEligible(req.OrderAmount, now); err != nil {
+	if err := v.CheckEligible(req.Purchase(), now); err != nil {
 		if req.OrderID == "" {
 			return StoreValidation{}, err
 		}
@@ -357,6 +371,11 @@ func (p *flashPath) release(ctx context.Context, rt route, orderID string) (Rede
 		}
 	}
 	if err != nil {
+		if IsCode(err, CodeUnavailable) {
+			// The release may have committed without its answer: the
+			// settle gives the gate's use back once the store shows it.
+			p.unanswered.rememberRelease(rt.gateCode(), rt.campaignCode, orderID, p.now())
+		}
 		return Redemption{}, err
 	}
 	p.released(wctx, rt, orderID)
@@ -398,7 +417,8 @@ func (p *flashPath) extend(ctx context.Context, rt route, orderID string, until,
 // code's.
 func (p *flashPath) released(ctx context.Context, rt route, orderID string) {
 	if _, err := p.gate.Release(ctx, rt.gateCode(), orderID, ReleaseMark); err != nil {
-		p.log.ErrorContext(ctx, "released in the database but not in the gate; reconciliation will repair", "code", rt.code, "orderId", orderID, "err", err)
+		p.log.ErrorContext(ctx, "released in the database but not in the gate; settled once the gate answers", "code", rt.code, "orderId", orderID, "err", err)
+		p.unanswered.rememberRelease(rt.gateCode(), rt.campaignCode, orderID, p.now())
 	}
 }
 
@@ -408,7 +428,7 @@ func (p *flashPath) released(ctx context.Context, rt route, orderID string) {
 // customer keeps the hold they had.
 func (d *deps) giveBack(ctx context.Context, mode Mode, code string, hold Hold, cause error) {
 	if hold.Replaces == "" {
-		d.compensate(ctx, mode, code, hold.OrderID, cause)
+		d.compensate(ctx, mode, code, hold, cause)
 		return
 	}
 	d.obs.Compensated(mode)
@@ -416,27 +436,32 @@ func (d *deps) giveBack(ctx context.Context, mode Mode, code string, hold Hold, 
 	defer cancel()
 	if _, err := d.gate.Unreplace(cctx, code, hold.OrderID, hold.Replaces); err != nil {
 		// The gate counts the use for the new order, which no row backs,
-		// while the store keeps the replaced one: undersell, repaired by
-		// reconciliation.
+		// while the store keeps the replaced one: undersell until the
+		// settle (settleAttempt undoes it), or reconciliation.
 		d.log.ErrorContext(ctx, "could not undo a replacement in the gate", "code", code, "orderId", hold.OrderID,
 			"replaces", hold.Replaces, "cause", cause, "err", err)
+		d.unanswered.remember(code, hold, d.now())
 		return
 	}
 	d.log.WarnContext(ctx, "durable write of a replacement failed; the replaced hold stands again", "code", code,
 		"orderId", hold.OrderID, "replaces", hold.Replaces, "mode", mode, "cause", cause)
 }
 
-// compensate gives the use orderID took in the gate back after its durable
+// compensate gives the use hold took in the gate back after its durable
 // write provably failed, forgetting the orderId there (mode and cause are
-// for the log and metrics).
-func (d *deps) compensate(ctx context.Context, mode Mode, code, orderID string, cause error) {
+// for the log and metrics). A give-back the gate does not answer is
+// remembered and settled once it answers again (settleUnanswered).
+func (d *deps) compensate(ctx context.Context, mode Mode, code string, hold Hold, cause error) {
+	orderID := hold.OrderID
 	d.obs.Compensated(mode)
 	cctx, cancel := d.writeContext(ctx)
 	defer cancel()
 	if _, err := d.gate.Release(cctx, code, orderID, ReleaseForget); err != nil {
-		// The gate keeps a use that no row backs: undersell, repaired by
-		// reconciliation after its grace period.
+		// The gate keeps a use that no row backs: undersell until the
+		// settle, or reconciliation after its grace period when the
+		// attempt could not be remembered.
 		d.log.ErrorContext(ctx, "could not give a use back to the gate", "code", code, "orderId", orderID, "cause", cause, "err", err)
+		d.unanswered.remember(code, hold, d.now())
 		return
 	}
 	d.log.WarnContext(ctx, "durable write failed; use given back to the gate", "code", code, "orderId", orderID, "mode", mode, "cause", cause)

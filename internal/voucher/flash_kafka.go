@@ -41,7 +41,9 @@ func (w *kafkaWrites) write(ctx context.Context, rt route, _ ReserveRequest, hol
 }
 
 // replay answers a retry of an order the gate holds. A durable hold is
-// answered from the store or the hold (replayDurable). A pending one means
+// answered from the store or the hold (replayDurable). A pending hold this
+// instance took with a call the gate did not answer (unansweredTakes) had
+// no event published: the retry publishes it. Another pending one means
 // the first request is still waiting for Kafka's ack (or its outcome was
 // unknown): answering 201 now could promise a reservation that then fails,
 // so the gate is asked again for about a second; then a row in the store
@@ -54,6 +56,13 @@ func (w *kafkaWrites) replay(ctx context.Context, rt route, req ReserveRequest, 
 		res, err := w.replayDurable(ctx, gateCode, dec.Hold)
 		return res, false, err
 	}
+	if dec.Hold.Owner == w.cfg.Instance && w.unanswered.claim(gateCode, req.OrderID, dec.Hold.ReservedAt) {
+		// This instance's take of the hold got no answer, so nothing was
+		// published for it: this retry completes it, as its first attempt
+		// would have.
+		res, err := w.publish(ctx, gateCode, dec.Hold)
+		return res, false, err
+	}
 	if attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil {
 		return Reservation{}, true, nil
 	}
@@ -62,6 +71,7 @@ func (w *kafkaWrites) replay(ctx context.Context, rt route, req ReserveRequest, 
 			// Released (or fenced) in the store: the hold is stale.
 			if _, err := w.gate.Release(ctx, gateCode, req.OrderID, ReleaseMark); err != nil {
 				w.log.WarnContext(ctx, "stale hold not released in the gate", "code", req.Code, "orderId", req.OrderID, "err", err)
+				w.unanswered.rememberRelease(gateCode, rt.campaignCode, req.OrderID, w.now())
 			}
 			return Reservation{}, false, orderReleased(req.OrderID)
 		}
@@ -143,9 +153,12 @@ func (w *kafkaWrites) publish(ctx context.Context, code string, hold Hold) (Rese
 		if errors.Is(perr, ErrOutcomeUnknown) {
 			// The event may still land: giving the use back now could let the
 			// gate hand it out twice. The hold stays pending; a retry with the
-			// same orderId gets its answer once the store has it, and
-			// reconciliation gives the use back if it never arrives.
+			// same orderId gets its answer once the store has it, and this
+			// instance fences it once the broker answers again, or
+			// reconciliation if the instance is gone.
 			w.log.WarnContext(ctx, "reservation event outcome unknown; hold kept pending", "code", code, "orderId", hold.OrderID, "err", perr)
+			// Settled once the broker answers again (settleEvent).
+			w.unanswered.rememberEvent(code, hold, w.now())
 			return Reservation{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
 				Message: "Kafka did not acknowledge in time; the reservation may or may not stand: retry with the same orderId"}
 		}
@@ -238,9 +251,10 @@ func (w *kafkaWrites) fenceOrphan(ctx context.Context, code string, h Hold) bool
 		return false
 	}
 	if _, err := w.gate.Release(ctx, code, h.OrderID, ReleaseMark); err != nil {
-		// The store has decided; reconciliation gives the use back (a hold
-		// whose row is RELEASED is stale).
+		// The store has decided; the settle gives the use back once the
+		// gate answers (a hold whose row is RELEASED is stale).
 		w.log.WarnContext(ctx, "fenced orphan hold not given back in the gate", "code", code, "orderId", h.OrderID, "err", err)
+		w.unanswered.rememberRelease(code, h.Code, h.OrderID, w.now())
 	}
 	w.log.WarnContext(ctx, "pending hold never reached the store; fenced and released", "code", code, "orderId", h.OrderID, "replaces", h.Replaces)
 	return true
@@ -300,6 +314,7 @@ func (w *kafkaWrites) settleStoredOrder(ctx context.Context, code string, hold H
 		}
 		if _, err := w.gate.Release(ctx, code, hold.OrderID, ReleaseMark); err != nil {
 			w.log.ErrorContext(ctx, "could not mark a released order in the gate", "code", code, "orderId", hold.OrderID, "err", err)
+			w.unanswered.rememberRelease(code, hold.Code, hold.OrderID, w.now())
 		}
 		return Reservation{}, true, orderReleased(hold.OrderID)
 	case ownEvent(code, hold, row):

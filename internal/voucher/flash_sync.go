@@ -68,10 +68,17 @@ func (w *syncWrites) write(ctx context.Context, rt route, req ReserveRequest, ho
 // that request's write is still to come or its outcome was unknown (the
 // gate already holds the use). A 503 here leaves the order as unsettled as
 // it was: the gate holds a use for it.
-func (w *syncWrites) replay(ctx context.Context, rt route, req ReserveRequest, _ GateDecision, _ int) (Reservation, bool, error) {
+func (w *syncWrites) replay(ctx context.Context, rt route, req ReserveRequest, dec GateDecision, _ int) (Reservation, bool, error) {
+	// A take of this hold the gate did not answer is this retry's to
+	// complete; the settle must not give its use back meanwhile.
+	claimed := w.unanswered.claim(rt.gateCode(), req.OrderID, dec.Hold.ReservedAt)
 	res, err := w.standard.write(ctx, req)
 	if !IsCode(err, CodeUnavailable) {
 		w.settled(rt.gateCode(), req.OrderID)
+	}
+	if claimed && err != nil {
+		// Not written (or not known to be): the settle decides it again.
+		w.unanswered.remember(rt.gateCode(), dec.Hold, w.now())
 	}
 	return res, false, outcomeUnknown(err, req.OrderID)
 }

@@ -2,8 +2,15 @@ package voucher
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrGateUnanswered marks a take (GateTakes.Reserve or Replace) that failed
+// after it may have reached the gate: its call timed out or lost its
+// connection, so its script may have run, or may still run later. The
+// service remembers such attempts and settles them with GateHolds.Void.
+var ErrGateUnanswered = errors.New("the gate did not answer; the take may have run")
 
 // GateConfirmation is what Gate.Confirm found.
 type GateConfirmation int
@@ -105,6 +112,11 @@ type Hold struct {
 	// that a hold written to the store from the gate (kafkaWrites.applyUnwritten) is
 	// written as the replacement it is.
 	Replaces string
+	// HeldSince is when the hold this one continues began: for a
+	// replacement's hold, the first hold's start of its chain (so that
+	// MaxHold bounds the chain); zero for a hold that replaces nothing,
+	// which began at ReservedAt (HoldStart).
+	HeldSince time.Time
 	// Code is the campaign code a hold of a campaign's budget was taken
 	// with; empty for a voucher's hold. The gate keeps the code held by
 	// this order while the hold holds a use (held or pending), and an
@@ -115,6 +127,14 @@ type Hold struct {
 	// DiscountAmount to what is left of it (Budget.Fit). Not kept with the
 	// hold.
 	Budget Budget
+}
+
+// HoldStart is when h's hold began: HeldSince, else ReservedAt.
+func (h Hold) HoldStart() time.Time {
+	if h.HeldSince.IsZero() {
+		return h.ReservedAt
+	}
+	return h.HeldSince
 }
 
 // CodeOr is the code a reservation of h names: h.Code for a campaign's
@@ -232,6 +252,14 @@ type GateHolds interface {
 	// Lookup returns what the gate knows of orderID; found is false when it
 	// knows nothing (or the voucher is not loaded).
 	Lookup(ctx context.Context, code, orderID string) (h Hold, found bool, err error)
+	// Void settles the attempt hold names (hold.OrderID and its
+	// ReservedAt) after its take got no answer (ErrGateUnanswered), in one
+	// step: it returns the orderId's stored hold when the gate knows it
+	// (found; that attempt's own or another's, told apart by ReservedAt),
+	// and otherwise records the attempt as voided, so that its take, should
+	// it still reach the gate, takes nothing. Another attempt of the
+	// orderId is not affected.
+	Void(ctx context.Context, code string, hold Hold) (stored Hold, found bool, err error)
 	// FreedFrom returns the order that held campaignCode of the campaign
 	// keyed under code until a replacement's Commit freed it, the last one
 	// since the campaign was loaded; "" when none. That order's own event

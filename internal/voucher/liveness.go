@@ -2,6 +2,7 @@ package voucher
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -90,18 +91,27 @@ func (s *Service) Heartbeat(ctx context.Context) error {
 	return s.gate.Beat(ctx, s.cfg.Instance, s.cfg.HeartbeatTTL)
 }
 
-// SettleUnknown decides the flash-sync orders whose durable write ended
-// with an unknown outcome at least a second ago and that no retry has
-// settled since. It fences each in the store (fenceHold): the row the write
-// committed is found and the gate keeps its use, or a RELEASED row makes
-// sure a write still on its way takes nothing and the gate's use is given
-// back. It returns how many it settled; orders it could not settle (the
-// store is still down) stay for the next call.
+// SettleUnknown decides this instance's writes whose outcome was unknown
+// at least a second ago and that no retry has settled since. In both flash
+// modes, the takes and give-backs the gate did not answer
+// (settleUnanswered): a use one took is given back unless the store has
+// the order's row, and a take the gate never saw is voided there; and in
+// Kafka mode the reservations whose event was not acknowledged in time,
+// fenced (fenceHold) once the consumer has applied what the broker
+// acknowledged. The
+// flash-sync orders whose durable write ended with an unknown outcome are
+// fenced in the store (fenceHold): the row the write committed is found
+// and the gate keeps its use, or a RELEASED row makes sure a write still
+// on its way takes nothing and the gate's use is given back. It returns
+// how many it settled; those it could not settle (the store or the gate is
+// still down) stay for the next call.
 func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 	if s.writes == nil {
 		return 0, nil
 	}
-	return s.writes.settleUnknown(ctx, s.fenceHold)
+	n, err := s.settleUnanswered(ctx, s.fenceHold)
+	m, werr := s.writes.settleUnknown(ctx, s.fenceHold)
+	return n + m, errors.Join(err, werr)
 }
 
 // fenceHold settles a gate hold whose writer is done or gone: the store

@@ -23,6 +23,8 @@ type Facts struct {
 	// StartsAt, EndsAt, OrderAmount and MinOrderAmount word NOT_ELIGIBLE.
 	StartsAt, EndsAt            time.Time
 	OrderAmount, MinOrderAmount int64
+	// Currency (the request's) and VoucherCurrency word CURRENCY_MISMATCH.
+	Currency, VoucherCurrency string
 	// RetryAfter is, for HELD_OUT (and BUDGET_EXCEEDED when positive), the
 	// time until the earliest hold expires.
 	RetryAfter time.Duration
@@ -57,6 +59,13 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 			return fmt.Sprintf("voucher %s ended at %s", f.Voucher, f.EndsAt.UTC().Format(time.RFC3339))
 		case ReasonOrderAmountTooLow:
 			return fmt.Sprintf("order amount %d is below the minimum %d", f.OrderAmount, f.MinOrderAmount)
+		case ReasonCustomerMismatch:
+			return fmt.Sprintf("voucher %s belongs to another customer", f.Voucher)
+		case ReasonCurrencyMismatch:
+			if f.Currency == "" {
+				return fmt.Sprintf("voucher %s is in %s; the order names no currency", f.Voucher, f.VoucherCurrency)
+			}
+			return fmt.Sprintf("voucher %s is in %s, the order in %s", f.Voucher, f.VoucherCurrency, f.Currency)
 		}
 		return fmt.Sprintf("voucher %s cannot be used for this order", f.Voucher)
 	},

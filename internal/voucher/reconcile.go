@@ -168,6 +168,9 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
 			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, snap.Voucher)}
+		if r.HeldSince.Before(r.CreatedAt) {
+			h.HeldSince = r.HeldSince
+		}
 		if _, err := s.gate.Adopt(ctx, code, h); err != nil {
 			return rep, err
 		}

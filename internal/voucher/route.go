@@ -15,6 +15,9 @@ type deps struct {
 	events EventLog
 	obs    Observer
 	log    *slog.Logger
+	// unanswered holds the takes and give-backs the gate did not answer,
+	// until SettleUnknown settles them.
+	unanswered *unansweredTakes
 }
 
 // now reads the service's clock.

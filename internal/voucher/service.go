@@ -32,7 +32,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	d := &deps{cfg: cfg, store: cfg.Store, gate: cfg.Gate, events: cfg.Events, obs: cfg.Observer, log: cfg.Logger}
+	d := &deps{cfg: cfg, store: cfg.Store, gate: cfg.Gate, events: cfg.Events, obs: cfg.Observer, log: cfg.Logger,
+		unanswered: newUnansweredTakes()}
 	// Only Kafka mode goes on through a store outage, with the definitions
 	// it read last.
 	var staleMax time.Duration
@@ -67,6 +68,9 @@ func (s *Service) CreateVoucher(ctx context.Context, v Voucher) (Voucher, error)
 	if err := v.ValidateNew(s.now()); err != nil {
 		return Voucher{}, err
 	}
+	// The customer a voucher serves is kept in the form its reservations'
+	// customerIds are compared in (Reserve).
+	v.CustomerID = v.CustomerIDNormalization.Apply(v.CustomerID)
 	created, err := s.store.CreateVoucher(ctx, v)
 	if err != nil {
 		return Voucher{}, err

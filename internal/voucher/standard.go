@@ -38,7 +38,7 @@ func newStandardPath(d *deps) *standardPath {
 // OutcomeUnknown flag until an answer settles it (the store is idempotent
 // by orderId, so a retry that reaches it does).
 func (p *standardPath) reserve(ctx context.Context, rt route, req ReserveRequest, now time.Time) (Reservation, Mode, error) {
-	if err := rt.v.CheckEligible(req.OrderAmount, now); err != nil {
+	if err := rt.v.CheckEligible(req.Purchase(), now); err != nil {
 		res, err := p.ineligible(ctx, rt, req, err)
 		return res, ModeStandard, err
 	}
@@ -73,7 +73,14 @@ func (p *standardPath) reserve(ctx context.Context, rt route, req ReserveRequest
 func (p *standardPath) write(ctx context.Context, req ReserveRequest) (Reservation, error) {
 	wctx, cancel := p.writeContext(ctx)
 	defer cancel()
-	return p.store.Reserve(wctx, req, p.now(), p.cfg.ReservationTTL)
+	now, ttl := p.now(), p.cfg.ReservationTTL
+	if req.ReplacesOrderID != "" {
+		var err error
+		if ttl, err = storeReplacementTTL(wctx, p.store, &p.cfg, req, now); err != nil {
+			return Reservation{}, err
+		}
+	}
+	return p.store.Reserve(wctx, req, now, ttl)
 }
 
 // ineligible answers a reservation of a standard voucher that its
@@ -112,7 +119,7 @@ func (p *standardPath) ineligible(ctx context.Context, rt route, req ReserveRequ
 // definition refuses as reserve answers it, otherwise the store's
 // read-only statement.
 func (p *standardPath) validate(ctx context.Context, rt route, req ValidateRequest, now time.Time) (StoreValidation, error) {
-	if inelig := rt.v.CheckEligible(req.OrderAmount, now); inelig != nil {
+	if inelig := rt.v.CheckEligible(req.Purchase(), now); inelig != nil {
 		if req.OrderID == "" {
 			return StoreValidation{}, inelig
 		}
@@ -159,17 +166,16 @@ type gatelessPath struct {
 	*standardPath
 }
 
-func (p gatelessPath) reserve(ctx context.Context, _ route, req ReserveRequest, _ time.Time) (Reservation, Mode, error) {
+func (p gatelessPath) reserve(ctx context.Context, rt route, req ReserveRequest, now time.Time) (Reservation, Mode, error) {
 	if !p.cfg.FlashFallback {
 		return Reservation{}, ModeStandard, Unavailable(nil, "flash voucher %s needs Redis, which is not configured", req.Code)
 	}
-	res, err := p.write(ctx, req)
-	return res, ModeStandard, err
+	return p.standardPath.reserve(ctx, rt, req, now)
 }
 
-func (p gatelessPath) validate(ctx context.Context, _ route, req ValidateRequest, now time.Time) (StoreValidation, error) {
+func (p gatelessPath) validate(ctx context.Context, rt route, req ValidateRequest, now time.Time) (StoreValidation, error) {
 	if !p.cfg.FlashFallback {
 		return StoreValidation{}, Unavailable(nil, "flash voucher %s needs Redis, which is not configured", req.Code)
 	}
-	return p.store.Validate(ctx, req, now)
+	return p.standardPath.validate(ctx, rt, req, now)
 }

@@ -39,8 +39,8 @@ type Store interface {
 	Validate(ctx context.Context, r ValidateRequest, now time.Time) (StoreValidation, error)
 	// Redemption returns one redemption; CodeReservationNotFound when absent.
 	Redemption(ctx context.Context, code, orderID string) (Redemption, error)
-	// Order returns the redemption of an orderId whatever its voucher;
-	// CodeReservationNotFound when the orderId is unknown.
+	// Order returns the redemption of an orderId whatever its voucher,
+	// with HeldSince; CodeReservationNotFound when the orderId is unknown.
 	Order(ctx context.Context, orderID string) (Redemption, error)
 	// AbandonOrder fences a gate hold of code whose write has not reached
 	// the store (a Kafka event, or a flash-sync write of unknown outcome or

@@ -13,6 +13,8 @@ type ValidateRequest struct {
 	CustomerID  string
 	OrderID     string
 	OrderAmount int64
+	// Currency is the ISO 4217 code of OrderAmount; "" names none.
+	Currency string
 	// Requester is who sent the request (ReserveRequest.Requester).
 	Requester Requester
 }
@@ -22,7 +24,13 @@ func (r ValidateRequest) Validate() error {
 	if r.OrderID == "" {
 		r.OrderID = "x" // any valid orderId: the field is optional
 	}
-	return ReserveRequest{Code: r.Code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount}.Validate()
+	return ReserveRequest{Code: r.Code, CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount,
+		Currency: r.Currency}.Validate()
+}
+
+// Purchase is what the eligibility rule knows of the request.
+func (r ValidateRequest) Purchase() Purchase {
+	return Purchase{Amount: r.OrderAmount, CustomerID: r.CustomerID, Currency: r.Currency}
 }
 
 // StoreValidation is what Store.Validate found for a request a reservation

@@ -93,6 +93,15 @@ type Voucher struct {
 	// any per-customer limit is counted; "" means NormalizeNone. Set at
 	// creation only: changing it would split a customer's count in two.
 	CustomerIDNormalization CustomerIDNormalization
+	// Currency is the ISO 4217 code the voucher's amounts are in; a
+	// reservation must name the same one (CURRENCY_MISMATCH). "" accepts
+	// any currency, or none. Set at creation only.
+	Currency string
+	// CustomerID binds the voucher to one customer, in the form its
+	// CustomerIDNormalization gives; any other customer is refused
+	// (CUSTOMER_MISMATCH). "" serves every customer. Set at creation only.
+	// For a campaign's code it is the code's customer (Resolution.Voucher).
+	CustomerID string
 	// Budget is the voucher's money budget (zero: none).
 	Budget Budget
 
@@ -133,6 +142,10 @@ func (v Voucher) Validate() error {
 		return Errorf(CodeInvalidRequest, "perUserLimit must be > 0")
 	case !v.CustomerIDNormalization.Valid():
 		return Errorf(CodeInvalidRequest, "customerIdNormalization must be none or email")
+	case v.Currency != "" && !ValidCurrency(v.Currency):
+		return errCurrency()
+	case v.CustomerID != "" && !ValidCustomerID(v.CustomerID):
+		return errCustomerID()
 	case v.StartsAt.IsZero() || v.EndsAt.IsZero():
 		return Errorf(CodeInvalidRequest, "startsAt and endsAt are required")
 	case !ValidTime(v.StartsAt) || !ValidTime(v.EndsAt):
@@ -254,19 +267,30 @@ func checkNotEnded(endsAt, now time.Time) error {
 	return nil
 }
 
+// Purchase is what the eligibility rule knows of the order asking: its
+// amount, its customer (in the voucher's normalised form) and its currency
+// ("" when the request names none).
+type Purchase struct {
+	Amount     int64
+	CustomerID string
+	Currency   string
+}
+
 // CheckEligible applies the reserve-time rules that do not depend on stock:
-// not disabled, the validity window [StartsAt, EndsAt) and the minimum order
-// amount.
-func (v Voucher) CheckEligible(orderAmount int64, now time.Time) error {
-	if reason := v.Eligibility(orderAmount, now); reason != "" {
-		return Reject(CodeNotEligible, reason, v.EligibilityFacts(orderAmount))
+// not disabled, the validity window [StartsAt, EndsAt), the customer the
+// voucher is bound to, its currency and the minimum order amount.
+func (v Voucher) CheckEligible(p Purchase, now time.Time) error {
+	if reason := v.Eligibility(p, now); reason != "" {
+		return Reject(CodeNotEligible, reason, v.EligibilityFacts(p))
 	}
 	return nil
 }
 
-// Eligibility is the rule of CheckEligible as a verdict: "" when an order of
-// orderAmount may use v at now, else the NOT_ELIGIBLE reason.
-func (v Voucher) Eligibility(orderAmount int64, now time.Time) Reason {
+// Eligibility is the rule of CheckEligible as a verdict: "" when the
+// purchase p may use v at now, else the NOT_ELIGIBLE reason. The customer
+// and the currency are told before the amount, which means nothing in
+// another currency.
+func (v Voucher) Eligibility(p Purchase, now time.Time) Reason {
 	switch {
 	case v.Disabled:
 		return ReasonDisabled
@@ -274,17 +298,40 @@ func (v Voucher) Eligibility(orderAmount int64, now time.Time) Reason {
 		return ReasonNotStarted
 	case !now.Before(v.EndsAt):
 		return ReasonExpired
-	case orderAmount < v.MinOrderAmount:
+	case v.CustomerID != "" && p.CustomerID != v.CustomerID:
+		return ReasonCustomerMismatch
+	case v.Currency != "" && p.Currency != v.Currency:
+		return ReasonCurrencyMismatch
+	case p.Amount < v.MinOrderAmount:
 		return ReasonOrderAmountTooLow
 	}
 	return ""
 }
 
-// EligibilityFacts are the facts a NOT_ELIGIBLE answer for an order of
-// orderAmount is worded from.
-func (v Voucher) EligibilityFacts(orderAmount int64) Facts {
+// EligibilityFacts are the facts a NOT_ELIGIBLE answer for the purchase p
+// is worded from. The customer a voucher is bound to is not among them: an
+// answer never tells one customer's id to another.
+func (v Voucher) EligibilityFacts(p Purchase) Facts {
 	return Facts{Voucher: v.Code, StartsAt: v.StartsAt, EndsAt: v.EndsAt,
-		OrderAmount: orderAmount, MinOrderAmount: v.MinOrderAmount}
+		OrderAmount: p.Amount, MinOrderAmount: v.MinOrderAmount, Currency: p.Currency, VoucherCurrency: v.Currency}
+}
+
+// ValidCurrency reports whether s is written as an ISO 4217 code: three
+// letters A-Z. Whether the code is assigned is the caller's business.
+func ValidCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+func errCurrency() error {
+	return Errorf(CodeInvalidRequest, "currency must be an ISO 4217 code: three letters A-Z")
 }
 
 // Status is the state of a redemption.
@@ -311,6 +358,19 @@ type Redemption struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	ExpiresAt      time.Time
+	// HeldSince is, for a replacement, when the first hold of its chain
+	// began; zero when the hold began with this redemption (CreatedAt:
+	// HoldStart). Only the reads that bound a replacement or load the gate
+	// fill it (Store.Order, Store.GateSnapshot); zero elsewhere.
+	HeldSince time.Time
+}
+
+// HoldStart is r.HeldSince, or r.CreatedAt when it is not known.
+func (r Redemption) HoldStart() time.Time {
+	if r.HeldSince.IsZero() {
+		return r.CreatedAt
+	}
+	return r.HeldSince
 }
 
 // ReserveRequest asks for one use of a voucher for one order.
@@ -324,6 +384,8 @@ type ReserveRequest struct {
 	// step (a retry after a failed payment): that order is released and
 	// answers ORDER_RELEASED from then on.
 	ReplacesOrderID string
+	// Currency is the ISO 4217 code of OrderAmount; "" names none.
+	Currency string
 	// Requester is who sent the request; the code-guessing limit counts
 	// it besides the customer. Nothing stores it.
 	Requester Requester
@@ -355,8 +417,15 @@ func (r ReserveRequest) Validate() error {
 		return Errorf(CodeInvalidRequest, "orderId must be 1-64 characters of A-Z a-z 0-9 . _ : -")
 	case r.OrderAmount < 0 || r.OrderAmount > MaxAmount:
 		return Errorf(CodeInvalidRequest, "orderAmount must be from 0 to %d", int64(MaxAmount))
+	case r.Currency != "" && !ValidCurrency(r.Currency):
+		return errCurrency()
 	}
 	return nil
+}
+
+// Purchase is what the eligibility rule knows of the request.
+func (r ReserveRequest) Purchase() Purchase {
+	return Purchase{Amount: r.OrderAmount, CustomerID: r.CustomerID, Currency: r.Currency}
 }
 
 // Reservation is the answer to a successful reserve: the redemption and

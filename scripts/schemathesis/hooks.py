@@ -21,10 +21,21 @@ first page is asked for instead.
 A reservation's replacesOrderId must differ from its orderId (a rule
 between two fields): an equal one is changed in its last character.
 
-The number of codes a campaign request generates is capped at 100, so that
-the run stays short (generation is measured by a benchmark instead).
+A voucher's or campaign's discount is exactly one of discountAmount and
+discountPercent, maxDiscountAmount only with discountPercent: a rule the
+schema states in prose (so that client generators type the body) and the
+server enforces with 400. A body of POST /vouchers or POST /campaigns that
+breaks it keeps discountAmount when it has both (dropping discountPercent and
+maxDiscountAmount), loses a maxDiscountAmount without discountPercent, and
+gets discountAmount 1 when it has neither.
 
-Only these dates, cursors, replaced orderIds and code counts change; every other part of every
+The number of codes a campaign request generates is capped at 100, so that
+the run stays short (generation is measured by a benchmark instead). A body
+of POST /campaigns/{id}/codes is exactly one of count and codes (a rule the
+schema states in prose): one with both loses codes, one with neither gets
+count 1.
+
+Only these dates, cursors, replaced orderIds, discounts and code counts change; every other part of every
 generated request is sent as is.
 """
 import base64
@@ -63,6 +74,15 @@ def _fix_window(body, patch):
         body["startsAt"] = EARLIEST
 
 
+def _fix_discount(body):
+    if "discountAmount" in body and "discountPercent" in body:
+        del body["discountPercent"]
+    if "maxDiscountAmount" in body and "discountPercent" not in body:
+        del body["maxDiscountAmount"]
+    if "discountAmount" not in body and "discountPercent" not in body:
+        body["discountAmount"] = 1
+
+
 def _server_cursor(value):
     if not isinstance(value, str) or value == "":
         return False
@@ -87,6 +107,7 @@ def before_call(ctx, case, kwargs):
         case.body["replacesOrderId"] = replaces[:-1] + ("x" if replaces[-1] != "x" else "y")
     if op.path in ("/vouchers", "/campaigns") and op.method.upper() == "POST":
         _fix_window(case.body, patch=False)
+        _fix_discount(case.body)
     # Generating codes is bounded work, not a rule; a small count keeps the
     # run short.
     if op.method.upper() == "POST":
@@ -94,6 +115,11 @@ def before_call(ctx, case, kwargs):
         value = case.body.get(field) if field else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 100:
             case.body[field] = 100
+        if op.path == "/campaigns/{id}/codes":
+            if "count" in case.body and "codes" in case.body:
+                del case.body["codes"]
+            if "count" not in case.body and "codes" not in case.body:
+                case.body["count"] = 1
     elif op.path == "/vouchers/{code}" and op.method.upper() == "PATCH":
         _fix_window(case.body, patch=True)
     else:

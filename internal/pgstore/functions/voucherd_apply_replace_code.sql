@@ -11,7 +11,9 @@
 -- back) the new order takes a use like voucherd_apply_reserved_codes, under
 -- the same limits (23514 over the total limit, VD002 over the per-user
 -- limit, 23505 on a campaign code a live order holds: the event is
--- refused). A known p_order changes nothing. Lock order: p_replaces's row,
+-- refused). Either way p_order's hold continues p_replaces's (the same
+-- customer's on p_code): its held_since is p_replaces's. A known p_order
+-- changes nothing. Lock order: p_replaces's row,
 -- the new row, the customer's counter, the voucher row. It returns whether
 -- this call inserted p_order and whose p_order is.
 CREATE OR REPLACE FUNCTION voucherd_apply_replace_code(
@@ -43,9 +45,10 @@ BEGIN
 
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at, code)
+         expires_at, code, held_since)
     VALUES (p_order, p_code, p_customer, voucherd_customer_legacy(p_customer), p_amount, p_discount, 'RESERVED', p_reserved_at, p_reserved_at, p_expires_at,
-            v_unique)
+            v_unique, CASE WHEN old.voucher_code = p_code AND old.customer = p_customer
+                           THEN least(coalesce(old.held_since, old.created_at), p_reserved_at) END)
     ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING;
     IF NOT FOUND THEN
         IF v_moved THEN

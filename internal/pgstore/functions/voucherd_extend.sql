@@ -1,5 +1,6 @@
 -- voucherd_extend moves the expiry of a RESERVED redemption to p_until,
--- never earlier than it is and never later than its creation plus p_max.
+-- never earlier than it is and never later than the start of its hold
+-- (held_since, which a replacement keeps; else its creation) plus p_max.
 -- A CONFIRMED or RELEASED one is returned as it is. A RESERVED one past its
 -- expiry is released right here, as voucherd_confirm does, and returned
 -- RELEASED with expired = true. The row lock is the one the expiry sweep
@@ -31,7 +32,7 @@ BEGIN
             PERFORM voucherd_give_back(r.voucher_code, r.customer);
             expired := true;
         ELSE
-            v_new := greatest(r.expires_at, least(p_until, r.created_at + p_max));
+            v_new := greatest(r.expires_at, least(p_until, coalesce(r.held_since, r.created_at) + p_max));
             IF v_new > r.expires_at THEN
                 UPDATE voucher_redemption x SET expires_at = v_new, updated_at = p_now
                 WHERE x.order_id = p_order RETURNING x.* INTO r;

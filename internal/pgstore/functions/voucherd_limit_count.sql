@@ -1,5 +1,5 @@
 -- voucherd_limit_count is the triggers voucher_redemption_limits and
--- voucher_redemption_limits_update (migration 016): it moves
+-- voucher_redemption_limits_update (migration 019): it moves
 -- every voucher_limit counter of the redemption's voucher by what the
 -- redemption weighs now minus what it weighed before (voucherd_limit_weight),
 -- in the statement that changed it, so that no writer (reservation, batch,

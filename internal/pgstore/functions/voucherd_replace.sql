@@ -16,10 +16,12 @@
 -- redemption rows (p_replaces first, under FOR UPDATE, which also orders
 -- it against a concurrent release, confirm or expiry), the customer's
 -- counter, the voucher row last. o_used and o_total are 0: no use was taken
--- from the stock.
+-- from the stock. p_order's hold continues p_replaces's: its held_since is
+-- p_replaces's (the caller bounds p_ttl by it and the longest hold).
+-- p_currency is the order's currency (NULL: none).
 CREATE OR REPLACE FUNCTION voucherd_replace(
     p_code text, p_customer text, p_order text, p_replaces text, p_amount bigint, p_now timestamptz,
-    p_ttl interval,
+    p_ttl interval, p_currency text DEFAULT NULL,
     OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -36,6 +38,9 @@ BEGIN
         SELECT x.* INTO v FROM voucher x JOIN campaign_code c ON c.campaign_id = x.code WHERE c.code = p_code;
         IF FOUND THEN
             v_unique := p_code;
+            -- A code bound to one customer (imported with a customerId)
+            -- serves that customer only: the budget's eligibility with it.
+            v.bound_customer := (SELECT c.customer FROM campaign_code c WHERE c.code = p_code);
         END IF;
     END IF;
     IF v.code IS NULL OR v.campaign AND v_unique IS NULL THEN
@@ -74,9 +79,9 @@ BEGIN
             format('voucher=%s order=%s customer=%s', p_code, p_replaces, p_customer));
     END IF;
 
-    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
     IF v_verdict <> '' THEN
-        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
 
     IF v_unique IS NOT NULL AND EXISTS (
@@ -92,12 +97,12 @@ BEGIN
     UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now WHERE x.order_id = p_replaces;
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at, code)
+         expires_at, code, held_since)
     VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
             voucherd_limit_fit(v.code,
                 voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now),
             'RESERVED', p_now, p_now, p_now + p_ttl,
-            v_unique)
+            v_unique, coalesce(old.held_since, old.created_at))
     ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;
     IF NOT FOUND THEN
@@ -127,8 +132,8 @@ BEGIN
     FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         SELECT x.* INTO v FROM voucher x WHERE x.code = v.code;
-        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount),
-            voucherd_eligibility(v, p_amount, p_now));
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency),
+            voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency));
     END IF;
 
     redemption := r;

@@ -60,9 +60,11 @@
 -- HELD_OUT (else 0). The redemption columns describe the redemption for a
 -- success and echo the request (status '') for a rejection. Each grant
 -- reports o_used and o_total as voucherd_reserve_one does, in arrival order (0
--- for every other answer).
+-- for every other answer). p_currencies are the elements' currencies
+-- (NULL, or a NULL element: none).
 CREATE OR REPLACE FUNCTION voucherd_reserve_batch(
-    p_code text, p_customers text[], p_orders text[], p_amounts bigint[], p_nows timestamptz[], p_ttl interval)
+    p_code text, p_customers text[], p_orders text[], p_amounts bigint[], p_nows timestamptz[], p_ttl interval,
+    p_currencies text[] DEFAULT NULL)
 RETURNS TABLE (
     o_order_id text, o_voucher_code text, o_customer text, o_order_amount bigint, o_discount_amount bigint,
     o_status text, o_created_at timestamptz, o_updated_at timestamptz, o_expires_at timestamptz,
@@ -159,7 +161,7 @@ BEGIN
     e_ok := array_fill(true, ARRAY[v_n]);
     e_reason := array_fill(''::text, ARRAY[v_n]);
     FOR v_i IN 1..v_n LOOP
-        e_reason[v_i] := voucherd_eligibility(v, p_amounts[v_i], p_nows[v_i]);
+        e_reason[v_i] := voucherd_eligibility(v, p_amounts[v_i], p_nows[v_i], p_customers[v_i], p_currencies[v_i]);
         e_ok[v_i] := e_reason[v_i] = '';
     END LOOP;
 
@@ -297,7 +299,7 @@ BEGIN
             IF NOT e_ok[v_i] THEN
                 e_error[v_i] := 'NOT_ELIGIBLE';
                 e_ans_reason[v_i] := e_reason[v_i];
-                e_message[v_i] := voucherd_eligibility_facts(v, p_amounts[v_i]);
+                e_message[v_i] := voucherd_eligibility_facts(v, p_amounts[v_i], p_currencies[v_i]);
                 CONTINUE;
             END IF;
             IF v_taken >= v_room THEN
@@ -337,7 +339,7 @@ BEGIN
             e_row[v_i] := ROW(p_orders[v_i], p_code, voucherd_customer_legacy(p_customers[v_i]), p_amounts[v_i],
                               e_discount[v_i],
                               'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL,
-                              p_customers[v_i])::voucher_redemption;
+                              p_customers[v_i], NULL)::voucher_redemption;
         END LOOP;
 
         -- 5. The rows as decided. A placeholder is usually kept as inserted or

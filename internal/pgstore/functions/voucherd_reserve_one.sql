@@ -11,10 +11,12 @@
 -- taken, o_used and o_total are the voucher's used_count right after the
 -- take and its total_limit, read under the row lock (threshold events); 0
 -- for a replay. A voucher with no free use is HELD_OUT or OUT_OF_STOCK
--- (voucherd_reject_stock). A voucher's money budget is decided in step d2
--- (voucherd_limit_fit), before the insert whose trigger counts it.
+-- (voucherd_reject_stock). p_currency is the order's currency (NULL: none).
+-- A voucher's money budget is decided in step d2 (voucherd_limit_fit),
+-- before the insert whose trigger counts it.
 CREATE OR REPLACE FUNCTION voucherd_reserve_one(
     p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz, p_ttl interval,
+    p_currency text DEFAULT NULL,
     OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -33,6 +35,9 @@ BEGIN
         SELECT x.* INTO v FROM voucher x JOIN campaign_code c ON c.campaign_id = x.code WHERE c.code = p_code;
         IF FOUND THEN
             v_unique := p_code;
+            -- A code bound to one customer (imported with a customerId)
+            -- serves that customer only: the budget's eligibility with it.
+            v.bound_customer := (SELECT c.customer FROM campaign_code c WHERE c.code = p_code);
         END IF;
     END IF;
     IF v.code IS NULL OR v.campaign AND v_unique IS NULL THEN
@@ -52,9 +57,9 @@ BEGIN
     END IF;
 
     -- c. Eligibility with the caller's clock.
-    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
     IF v_verdict <> '' THEN
-        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
 
     -- c2. A campaign code held by another order (the insert below re-checks
@@ -125,9 +130,9 @@ BEGIN
     RETURNING x.used_count, x.total_limit INTO o_used, o_total;
     IF NOT FOUND THEN
         SELECT x.* INTO v FROM voucher x WHERE x.code = v.code;
-        v_verdict := voucherd_eligibility(v, p_amount, p_now);
+        v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
         IF v_verdict <> '' THEN
-            PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+            PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
         END IF;
         IF v.per_user_limit < v_held THEN
             PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(v.code, p_customer, v.per_user_limit));

@@ -8,9 +8,11 @@
 -- hold's), else o_discount is the discount a new use would get.
 -- It reads without locks: a reservation committed meanwhile may change the
 -- answer, as it would change the reservation's. A campaign code is resolved
--- to its budget as voucherd_reserve_one does.
+-- to its budget as voucherd_reserve_one does. p_currency is the order's
+-- currency (NULL: none).
 CREATE OR REPLACE FUNCTION voucherd_validate(
     p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz,
+    p_currency text DEFAULT NULL,
     OUT o_discount bigint, OUT o_replay boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -25,6 +27,9 @@ BEGIN
         SELECT x.* INTO v FROM voucher x JOIN campaign_code c ON c.campaign_id = x.code WHERE c.code = p_code;
         IF FOUND THEN
             v_unique := p_code;
+            -- A code bound to one customer (imported with a customerId)
+            -- serves that customer only: the budget's eligibility with it.
+            v.bound_customer := (SELECT c.customer FROM campaign_code c WHERE c.code = p_code);
         END IF;
     END IF;
     IF v.code IS NULL OR v.campaign AND v_unique IS NULL THEN
@@ -44,9 +49,9 @@ BEGIN
         END IF;
     END IF;
 
-    v_verdict := voucherd_eligibility(v, p_amount, p_now);
+    v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
     IF v_verdict <> '' THEN
-        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount), v_verdict);
+        PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
 
     IF v_unique IS NOT NULL AND EXISTS (

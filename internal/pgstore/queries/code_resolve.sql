@@ -2,7 +2,8 @@
 -- first of a code the service has no cached definition for:
 --   the voucher the code names (voucher_get's columns without the live
 --   counts, which would cost a scan of a busy voucher's redemptions), else
---   the budget of the campaign the code belongs to;
+--   the budget of the campaign the code belongs to, with the code's
+--   customer as the one it serves when the code has one;
 --   whether a RESERVED or CONFIRMED redemption holds the code (a campaign
 --   code; index voucher_redemption_code_live_idx);
 --   the redemption of the orderId whatever its voucher (orders_get's
@@ -18,7 +19,7 @@ SELECT coalesce(x.code, ''), coalesce(x.discount_amount, 0), coalesce(x.min_orde
        coalesce(x.starts_at, 'epoch'), coalesce(x.ends_at, 'epoch'), coalesce(x.flash_sale, false),
        coalesce(x.used_count, 0), coalesce(x.created_at, 'epoch'), coalesce(x.updated_at, 'epoch'),
        coalesce(x.disabled, false), coalesce(x.discount_percent_bp, 0), coalesce(x.max_discount_amount, 0),
-       coalesce(x.customer_id_normalization, 'none'),
+       coalesce(x.customer_id_normalization, 'none'), coalesce(x.currency, ''), coalesce(x.code_customer, x.bound_customer, ''),
        x.code IS NOT NULL, coalesce(x.by_campaign, false),
        EXISTS (SELECT 1 FROM voucher_redemption h WHERE h.code = q.code AND h.status <> 'RELEASED'),
        o.order_id IS NOT NULL,
@@ -31,8 +32,8 @@ LEFT JOIN LATERAL (
     -- One campaign_code probe, then one voucher probe: of the campaign's
     -- budget when the code is a campaign's, else of the code itself
     -- (vouchers and campaign codes share one namespace).
-    SELECT b.*, k.by_campaign
-    FROM (SELECT coalesce(c.campaign_id, q.code) AS id, c.code IS NOT NULL AS by_campaign
+    SELECT b.*, k.by_campaign, k.code_customer
+    FROM (SELECT coalesce(c.campaign_id, q.code) AS id, c.code IS NOT NULL AS by_campaign, c.customer AS code_customer
           FROM (SELECT 1) one LEFT JOIN campaign_code c ON c.code = q.code) k
     JOIN voucher b ON b.code = k.id
 ) x ON true

@@ -1,7 +1,7 @@
 -- redemptions_of_voucher: every redemption of a voucher, held or released;
 -- a campaign budget's answers with the campaign code it was made with.
 -- $1 code
-SELECT order_id, coalesce(code, voucher_code), customer, order_amount, discount_amount, status, created_at, updated_at, expires_at
+SELECT order_id, coalesce(code, voucher_code), customer, order_amount, discount_amount, status, created_at, updated_at, expires_at, held_since
 FROM voucher_redemption
 WHERE voucher_code = $1
 ORDER BY created_at, order_id

@@ -11,4 +11,4 @@ SET discount_amount = nullif($2::bigint, 0), min_order_amount = $3, total_limit 
 WHERE code = $1
 RETURNING code, coalesce(discount_amount, 0), min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash_sale,
           used_count, created_at, updated_at, disabled, coalesce(discount_percent_bp, 0), coalesce(max_discount_amount, 0),
-          customer_id_normalization
+          customer_id_normalization, coalesce(currency, ''), coalesce(bound_customer, '')

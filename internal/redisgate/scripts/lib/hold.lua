@@ -1,7 +1,7 @@
 -- hold.lua (block): the encoding of a hold, the value of a field of the
 -- orders hash (voucher:{CODE}:orders, orderId -> encoded hold):
 --
---   state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces]]]
+--   state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces[|heldSinceMs]]]]
 --
 -- hold.go writes and reads the same layout (its field constants);
 -- TestHoldLayoutMatchesLua checks that this line, holdField and the
@@ -11,7 +11,9 @@
 -- written when it or a later one is set, empty when only a later one is:
 -- owner is the instance writing the hold to the store, code the campaign
 -- code of a hold on a campaign's budget, replaces the orderId whose use a
--- replacement took. No field holds '|'.
+-- replacement took, heldSinceMs when the first hold of a replacement's
+-- chain began (no script reads it; every script keeps it). No field holds
+-- '|'.
 --
 -- Expects nothing. Defines:
 --   HELD, PENDING, CONFIRMED, RELEASED  the state letters
@@ -31,6 +33,7 @@ local HELD, PENDING, CONFIRMED, RELEASED = 'H', 'P', 'C', 'R'
 local holdField = {
   state = 1, customerId = 2, orderAmount = 3, discountAmount = 4,
   reservedAtMs = 5, expiresAtMs = 6, owner = 7, code = 8, replaces = 9,
+  heldSinceMs = 10,
 }
 
 -- holdBefore is a pattern for the fields before position i (i >= 2), each

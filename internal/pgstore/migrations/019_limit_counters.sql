@@ -1,4 +1,4 @@
--- 016_limit_counters: limits counted in something other than uses, one
+-- 019_limit_counters: limits counted in something other than uses, one
 -- counter row per limit (docs/core.md, "Adding a limit").
 --
 -- A row of voucher_limit is one limit of one voucher (or campaign budget):
