@@ -107,6 +107,9 @@ func TestCombinerQueueMaxWait(t *testing.T) {
 	_, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: "lone"}, time.Now(), time.Minute)
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), time.Minute, "a lone reservation is not delayed")
+	// The lone write's goroutine may still look for a next batch; one that
+	// arrives meanwhile waits to fill, so let it end first.
+	waitUntil(t, func() bool { return c.active() == 0 })
 
 	// Behind a write, a batch of 2 fills and goes without waiting an hour.
 	w.gate = make(chan struct{}, 100)
