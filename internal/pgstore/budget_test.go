@@ -296,3 +296,31 @@ func TestBudgetLateConfirmAndExtend(t *testing.T) {
 	require.NoError(t, err)
 	requireBudget(t, s, "LATEB", voucher.Budget{Amount: 5_000, Held: 1_000, Reserved: 1_000})
 }
+
+// One sweep expiring the holds of several budgeted vouchers gives each its
+// discounts back.
+func TestBudgetExpirySweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	for _, code := range []string{"SWEEPA", "SWEEPB"} {
+		newVoucher(t, s, code, 10, 5, func(v *voucher.Voucher) { v.DiscountAmount, v.Budget.Amount = 1_000, 5_000 })
+	}
+	newVoucher(t, s, "SWEEPC", 10, 5)
+	for i := range 3 {
+		for _, code := range []string{"SWEEPB", "SWEEPA", "SWEEPC"} {
+			_, err := s.Reserve(ctx, request(code, 1, fmt.Sprintf("%s-%d", code, i)), now.Add(time.Duration(i)*time.Second), ttl)
+			require.NoError(t, err)
+		}
+	}
+	expired, err := s.ExpireDue(ctx, now.Add(ttl+time.Second), 100)
+	require.NoError(t, err)
+	require.Len(t, expired, 6, "two of each voucher")
+	requireBudget(t, s, "SWEEPA", voucher.Budget{Amount: 5_000, Held: 1_000, Reserved: 1_000})
+	requireBudget(t, s, "SWEEPB", voucher.Budget{Amount: 5_000, Held: 1_000, Reserved: 1_000})
+	assertConsistent(t, s, "SWEEPC")
+	// A release after the sweep is counted by the trigger again.
+	_, _, err = s.Release(ctx, "SWEEPA", "SWEEPA-2", now)
+	require.NoError(t, err)
+	requireBudget(t, s, "SWEEPA", voucher.Budget{Amount: 5_000})
+}
