@@ -43,6 +43,12 @@ type Campaign struct {
 	CreatedAt         time.Time `json:"createdAt"`
 	// Currency is the campaign's currency, as a Voucher's; empty: any.
 	Currency string `json:"currency,omitempty"`
+	// The money budget across all codes, as a Voucher's (0: none).
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
+	BudgetReserved  int64  `json:"budgetReserved,omitempty"`
+	BudgetConfirmed int64  `json:"budgetConfirmed,omitempty"`
+	BudgetRemaining int64  `json:"budgetRemaining,omitempty"`
 }
 
 // NewCampaign is a campaign to create. Zero CodeLength and PerUserLimit
@@ -66,6 +72,10 @@ type NewCampaign struct {
 	FlashSale bool `json:"flashSale,omitempty"`
 	// Currency binds every code to one currency, as a Voucher's Currency.
 	Currency string `json:"currency,omitempty"`
+	// BudgetAmount and BudgetShortfall are the campaign's money budget
+	// across all its codes, as a Voucher's.
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
 }
 
 // CampaignCode is one code of a campaign; Used while a RESERVED or

@@ -183,6 +183,17 @@ type Voucher struct {
 	// NotEligible, ReasonCustomerMismatch. Empty: every customer. Set at
 	// creation only.
 	CustomerID string `json:"customerId,omitempty"`
+	// BudgetAmount is the money budget (0: none): the most discount money
+	// the voucher's held uses may give out together. BudgetShortfall is
+	// "reject" (the default) or "clip": give the last orders what is left.
+	// Both are set at creation; UpdateVoucher may change BudgetAmount.
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
+	// BudgetReserved, BudgetConfirmed and BudgetRemaining are read only:
+	// the discounts held by RESERVED and CONFIRMED uses, and what is left.
+	BudgetReserved  int64 `json:"budgetReserved,omitempty"`
+	BudgetConfirmed int64 `json:"budgetConfirmed,omitempty"`
+	BudgetRemaining int64 `json:"budgetRemaining,omitempty"`
 
 	Reserved  int32     `json:"reserved,omitempty"`
 	Confirmed int32     `json:"confirmed,omitempty"`
@@ -208,6 +219,9 @@ type voucherCreate struct {
 	CustomerIDNormalization string `json:"customerIdNormalization,omitempty"`
 	Currency                string `json:"currency,omitempty"`
 	CustomerID              string `json:"customerId,omitempty"`
+
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
 }
 
 // VoucherPatch changes some fields of a voucher; nil fields stay as they are.
@@ -229,6 +243,9 @@ type VoucherPatch struct {
 	FlashSale         *bool      `json:"flashSale,omitempty"`
 	// Active stops (false) or restarts (true) the voucher; see Deactivate.
 	Active *bool `json:"active,omitempty"`
+	// BudgetAmount changes the money budget of a voucher that has one; not
+	// below what is held (LimitBelowHeld).
+	BudgetAmount *int64 `json:"budgetAmount,omitempty"`
 }
 
 // Redemption states.
@@ -257,6 +274,9 @@ type Redemption struct {
 	ExpiresAt      time.Time `json:"expiresAt,omitzero"`
 	CreatedAt      time.Time `json:"createdAt,omitzero"`
 	UpdatedAt      time.Time `json:"updatedAt,omitzero"`
+	// Clipped is set by Reserve when the voucher's money budget gave this
+	// order what was left of it, less than its discount.
+	Clipped bool `json:"clipped,omitempty"`
 }
 
 // UnmarshalJSON implements json.Unmarshaler: the server writes an integer
@@ -335,6 +355,9 @@ type Validation struct {
 	Message string `json:"message,omitempty"`
 	// RetryAfterSeconds is HeldOut's wait until the earliest hold expires.
 	RetryAfterSeconds int64 `json:"retryAfter,omitempty"`
+	// Limit and BudgetRemaining are as in Error.
+	Limit           string `json:"limit,omitempty"`
+	BudgetRemaining int64  `json:"budgetRemaining,omitempty"`
 }
 
 // CreateVoucher creates a voucher (admin token). It is not retried: a lost
@@ -346,6 +369,7 @@ func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error)
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
 		CustomerIDNormalization: v.CustomerIDNormalization, Currency: v.Currency, CustomerID: v.CustomerID,
+		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall,
 	}
 	var out Voucher
 	if err := c.call(ctx, http.MethodPost, "/vouchers", body, &out, false); err != nil {
@@ -559,12 +583,15 @@ func decodeError(resp *http.Response) *Error {
 		Reason  string `json:"reason"`
 		// RetryAfter in seconds mirrors the header for clients that do
 		// not see headers (some proxies drop them).
-		RetryAfter     int64 `json:"retryAfter"`
-		OutcomeUnknown bool  `json:"outcomeUnknown"`
+		RetryAfter      int64  `json:"retryAfter"`
+		OutcomeUnknown  bool   `json:"outcomeUnknown"`
+		Limit           string `json:"limit"`
+		BudgetRemaining int64  `json:"budgetRemaining"`
 	}
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		e.Code, e.Message, e.Reason = body.Error, body.Message, body.Reason
 		e.OutcomeUnknown = body.OutcomeUnknown
+		e.Limit, e.BudgetRemaining = body.Limit, body.BudgetRemaining
 		if body.RetryAfter > 0 {
 			e.RetryAfter = time.Duration(body.RetryAfter) * time.Second
 		}

@@ -234,6 +234,13 @@ func TestErrorDecoding(t *testing.T) {
 			want:   client.Error{Status: 409, Code: client.HeldOut, Message: "every use is held", RetryAfter: 42 * time.Second},
 		},
 		{
+			name:   "budget exceeded",
+			status: http.StatusConflict,
+			body:   `{"error":"BUDGET_EXCEEDED","message":"1000 left","retryAfter":9,"limit":"budget","budgetRemaining":1000}`,
+			want: client.Error{Status: 409, Code: client.BudgetExceeded, Message: "1000 left", RetryAfter: 9 * time.Second,
+				Limit: client.LimitBudget, BudgetRemaining: 1000},
+		},
+		{
 			name:    "outcome unknown",
 			status:  http.StatusServiceUnavailable,
 			body:    `{"error":"UNAVAILABLE","message":"Kafka did not acknowledge in time","outcomeUnknown":true}`,

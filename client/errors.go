@@ -51,6 +51,24 @@ const (
 	// TooManyRequests: the customer looked up too many unknown voucher
 	// codes; Error.RetryAfter says when it may try again.
 	TooManyRequests = "TOO_MANY_REQUESTS"
+	// BudgetExceeded: the order's discount does not fit what is left of
+	// the voucher's money budget (Error.BudgetRemaining); Error.RetryAfter
+	// is set while unpaid holds may still give some back.
+	BudgetExceeded = "BUDGET_EXCEEDED"
+	// BudgetNotSet refuses to change the budgetAmount of a voucher created
+	// without a money budget.
+	BudgetNotSet = "BUDGET_NOT_SET"
+)
+
+// The limits a 409 names in Error.Limit.
+const (
+	// LimitTotal: no use of the voucher is free (OutOfStock, HeldOut).
+	LimitTotal = "total"
+	// LimitPerUser: the customer holds perUserLimit uses (AlreadyUsed).
+	LimitPerUser = "perUser"
+	// LimitBudget: the money budget (BudgetExceeded, or LimitBelowHeld of
+	// budgetAmount).
+	LimitBudget = "budget"
 )
 
 // Reasons that refine NotEligible, found in Error.Reason.
@@ -90,6 +108,12 @@ type Error struct {
 	// (its use went back): start again with a new orderId. Never treat an
 	// order as not taken while its last answer carried this flag.
 	OutcomeUnknown bool
+	// Limit names the limit a 409 was caused by (LimitTotal, LimitPerUser,
+	// LimitBudget; more may come), "" for other answers.
+	Limit string
+	// BudgetRemaining is, with BudgetExceeded, what is left of the
+	// voucher's money budget in minor units.
+	BudgetRemaining int64
 }
 
 // Error implements error.

@@ -69,8 +69,13 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"none, or email: count the spellings of one e-mail address (case, +tag, gmail dots) as one customer")
 		fs.StringVar(&v.Currency, "currency", "", "ISO 4217 currency (EUR) every reservation must name (default any)")
 		fs.StringVar(&v.CustomerID, "customer", "", "the one customerId the voucher serves (default every customer)")
+		fs.Int64Var(&v.BudgetAmount, "budget", 0, "money budget in minor units: the most discount its held uses may give out together (default none)")
+		clip := fs.Bool("clip", false, "with --budget: give the last orders what is left of the budget instead of refusing them")
 		if err := fs.Parse(args); err != nil {
 			return err
+		}
+		if *clip {
+			v.BudgetShortfall = "clip"
 		}
 		var err error
 		if v.TotalLimit, err = int32Setting("total", *total); err != nil {
@@ -110,11 +115,15 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		percent := fs.Float64("percent", 0, "new discount percentage, 1 to 100 with at most two decimals (0 keeps it)")
 		maxDiscount := fs.Int64("max-discount", 0, "new cap of a percentage discount, given with --percent (0 keeps it)")
 		ends := fs.String("ends", "", "new end, RFC 3339; it must not be past")
+		budget := fs.Int64("budget", 0, "new money budget in minor units, of a voucher that has one (0 keeps it); not below what is held")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
 		if fs.NArg() != 1 {
 			return errors.New("usage: voucherd voucher patch [flags] CODE")
+		}
+		if *budget > 0 {
+			p.BudgetAmount = budget
 		}
 		if *total > 0 {
 			t, err := int32Setting("total", *total)
@@ -200,6 +209,14 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 	}
 	fmt.Fprintf(tw, "active\t%v\n", v.Active)
 	fmt.Fprintf(tw, "now\t%d reserved, %d confirmed, %d remaining\n", v.Reserved, v.Confirmed, v.Remaining)
+	if v.BudgetAmount > 0 {
+		shortfall := "refused"
+		if v.BudgetShortfall == "clip" {
+			shortfall = "clipped to what is left"
+		}
+		fmt.Fprintf(tw, "budget\t%d (a discount that does not fit is %s)\n", v.BudgetAmount, shortfall)
+		fmt.Fprintf(tw, "budget now\t%d reserved, %d confirmed, %d remaining\n", v.BudgetReserved, v.BudgetConfirmed, v.BudgetRemaining)
+	}
 	return tw.Flush()
 }
 

@@ -476,6 +476,12 @@ func TestAdminCLI(t *testing.T) {
 	require.Contains(t, audit, "deactivate")
 	require.NotContains(t, audit, testAdminToken)
 	require.Contains(t, cli("voucher", "activate", code), "active      true")
+
+	budgeted := code + "B"
+	out = cli("voucher", "create", "--code", budgeted, "--discount", "300", "--total", "10", "--budget", "1000", "--clip")
+	require.Contains(t, out, "budget      1000 (a discount that does not fit is clipped to what is left)")
+	require.Equal(t, http.StatusCreated, s.reserve(budgeted, 77, budgeted+"-o1", 1000).status)
+	require.Contains(t, cli("voucher", "patch", "--budget", "2000", budgeted), "budget now  300 reserved, 0 confirmed, 1700 remaining")
 }
 
 // A reconciliation that repairs something is recorded in the audit trail

@@ -191,6 +191,10 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 			Interval: cfg.ReconcileEvery, Grace: cfg.ReconcileGrace, Logger: log,
 			OnReport: func(r voucher.ReconcileReport) {
 				a.metrics.Drift.WithLabelValues(r.Code).Set(float64(r.Drift))
+				if r.BudgetAmount > 0 {
+					a.metrics.BudgetRemaining.WithLabelValues(r.Code).Set(float64(max(r.BudgetAmount-r.DatabaseBudgetHeld, 0)))
+					a.metrics.BudgetDrift.WithLabelValues(r.Code).Set(float64(r.BudgetDrift))
+				}
 				if r.Repaired {
 					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(len(r.Orphans)))
 					a.metrics.DriftRepairs.WithLabelValues("abandoned").Add(float64(len(r.Abandoned)))

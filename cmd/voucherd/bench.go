@@ -59,6 +59,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	perUser := fs.Int("per-user", 1, "perUserLimit")
 	fs.Float64Var(&cfg.DiscountPercent, "percent", 0, "give the vouchers this discountPercent (1 to 100, two decimals at most) instead of a fixed discountAmount; each order is then of 100,000 minor units above the minimum")
 	fs.Int64Var(&cfg.MaxDiscountAmount, "max-discount", 0, "with --percent: the vouchers' maxDiscountAmount (0: no cap)")
+	fs.Int64Var(&cfg.BudgetAmount, "budget", 0, "give each voucher a money budget of this many minor units (budgetAmount): a budget-limited flash sale that ends with BUDGET_EXCEEDED before the uses run out; 0: none")
+	fs.BoolVar(&cfg.BudgetClip, "budget-clip", false, "with --budget: give the last orders what is left of the budget (budgetShortfall clip)")
 	fs.IntVar(&cfg.Vouchers, "vouchers", 1, "vouchers to create; traffic is spread uniformly across them")
 	fs.Float64Var(&cfg.HotShare, "hot-share", 0, "with several vouchers: share of the traffic sent to the first one (a hot voucher)")
 	fs.IntVar(&cfg.CampaignCodes, "campaign-codes", 0, "a campaign sale: one campaign of this many unique codes sharing --total and --per-user, each new order presenting a random code (in flash modes a flash campaign)")

@@ -81,3 +81,20 @@ func TestBenchJSONStdoutIsTheReportAlone(t *testing.T) {
 	require.Contains(t, stderr.String(), "warm-up   flash-kafka on a throwaway voucher")
 	require.Contains(t, stderr.String(), "stages of flash-kafka")
 }
+
+// A budget-limited flash sale: the budget ends it before the uses run out,
+// and the verification (whose stored-counter check includes the money
+// invariant) passes.
+func TestBenchBudget(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"bench", "--mode=flash-sync", "--total=100", "--budget=30000", "--requests=300",
+		"--customers=200", "--concurrency=4", "--max-duration=60s", "--json"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), "stdout:\n%s", stdout.String())
+	require.True(t, rep.OK(), "%v", rep.Violations())
+	require.Contains(t, stdout.String(), "BUDGET_EXCEEDED")
+}

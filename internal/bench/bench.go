@@ -95,6 +95,14 @@ type Config struct {
 	// discount from the order amount.
 	DiscountPercent   float64
 	MaxDiscountAmount int64
+	// BudgetAmount, when positive, gives each voucher (or the campaign) a
+	// money budget of that many minor units (the API's budgetAmount): a
+	// budget-limited flash sale, where BUDGET_EXCEEDED ends the sale before
+	// the uses run out. BudgetClip gives the last orders what is left
+	// (budgetShortfall clip). The verification's stored-counter check
+	// (pgstore.Violations) includes the money invariant.
+	BudgetAmount int64
+	BudgetClip   bool
 	// Vouchers is how many vouchers to create; traffic is spread uniformly
 	// across them (1 = a single hot voucher, the flash-sale case).
 	Vouchers int
@@ -250,7 +258,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Target != RouteReserve && c.Target != RouteNoop:
 		return c, fmt.Errorf("bench: Target %q must be %q or %q", c.Target, RouteReserve, RouteNoop)
 	case c.TotalLimit < 0 || c.PerUserLimit < 0 || c.DiscountAmount < 0 || c.MinOrderAmount < 0 ||
-		c.DiscountPercent < 0 || c.MaxDiscountAmount < 0:
+		c.DiscountPercent < 0 || c.MaxDiscountAmount < 0 || c.BudgetAmount < 0:
 		return c, errors.New("bench: voucher limits and amounts must not be negative")
 	case c.DiscountPercent != 0 && c.DiscountAmount != 0:
 		return c, errors.New("bench: DiscountAmount and DiscountPercent exclude each other")

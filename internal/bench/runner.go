@@ -128,6 +128,8 @@ func (r *runner) createVouchers(ctx context.Context) error {
 			StartsAt:          now.Add(-time.Minute),
 			EndsAt:            now.Add(time.Hour),
 			FlashSale:         r.cfg.FlashSale,
+			BudgetAmount:      r.cfg.BudgetAmount,
+			BudgetShortfall:   r.cfg.budgetShortfall(),
 		})
 		if err != nil {
 			return fmt.Errorf("bench: create voucher %s: %w", code, err)
@@ -140,6 +142,15 @@ func (r *runner) createVouchers(ctx context.Context) error {
 	return nil
 }
 
+// budgetShortfall is the vouchers' budgetShortfall: "" (the server's
+// default, reject) unless BudgetClip.
+func (c Config) budgetShortfall() string {
+	if c.BudgetClip && c.BudgetAmount > 0 {
+		return "clip"
+	}
+	return ""
+}
+
 // createCampaign creates the run's campaign and reads its codes back; the
 // codes stand for the run's vouchers when requests are sent.
 func (r *runner) createCampaign(ctx context.Context, admin *client.Client, now time.Time) error {
@@ -147,6 +158,7 @@ func (r *runner) createCampaign(ctx context.Context, admin *client.Client, now t
 		Name: r.prefix, CodePrefix: "B", DiscountAmount: r.cfg.DiscountAmount, MinOrderAmount: r.cfg.MinOrderAmount,
 		TotalLimit: r.cfg.TotalLimit, PerUserLimit: r.cfg.PerUserLimit,
 		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), FlashSale: r.cfg.FlashSale,
+		BudgetAmount: r.cfg.BudgetAmount, BudgetShortfall: r.cfg.budgetShortfall(),
 	}, r.cfg.CampaignCodes, 0, nil)
 	if err != nil {
 		return fmt.Errorf("bench: create campaign: %w", err)

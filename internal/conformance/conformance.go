@@ -72,6 +72,8 @@ type VoucherSpec struct {
 	// Campaign: the voucher is the budget of a campaign whose codes
 	// (CampaignCode) the steps and requests present, never its own code.
 	Campaign bool
+	// Budget is the voucher's money budget (Amount and Clip; zero: none).
+	Budget voucher.Budget
 	// Currency is the voucher's currency ("": any); the steps are asked in
 	// it.
 	Currency string
@@ -89,7 +91,7 @@ const CampaignCodes = 3
 func (s VoucherSpec) Voucher(code string) voucher.Voucher {
 	v := voucher.Voucher{Code: code, DiscountAmount: 100_000, MinOrderAmount: s.MinOrderAmount,
 		TotalLimit: s.TotalLimit, PerUserLimit: s.PerUserLimit, StartsAt: Base, EndsAt: Base.Add(30 * 24 * time.Hour),
-		Disabled: s.Disabled, Currency: s.Currency, CustomerID: s.Customer}
+		Disabled: s.Disabled, Currency: s.Currency, CustomerID: s.Customer, Budget: s.Budget}
 	if s.Discount != (voucher.Discount{}) {
 		v.DiscountAmount, v.DiscountPercentBP, v.MaxDiscountAmount = s.Discount.Amount, s.Discount.PercentBP, s.Discount.MaxAmount
 	}
@@ -237,6 +239,8 @@ func gateOutcome(code voucher.ErrorCode, replay bool) voucher.GateOutcome {
 		return voucher.GateSoldOut
 	case voucher.CodeReplacedOrderNotHeld:
 		return voucher.GateNotHeld
+	case voucher.CodeBudgetExceeded:
+		return voucher.GateBudgetExceeded
 	}
 	return 0
 }
@@ -280,6 +284,7 @@ const (
 	notSoldOut    = "the cache answers only for a voucher Redis found sold out"
 	budgetCode    = "the service refuses a campaign's own code (VOUCHER_NOT_FOUND) before it asks the gate"
 	campaignRule  = "the campaign rows test codes and their budget, not eligibility"
+	noBudget      = "the fault suite's model counts uses, not money: its budget scenario checks the stores' money invariant (pgstore.Violations)"
 	knownFirst    = "a known orderId is answered before eligibility: the service's path decides it (standardPath.ineligible, flashPath.knownOrder)"
 )
 
@@ -295,6 +300,9 @@ var (
 	skipBoundKnown = map[Impl]string{Script: eligibleFirst, SoldOutCache: eligibleFirst, Model: oneVoucher, Eligibility: knownFirst}
 	// skipBudget: a request by the budget's own code.
 	skipBudget = map[Impl]string{Script: budgetCode, SoldOutCache: budgetCode, Eligibility: campaignRule, Model: noVoucher}
+	// skipMoney: the money budget rows; the fault model counts uses only
+	// (its budget scenario checks the money invariant on the stores).
+	skipMoney = map[Impl]string{Model: noBudget}
 )
 
 func reserve(c string, o string) Step { return Step{Kind: StepReserve, Customer: c, Order: o} }
@@ -324,15 +332,31 @@ func campaign(total, perUser int32) VoucherSpec {
 	return VoucherSpec{TotalLimit: total, PerUserLimit: perUser, Campaign: true}
 }
 
+// money is a voucher of total uses, perUser per customer, discount d and a
+// money budget of amount (clipping when clip).
+func money(total, perUser int32, d voucher.Discount, amount int64, clip bool) VoucherSpec {
+	return VoucherSpec{TotalLimit: total, PerUserLimit: perUser, Discount: d, Budget: voucher.Budget{Amount: amount, Clip: clip}}
+}
+
+// fixed and pct are discounts: an amount, a percentage in basis points.
+func fixed(d int64) voucher.Discount { return voucher.Discount{Amount: d} }
+func pct(bp int32) voucher.Discount  { return voucher.Discount{PercentBP: bp} }
+
+// amountReq is request r with an order amount.
+func amountReq(c string, o string, amount int64) Request {
+	return Request{Customer: c, Order: o, Amount: amount}
+}
+
 var (
-	taken    = Answer{}
-	replay   = Answer{Replay: true}
-	conflict = Answer{Code: voucher.CodeOrderConflict}
-	released = Answer{Code: voucher.CodeOrderReleased}
-	quota    = Answer{Code: voucher.CodeAlreadyUsed}
-	codeUsed = Answer{Code: voucher.CodeAlreadyUsed, Reason: voucher.ReasonCodeUsed}
-	soldOut  = Answer{Code: voucher.CodeOutOfStock}
-	heldOut  = Answer{Code: voucher.CodeHeldOut}
+	taken      = Answer{}
+	replay     = Answer{Replay: true}
+	conflict   = Answer{Code: voucher.CodeOrderConflict}
+	released   = Answer{Code: voucher.CodeOrderReleased}
+	quota      = Answer{Code: voucher.CodeAlreadyUsed}
+	codeUsed   = Answer{Code: voucher.CodeAlreadyUsed, Reason: voucher.ReasonCodeUsed}
+	soldOut    = Answer{Code: voucher.CodeOutOfStock}
+	heldOut    = Answer{Code: voucher.CodeHeldOut}
+	overBudget = Answer{Code: voucher.CodeBudgetExceeded}
 
 	currencyMismatch = Answer{Code: voucher.CodeNotEligible, Reason: voucher.ReasonCurrencyMismatch}
 	customerMismatch = Answer{Code: voucher.CodeNotEligible, Reason: voucher.ReasonCustomerMismatch}
@@ -525,4 +549,50 @@ var Cases = []Case{
 		Before:   []Step{reserve("7", "o1")},
 		Requests: []Request{reqIn("7", "o1", "USD"), reqIn("8", "o1", "EUR")},
 		Want:     []Answer{replay, conflict}, Skip: skipBoundKnown},
+	// Money budgets: the held discounts together at most budgetAmount.
+	{Name: "budget: three fixed discounts fit, the fourth does not", Voucher: money(10, 10, fixed(3_000), 10_000, false),
+		Requests: []Request{req("1", "o1"), req("2", "o2"), req("3", "o3"), req("4", "o4")},
+		Want:     []Answer{takenOff(3_000), takenOff(3_000), takenOff(3_000), overBudget}, Skip: skipMoney},
+	{Name: "budget: a release gives the stored discount back", Voucher: money(10, 10, fixed(3_000), 10_000, false),
+		Before:   []Step{reserve("1", "o1"), reserve("2", "o2"), reserve("3", "o3"), release("o1")},
+		Requests: []Request{req("4", "o4"), req("5", "o5")}, Want: []Answer{takenOff(3_000), overBudget}, Skip: skipMoney},
+	{Name: "budget: a confirmed discount still counts", Voucher: money(10, 10, fixed(3_000), 6_000, false),
+		Before:   []Step{reserve("1", "o1"), confirm("o1"), reserve("2", "o2")},
+		Requests: []Request{req("3", "o3")}, Want: []Answer{overBudget}, Skip: skipMoney},
+	{Name: "budget: a percentage, a smaller order still fits", Voucher: money(10, 10, pct(1_000), 5_000, false),
+		Requests: []Request{amountReq("1", "o1", 30_000), amountReq("1", "o2", 30_000), amountReq("1", "o3", 20_000)},
+		Want:     []Answer{takenOff(3_000), overBudget, takenOff(2_000)}, Skip: skipMoney},
+	{Name: "budget: clip gives what is left, then refuses", Voucher: money(10, 10, pct(1_000), 5_000, true),
+		Requests: []Request{amountReq("1", "o1", 30_000), amountReq("1", "o2", 30_000), amountReq("1", "o3", 20_000)},
+		Want:     []Answer{takenOff(3_000), takenOff(2_000), overBudget}, Skip: skipMoney},
+	{Name: "budget: a replay answers the clipped discount", Voucher: money(10, 10, pct(1_000), 5_000, true),
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{amountReq("1", "o1", 10), amountReq("1", "o2", 10)}, Want: []Answer{replayOff(5_000), overBudget},
+		Skip: skipMoney},
+	{Name: "budget: an exhausted budget refuses a discount of 0", Voucher: money(10, 10, pct(1_000), 25_000, false),
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{amountReq("2", "o2", 5)}, Want: []Answer{overBudget}, Skip: skipMoney},
+	{Name: "budget and total: the uses run out first", Voucher: money(2, 10, fixed(1_000), 1_000_000, false),
+		Requests: []Request{req("1", "o1"), req("2", "o2"), req("3", "o3")},
+		Want:     []Answer{takenOff(1_000), takenOff(1_000), heldOut}, Skip: skipMoney},
+	{Name: "budget and total: the budget runs out first", Voucher: money(5, 10, fixed(1_000), 2_000, false),
+		Requests: []Request{req("1", "o1"), req("2", "o2"), req("3", "o3"), req("2", "o2")},
+		Want:     []Answer{takenOff(1_000), takenOff(1_000), overBudget, replayOff(1_000)}, Skip: skipMoney},
+	{Name: "budget and total both spent", Voucher: money(2, 10, fixed(1_000), 2_000, false),
+		Before:   []Step{reserve("1", "o1"), confirm("o1"), reserve("2", "o2"), confirm("o2")},
+		Requests: []Request{req("3", "o3")}, Want: []Answer{soldOut}, Skip: skipMoney},
+	{Name: "budget and perUser: the quota binds while money is left", Voucher: money(10, 1, fixed(1_000), 5_000, false),
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{req("1", "o2"), req("2", "o3")}, Want: []Answer{quota, takenOff(1_000)}, Skip: skipMoney},
+	{Name: "budget and perUser both spent", Voucher: money(10, 1, fixed(1_000), 1_500, false),
+		Before: []Step{reserve("1", "o1")},
+		// PL/pgSQL fits the budget before it counts the customer,
+		// reserve.lua counts the customer first; both take nothing.
+		Requests: []Request{req("1", "o2"), req("2", "o3")},
+		Want:     []Answer{{Code: voucher.CodeBudgetExceeded, Or: voucher.CodeAlreadyUsed}, overBudget}, Skip: skipMoney},
+	{Name: "budget of a campaign across its codes", Voucher: VoucherSpec{TotalLimit: 5, PerUserLimit: 5, Campaign: true,
+		Discount: fixed(1_000), Budget: voucher.Budget{Amount: 2_000}},
+		Requests: []Request{reqK("1", "o1", 0), reqK("2", "o2", 1), reqK("3", "o3", 2)},
+		Want:     []Answer{takenOff(1_000), takenOff(1_000), overBudget},
+		Skip:     map[Impl]string{Model: noBudget, Eligibility: campaignRule}},
 }

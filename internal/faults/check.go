@@ -31,6 +31,10 @@ type DBState struct {
 	// per-user limit, and for a campaign code reuse and code campaign)
 	// found when the state was read.
 	Stored []string
+	// The money budget of a budget scenario (BudgetAmount 0: none): its
+	// amount, its counter (voucher_limit.held) and the discounts of the
+	// held rows, read in one statement.
+	BudgetAmount, BudgetHeld, BudgetRowsHeld int64
 }
 
 // GateState is Redis's final state for the voucher under test (flash modes).
@@ -41,6 +45,38 @@ type GateState struct {
 	// Holds maps orderIds the gate counts as holding a use (held or
 	// pending) to their customer; released markers are left out.
 	Holds map[string]string
+	// BudgetHeld is the gate's money budget counter; BudgetHolds the
+	// discounts of Holds.
+	BudgetHeld, BudgetHolds int64
+}
+
+// CheckBudget checks the money invariant of a budget scenario: the
+// discounts of the held rows = the counter (budgetReserved +
+// budgetConfirmed) <= budgetAmount in PostgreSQL, and, with the gate's
+// state (flash modes, after reconciliation), the gate's counter and the
+// discounts of its holds equal the same. It returns one line per
+// violation.
+func CheckBudget(db DBState, g *GateState) []string {
+	var bad []string
+	failf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	if db.BudgetAmount == 0 {
+		return nil
+	}
+	if db.BudgetRowsHeld != db.BudgetHeld {
+		failf("money: the held rows' discounts sum to %d, the budget counter holds %d", db.BudgetRowsHeld, db.BudgetHeld)
+	}
+	if db.BudgetHeld > db.BudgetAmount {
+		failf("money: OVERSPENT: %d held of a budget of %d", db.BudgetHeld, db.BudgetAmount)
+	}
+	if g != nil && g.Loaded {
+		if g.BudgetHeld != db.BudgetRowsHeld {
+			failf("money: Redis's budget counter holds %d, PostgreSQL's held rows %d", g.BudgetHeld, db.BudgetRowsHeld)
+		}
+		if g.BudgetHolds != g.BudgetHeld {
+			failf("money: Redis's holds' discounts sum to %d, its budget counter holds %d", g.BudgetHolds, g.BudgetHeld)
+		}
+	}
+	return bad
 }
 
 // CheckDatabase checks the final PostgreSQL state against itself (the

@@ -115,9 +115,10 @@ func classify(kind Kind, status int, body []byte) (Outcome, string) {
 		return Unknown, fmt.Sprintf("status %d: %s", status, strings.TrimSpace(string(body)))
 	case e.Error == "RESERVATION_NOT_FOUND":
 		return NotFound, ""
-	case e.Error == "HELD_OUT":
+	case e.Error == "HELD_OUT", e.Error == "BUDGET_EXCEEDED":
 		// Nothing free, some uses only held: for the model it is the same
-		// refusal as OUT_OF_STOCK.
+		// refusal as OUT_OF_STOCK. So is a budget scenario's spent budget:
+		// its fixed discounts make the budget a number of uses.
 		return OutOfStock, ""
 	case e.Error != "":
 		return Outcome(e.Error), ""

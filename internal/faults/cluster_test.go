@@ -255,7 +255,7 @@ func (c *cluster) admin(ctx context.Context, method, path string, body any, out 
 
 // createVoucher creates the scenario's voucher, valid from an hour ago for
 // a day.
-func (c *cluster) createVoucher(spec VoucherSpec, flash bool) {
+func (c *cluster) createVoucher(spec VoucherSpec, flash bool, extra ...map[string]any) {
 	c.t.Helper()
 	now := time.Now().UTC()
 	body := map[string]any{
@@ -263,6 +263,11 @@ func (c *cluster) createVoucher(spec VoucherSpec, flash bool) {
 		"totalLimit": spec.TotalLimit, "perUserLimit": spec.PerUserLimit,
 		"startsAt": now.Add(-time.Hour).Format(time.RFC3339), "endsAt": now.Add(24 * time.Hour).Format(time.RFC3339),
 		"flashSale": flash,
+	}
+	for _, m := range extra {
+		for k, v := range m {
+			body[k] = v
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -416,6 +421,12 @@ func (c *cluster) dbState(code string) DBState {
 		st.Rows[r.OrderID] = r
 	}
 	require.NoError(c.t, rows.Err())
+	err = conn.QueryRow(ctx, `SELECT coalesce(l.cap, 0), coalesce(l.held, 0),
+		       (SELECT coalesce(sum(r.discount_amount), 0) FROM voucher_redemption r
+		        WHERE r.voucher_code = $1 AND r.status IN ('RESERVED', 'CONFIRMED'))::bigint
+		FROM (SELECT 1) one LEFT JOIN voucher_limit l ON l.voucher_code = $1 AND l.kind = 'budget'`, code).
+		Scan(&st.BudgetAmount, &st.BudgetHeld, &st.BudgetRowsHeld)
+	require.NoError(c.t, err)
 	stored, err := pgstore.Violations(ctx, conn, code)
 	require.NoError(c.t, err)
 	for _, b := range stored {
@@ -460,7 +471,8 @@ func (c *cluster) gateState(code string) GateState {
 	for {
 		s, err := g.Inspect(ctx, code)
 		if err == nil {
-			gs = GateState{Loaded: s.Loaded, Remaining: s.Remaining, Users: map[string]int{}, Holds: map[string]string{}}
+			gs = GateState{Loaded: s.Loaded, Remaining: s.Remaining, Users: map[string]int{}, Holds: map[string]string{},
+				BudgetHeld: s.BudgetHeld, BudgetHolds: s.BudgetHeldOrders()}
 			for cust, n := range s.Users {
 				gs.Users[cust] = int(n)
 			}

@@ -88,11 +88,20 @@ func splitComma(s string) []string {
 // flash modes).
 var campaignModes = []string{modeStandard, modeSync, modeKafka}
 
+// budgetModes are the write modes the budget scenario runs in: a voucher of
+// fixed discounts of 1,000 whose budgetAmount is 1,000 times the model's
+// totalLimit, below the voucher's own totalLimit, so that the budget binds
+// and the model (which counts uses) counts it as the stock; its checker
+// also asserts the money invariant (CheckBudget).
+var budgetModes = []string{modeStandard, modeSync, modeKafka}
+
 // scenario is one flash sale under one nemesis schedule: of a voucher, or
 // with campaign set of a campaign of unique codes sharing one budget.
 type scenario struct {
 	mode     string
 	campaign bool
+	// budget: a voucher whose money budget binds before its totalLimit.
+	budget   bool
 	seed     uint64
 	long     bool
 	kinds    []string // nil: the form's default faults
@@ -105,6 +114,9 @@ func (sc scenario) path() string {
 	if sc.campaign {
 		return fmt.Sprintf("%s/campaign/seed=%d", sc.mode, sc.seed)
 	}
+	if sc.budget {
+		return fmt.Sprintf("%s/budget/seed=%d", sc.mode, sc.seed)
+	}
 	return fmt.Sprintf("%s/seed=%d", sc.mode, sc.seed)
 }
 
@@ -113,6 +125,9 @@ func (sc scenario) path() string {
 func (sc scenario) label() string {
 	if sc.campaign {
 		return sc.mode + "-campaign"
+	}
+	if sc.budget {
+		return sc.mode + "-budget"
 	}
 	return sc.mode
 }
@@ -138,6 +153,11 @@ func TestFaults(t *testing.T) {
 				cs := sc
 				cs.campaign = true
 				scs = append(scs, cs)
+			}
+			if slices.Contains(budgetModes, mode) {
+				bs := sc
+				bs.budget = true
+				scs = append(scs, bs)
 			}
 			for _, sc := range scs {
 				t.Run(sc.path(), func(t *testing.T) {
@@ -168,6 +188,10 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 		// as the codes (hot ones, and the confirmed ones for good).
 		codes := spec.TotalLimit + 10 + rnd.IntN(20)
 		spec = c.createCampaign(spec, fmt.Sprintf("C%s%d-", strings.ToUpper(sc.mode[:1]), sc.seed), codes, sc.mode != modeStandard)
+	} else if sc.budget {
+		spec.Code = "B" + spec.Code
+		c.createVoucher(VoucherSpec{Code: spec.Code, TotalLimit: spec.TotalLimit + 20, PerUserLimit: spec.PerUserLimit},
+			sc.mode != modeStandard, map[string]any{"budgetAmount": 1000 * spec.TotalLimit})
 	} else {
 		c.createVoucher(spec, sc.mode != modeStandard)
 	}
@@ -304,11 +328,15 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 	problems = append(problems, CheckDatabase(spec, ops, db, sc.mode != modeStandard)...)
 	problems = append(problems, CheckReplays(ops)...)
 	problems = append(problems, CheckFinal503(ops, db)...)
+	var gate *GateState
 	if sc.mode != modeStandard {
-		for _, p := range CheckGate(db, c.gateState(spec.Code)) {
+		gs := c.gateState(spec.Code)
+		gate = &gs
+		for _, p := range CheckGate(db, gs) {
 			problems = append(problems, "after reconciliation: "+p)
 		}
 	}
+	problems = append(problems, CheckBudget(db, gate)...)
 	smp.mu.Lock()
 	for _, v := range smp.violations {
 		problems = append(problems, fmt.Sprintf("sampler at %.2fs: held %d, used_count %d, totalLimit %d; a customer holds %d, perUserLimit %d; a code is held by %d rows",

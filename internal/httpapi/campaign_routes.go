@@ -48,6 +48,12 @@ type campaignJSON struct {
 	Confirmed         int32       `json:"confirmed"`
 	Remaining         int32       `json:"remaining"`
 	CreatedAt         time.Time   `json:"createdAt"`
+	// The money budget across all codes, when the campaign has one.
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
+	BudgetReserved  *int64 `json:"budgetReserved,omitempty"`
+	BudgetConfirmed *int64 `json:"budgetConfirmed,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 
 	// Currency is left out when the campaign has none.
 	Currency string `json:"currency,omitempty"`
@@ -61,6 +67,8 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 		MinOrderAmount: v.MinOrderAmount, TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale, Active: v.Active, Currency: v.Currency,
 		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining, CreatedAt: c.CreatedAt.UTC(),
+		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall, BudgetReserved: v.BudgetReserved,
+		BudgetConfirmed: v.BudgetConfirmed, BudgetRemaining: v.BudgetRemaining,
 	}
 }
 
@@ -68,7 +76,7 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 // then its budget's, which are decoded as the same members of POST /vouchers.
 var campaignFields = []string{"name", "codeCount", "codePrefix", "codeLength",
 	"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt",
-	"discountPercent", "maxDiscountAmount", "flashSale", "currency"}
+	"discountPercent", "maxDiscountAmount", "flashSale", "currency", "budgetAmount", "budgetShortfall"}
 
 // createCampaignRequest is the body of POST /campaigns.
 type createCampaignRequest struct {

@@ -30,6 +30,12 @@ type voucherJSON struct {
 	Remaining               int32     `json:"remaining"`
 	CreatedAt               time.Time `json:"createdAt"`
 	UpdatedAt               time.Time `json:"updatedAt"`
+	// The money budget, when the voucher has one.
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetShortfall string `json:"budgetShortfall,omitempty"`
+	BudgetReserved  *int64 `json:"budgetReserved,omitempty"`
+	BudgetConfirmed *int64 `json:"budgetConfirmed,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 
 	// Currency and CustomerID are left out when the voucher has none.
 	Currency   string `json:"currency,omitempty"`
@@ -49,7 +55,26 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 	if v.DiscountPercentBP != 0 {
 		out.DiscountPercent = json.Number(voucher.FormatPercentBP(v.DiscountPercentBP))
 	}
+	if b := v.Budget; b.Amount > 0 {
+		remaining := b.Remaining()
+		out.BudgetAmount, out.BudgetShortfall = b.Amount, shortfallName(b.Clip)
+		out.BudgetReserved, out.BudgetConfirmed, out.BudgetRemaining = &b.Reserved, &b.Confirmed, &remaining
+	}
 	return out
+}
+
+// The values of budgetShortfall.
+const (
+	shortfallReject = "reject"
+	shortfallClip   = "clip"
+)
+
+// shortfallName is a budget's budgetShortfall on the wire.
+func shortfallName(clip bool) string {
+	if clip {
+		return shortfallClip
+	}
+	return shortfallReject
 }
 
 // normalizationName is n on the wire: the zero value is "none".
@@ -91,13 +116,17 @@ type createVoucherRequest struct {
 	CustomerID *string
 	// Active is a member of PATCH only.
 	Active *bool
+	// BudgetAmount may be changed by PATCH; BudgetShortfall ("reject" or
+	// "clip") is set at creation only.
+	BudgetAmount    *int64
+	BudgetShortfall *string
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
-		"discountPercent", "maxDiscountAmount"}
+		"discountPercent", "maxDiscountAmount", "budgetAmount"}
 )
 
 // decode reads the members of a voucher body: POST /vouchers's, or PATCH
@@ -111,14 +140,19 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 		name := names[i]
 		var err error
 		switch name {
-		case "code", "customerIdNormalization":
+		case "code", "customerIdNormalization", "budgetShortfall":
 			var s string
 			s, err = stringField(name, v)
-			if name == "code" {
+			switch name {
+			case "code":
 				r.Code = &s
-			} else {
+			case "budgetShortfall":
+				r.BudgetShortfall = &s
+			default:
 				r.CustomerIDNormalization = &s
 			}
+		case "budgetAmount":
+			r.BudgetAmount, err = int64Ptr(name, v, 1, maxAmount)
 		case "currency":
 			var s string
 			s, err = stringField(name, v)
@@ -232,7 +266,29 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	if r.CustomerID != nil {
 		v.CustomerID = *r.CustomerID
 	}
+	if err := r.budget(&v.Budget); err != nil {
+		return voucher.Voucher{}, err
+	}
 	return v, v.Validate()
+}
+
+// budget sets b from budgetAmount and budgetShortfall.
+func (r createVoucherRequest) budget(b *voucher.Budget) error {
+	if r.BudgetAmount != nil {
+		b.Amount = *r.BudgetAmount
+	}
+	if r.BudgetShortfall != nil {
+		switch *r.BudgetShortfall {
+		case shortfallReject:
+		case shortfallClip:
+			// Without a budget there is nothing to clip (the contract says
+			// it is ignored).
+			b.Clip = r.BudgetAmount != nil
+		default:
+			return voucher.Errorf(voucher.CodeInvalidRequest, "budgetShortfall must be reject or clip")
+		}
+	}
+	return nil
 }
 
 // toPatch returns the body of PATCH /vouchers/{code} as a domain patch.
@@ -241,6 +297,7 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 		DiscountAmount: r.DiscountAmount, DiscountPercentBP: r.DiscountPercentBP, MaxDiscountAmount: r.MaxDiscountAmount,
 		MinOrderAmount: r.MinOrderAmount, TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
 		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
+		BudgetAmount: r.BudgetAmount,
 	}
 }
 
@@ -370,11 +427,19 @@ type validationJSON struct {
 	Reason            string `json:"reason,omitempty"`
 	Message           string `json:"message,omitempty"`
 	RetryAfterSeconds int64  `json:"retryAfter,omitempty"`
+	// Limit names the limit of a refusal; BudgetRemaining is set with
+	// BUDGET_EXCEEDED.
+	Limit           string `json:"limit,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 }
 
 func toValidationJSON(v voucher.Validation) validationJSON {
 	out := validationJSON{Valid: v.Valid, Replay: v.Replay, DiscountAmount: v.DiscountAmount,
-		Code: string(v.Code), Reason: string(v.Reason), Message: v.Message}
+		Code: string(v.Code), Reason: string(v.Reason), Message: v.Message, Limit: string(v.Limit)}
+	if v.Code == voucher.CodeBudgetExceeded {
+		remaining := v.BudgetRemaining
+		out.BudgetRemaining = &remaining
+	}
 	if out.Reason == "" {
 		out.Reason = out.Code
 	}
@@ -412,6 +477,9 @@ type reservationJSON struct {
 	DiscountAmount int64     `json:"discountAmount"`
 	Status         string    `json:"status"`
 	ExpiresAt      time.Time `json:"expiresAt"`
+	// Clipped: the money budget gave what was left of it, less than the
+	// order's discount.
+	Clipped bool `json:"clipped,omitempty"`
 }
 
 // redemptionJSON is a redemption on the wire.
@@ -453,6 +521,10 @@ type errorJSON struct {
 	Reason         string `json:"reason,omitempty"`
 	RetryAfter     *int64 `json:"retryAfter,omitempty"`
 	OutcomeUnknown bool   `json:"outcomeUnknown,omitempty"`
+	// Limit names the limit a 409 was caused by; BudgetRemaining is set
+	// with BUDGET_EXCEEDED.
+	Limit           string `json:"limit,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 }
 
 // warmupJSON is the answer of POST /vouchers/{code}/warmup.
@@ -483,6 +555,14 @@ func (e errorJSON) appendJSON(b []byte) []byte {
 	if e.OutcomeUnknown {
 		b = append(b, `,"outcomeUnknown":true`...)
 	}
+	if e.Limit != "" {
+		b = append(b, `,"limit":`...)
+		b = appendJSONString(b, e.Limit)
+	}
+	if e.BudgetRemaining != nil {
+		b = append(b, `,"budgetRemaining":`...)
+		b = strconv.AppendInt(b, *e.BudgetRemaining, 10)
+	}
 	return append(b, "}\n"...)
 }
 
@@ -497,6 +577,9 @@ func (r reservationJSON) appendJSON(b []byte) []byte {
 	b = appendJSONString(b, r.Status)
 	b = append(b, `,"expiresAt":"`...)
 	b = r.ExpiresAt.AppendFormat(b, time.RFC3339Nano)
+	if r.Clipped {
+		return append(b, "\",\"clipped\":true}\n"...)
+	}
 	return append(b, "\"}\n"...)
 }
 

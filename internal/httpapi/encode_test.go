@@ -28,6 +28,8 @@ func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 		{Error: "HELD_OUT", Message: "voucher F has no free uses", RetryAfter: &secs},
 		{Error: "NOT_ELIGIBLE", Message: "too low", Reason: "ORDER_AMOUNT_TOO_LOW"},
 		{Error: "UNAVAILABLE", Message: "x", OutcomeUnknown: true},
+		{Error: "BUDGET_EXCEEDED", Message: "b", RetryAfter: &secs, Limit: "budget", BudgetRemaining: &secs},
+		{Error: "ALREADY_USED", Message: "q", Limit: "perUser"},
 		{Error: "INVALID_REQUEST", Message: "unknown field \"<a&b>\" \\ \n\t\u2028 é \x01"},
 		{Error: "INVALID_REQUEST", Message: string([]byte{'a', 0xff, 'b'})},
 	} {
@@ -36,6 +38,7 @@ func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 	for _, r := range []reservationJSON{
 		{OrderID: "o-1", DiscountAmount: 100, Status: "RESERVED", ExpiresAt: time.Date(2026, 12, 3, 19, 0, 0, 0, time.UTC)},
 		{OrderID: "a.b:c_d", DiscountAmount: 1e15, Status: "CONFIRMED", ExpiresAt: time.Date(2026, 12, 3, 19, 0, 0, 123456000, time.UTC)},
+		{OrderID: "o-2", DiscountAmount: 7, Status: "RESERVED", ExpiresAt: time.Date(2026, 12, 3, 19, 0, 0, 0, time.UTC), Clipped: true},
 	} {
 		require.Equal(t, string(stdJSON(t, r)), string(r.appendJSON(nil)))
 	}
@@ -49,7 +52,7 @@ func TestSharedStockErrorEncodedOnce(t *testing.T) {
 	first := encodeError(a, 409)
 	require.Same(t, first, encodeError(a, 409))
 	require.Equal(t, []string{"90"}, first.retryAfter)
-	require.JSONEq(t, `{"error":"HELD_OUT","message":"voucher A has no free uses; some are held by reservations that may still be released","retryAfter":90}`, string(first.body))
+	require.JSONEq(t, `{"error":"HELD_OUT","message":"voucher A has no free uses; some are held by reservations that may still be released","retryAfter":90,"limit":"total"}`, string(first.body))
 	b := voucher.HeldOut("A", 91*time.Second)
 	require.Equal(t, []string{"91"}, encodeError(b, 409).retryAfter)
 	internal := encodeError(&voucher.Error{Code: voucher.CodeInternal, Message: "secret"}, 500)

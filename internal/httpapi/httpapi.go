@@ -58,6 +58,8 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeReservationConfirmed: http.StatusConflict,
 	voucher.CodeOutOfStock:           http.StatusConflict,
 	voucher.CodeHeldOut:              http.StatusConflict,
+	voucher.CodeBudgetExceeded:       http.StatusConflict,
+	voucher.CodeBudgetNotSet:         http.StatusConflict,
 	voucher.CodeAlreadyUsed:          http.StatusConflict,
 	voucher.CodeOrderConflict:        http.StatusConflict,
 	voucher.CodeOrderReleased:        http.StatusConflict,
@@ -417,7 +419,12 @@ func encodeError(e *voucher.Error, status int) *encodedError {
 	if e.Code == voucher.CodeInternal {
 		msg = "internal error"
 	}
-	body := errorJSON{Error: string(e.Code), Message: msg, Reason: string(e.Reason), OutcomeUnknown: e.OutcomeUnknown}
+	body := errorJSON{Error: string(e.Code), Message: msg, Reason: string(e.Reason), OutcomeUnknown: e.OutcomeUnknown,
+		Limit: string(e.Limit)}
+	if e.Code == voucher.CodeBudgetExceeded {
+		remaining := e.BudgetRemaining
+		body.BudgetRemaining = &remaining
+	}
 	enc := &encodedError{err: e}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)

@@ -98,7 +98,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	h["Content-Type"] = jsonContentType
 	out := reservationJSON{
 		OrderID: res.OrderID, DiscountAmount: res.DiscountAmount,
-		Status: string(res.Status), ExpiresAt: res.ExpiresAt.UTC(),
+		Status: string(res.Status), ExpiresAt: res.ExpiresAt.UTC(), Clipped: res.Clipped,
 	}
 	w.WriteHeader(http.StatusCreated)
 	bp := bodyPool.Get().(*[]byte)

@@ -67,6 +67,11 @@ type Snapshot struct {
 	// Released counts RELEASED redemptions; nil when the hub has no way to
 	// count them.
 	Released *int64 `json:"released"`
+	// BudgetAmount and BudgetRemaining are the money budget and what is
+	// left of it (as GET /vouchers/{code} reports them), for a voucher with
+	// a budget; absent otherwise.
+	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
+	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 	// ReservationsPerSecond is the rate of reservations this instance
 	// granted (replays excluded) since the previous snapshot.
 	ReservationsPerSecond float64 `json:"reservationsPerSecond"`
@@ -379,6 +384,10 @@ func (h *Hub) read(f *feed, prev *sample) *frame {
 	fr.snap = Snapshot{
 		Code: v.Code, At: now.UTC(), TotalLimit: v.TotalLimit, Remaining: v.Remaining(),
 		Reserved: v.Reserved, Confirmed: v.Confirmed, Released: released, Scope: ScopeInstance,
+	}
+	if v.Budget.Amount > 0 {
+		left := v.Budget.Remaining()
+		fr.snap.BudgetAmount, fr.snap.BudgetRemaining = v.Budget.Amount, &left
 	}
 	// A window much shorter than a tick (the feed's first read) would turn
 	// one request into a spike; report 0 and let the next window be longer.

@@ -46,6 +46,12 @@ type Metrics struct {
 	// Access holds the keys-file and rate-limit collectors (access.go).
 	Access *AccessMetrics
 
+	// BudgetRemaining and BudgetDrift are, per flash voucher with a money
+	// budget, what PostgreSQL has left of it and the drift of the gate's
+	// counter (ReconcileReport.BudgetDrift), at the last reconciliation.
+	BudgetRemaining *prometheus.GaugeVec
+	BudgetDrift     *prometheus.GaugeVec
+
 	// Children of the vectors observed on every request (children.go).
 	requestDuration children[requestKey, prometheus.Observer]
 	reservations    children[modeOutcome, reserveChildren]
@@ -128,6 +134,14 @@ func New(counts Counts) *Metrics {
 		Namespace: "voucherd", Name: "reconciliation_drift",
 		Help: "Redis remaining minus (totalLimit - held in PostgreSQL) per voucher at the last reconciliation; negative is undersell.",
 	}, []string{"code"})
+	m.BudgetRemaining = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "voucherd", Name: "budget_remaining",
+		Help: "Money left of a flash voucher's budget in minor units (budgetAmount - held discounts in PostgreSQL) at the last reconciliation.",
+	}, []string{"code"})
+	m.BudgetDrift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "voucherd", Name: "budget_drift",
+		Help: "Held discounts in PostgreSQL minus the gate's budget counter per voucher at the last reconciliation; positive means Redis would give out more money.",
+	}, []string{"code"})
 	m.DriftRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "reconciliation_repairs_total", Help: "Repairs made by reconciliation, by kind.",
 	}, []string{"kind"})
@@ -136,7 +150,8 @@ func New(counts Counts) *Metrics {
 	}, []string{"type"})
 	for _, c := range []prometheus.Collector{m.RequestDuration, m.Reservations, m.ReserveDuration, m.GateDecisions,
 		m.SoldOutCacheHits, m.StatementReruns, m.Compensations, m.ExpiryReleases, m.DependencyErrors, m.DependencyTime,
-		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.ConsumerMismatches, m.Drift, m.DriftRepairs, m.ThresholdEvents} {
+		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.ConsumerMismatches, m.Drift, m.DriftRepairs, m.ThresholdEvents,
+		m.BudgetRemaining, m.BudgetDrift} {
 		f(c)
 	}
 	m.checkout = newCheckoutMetrics(f)

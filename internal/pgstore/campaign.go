@@ -45,6 +45,9 @@ func (s *Store) CreateCampaign(ctx context.Context, c voucher.Campaign, n int, g
 			b.TotalLimit, b.PerUserLimit, b.StartsAt, b.EndsAt, b.DiscountPercentBP, b.MaxDiscountAmount, b.FlashSale, b.Currency), &out); err != nil {
 			return err
 		}
+		if err := insertBudget(ctx, tx, out.Code, b.Budget); err != nil {
+			return err
+		}
 		if err := recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out)); err != nil {
 			return err
 		}
@@ -143,6 +146,9 @@ func (s *Store) Campaign(ctx context.Context, id string) (voucher.Campaign, erro
 		if errors.Is(err, pgx.ErrNoRows) {
 			return voucher.Campaign{}, campaignNotFound(id)
 		}
+		return voucher.Campaign{}, interpretError(err)
+	}
+	if err := readBudget(ctx, s.pool, b); err != nil {
 		return voucher.Campaign{}, interpretError(err)
 	}
 	c.CreatedAt = c.CreatedAt.UTC()

@@ -16,13 +16,16 @@ import (
 func rejection(code, reason, facts string, retryMS int64) *voucher.Error {
 	f, ok := parseFacts(facts)
 	if !ok {
-		e := &voucher.Error{Code: voucher.ErrorCode(code), Reason: voucher.Reason(reason), Message: facts}
+		e := &voucher.Error{Code: voucher.ErrorCode(code), Reason: voucher.Reason(reason), Message: facts,
+			Limit: voucher.LimitOf(voucher.ErrorCode(code), voucher.Reason(reason))}
 		if e.Code == voucher.CodeHeldOut {
 			e.RetryAfter = max(time.Duration(retryMS)*time.Millisecond, time.Second)
 		}
 		return e
 	}
-	f.RetryAfter = time.Duration(retryMS) * time.Millisecond
+	if retryMS > 0 {
+		f.RetryAfter = time.Duration(retryMS) * time.Millisecond
+	}
 	return voucher.Reject(voucher.ErrorCode(code), voucher.Reason(reason), f)
 }
 
@@ -65,6 +68,12 @@ func parseFacts(s string) (voucher.Facts, bool) {
 			f.OrderAmount, err = strconv.ParseInt(v, 10, 64)
 		case "min":
 			f.MinOrderAmount, err = strconv.ParseInt(v, 10, 64)
+		case "budget":
+			f.BudgetRemaining, err = strconv.ParseInt(v, 10, 64)
+		case "retry":
+			var ms int64
+			ms, err = strconv.ParseInt(v, 10, 64)
+			f.RetryAfter = time.Duration(ms) * time.Millisecond
 		case "vcurrency":
 			f.VoucherCurrency = v
 		case "currency":

@@ -18,7 +18,7 @@ func (s *Store) ResolveCode(ctx context.Context, code, orderID string) (voucher.
 	o := &res.Order
 	err := scanVoucher(s.pool.QueryRow(ctx, qCodeResolve, code, orderID), &res.Voucher, &res.Found, &res.ByCampaign, &res.CodeHeld, &res.HasOrder,
 		&o.OrderID, &o.VoucherCode, &o.CustomerID, &o.OrderAmount, &o.DiscountAmount, &status,
-		&o.CreatedAt, &o.UpdatedAt, &o.ExpiresAt)
+		&o.CreatedAt, &o.UpdatedAt, &o.ExpiresAt, &res.Voucher.Budget.Amount, &res.Voucher.Budget.Clip)
 	if err != nil {
 		return voucher.Resolution{}, interpretError(err)
 	}

@@ -31,10 +31,12 @@ func scanVoucherCounts(row pgx.Row, v *voucher.Voucher) error {
 	return scanVoucher(row, v, &v.Reserved, &v.Confirmed)
 }
 
-// scanVoucherGet scans voucher_get's columns: the voucher, its live counts
-// and its campaign flag.
+// scanVoucherGet scans voucher_get's columns: the voucher, its live counts,
+// its campaign flag and its money budget.
 func scanVoucherGet(row pgx.Row, v *voucher.Voucher) error {
-	return scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign)
+	b := &v.Budget
+	return scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign,
+		&b.Amount, &b.Held, &b.Clip, &b.Reserved, &b.Confirmed)
 }
 
 func voucherNotFound(code string) error {
@@ -57,6 +59,10 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 			normalization(v.CustomerIDNormalization), v.Currency, v.CustomerID), &out); err != nil {
 			return err
 		}
+		if err := insertBudget(ctx, tx, out.Code, v.Budget); err != nil {
+			return err
+		}
+		out.Budget = voucher.Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}
 		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))
 	})
 	if err != nil {
@@ -88,10 +94,17 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 // row lock only at their last step and then see the new limits.
 func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) (before, after voucher.Voucher, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		budgetHeld, hasBudget, err := lockBudget(ctx, tx, code, p)
+		if err != nil {
+			return err
+		}
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherLock, code), &before); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return voucherNotFound(code)
 			}
+			return err
+		}
+		if err := readBudget(ctx, tx, &before); err != nil {
 			return err
 		}
 		if p.Empty() {
@@ -103,8 +116,10 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			return err
 		}
 		if next.TotalLimit < before.UsedCount {
-			return voucher.Errorf(voucher.CodeLimitBelowHeld,
+			e := voucher.Errorf(voucher.CodeLimitBelowHeld,
 				"totalLimit %d is below the %d uses held of voucher %s", next.TotalLimit, before.UsedCount, code)
+			e.Limit = voucher.LimitTotal
+			return e
 		}
 		if next.PerUserLimit < before.PerUserLimit {
 			var customer string
@@ -115,9 +130,11 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			case err != nil:
 				return err
 			case next.PerUserLimit < held:
-				return voucher.Errorf(voucher.CodeLimitBelowHeld,
+				e := voucher.Errorf(voucher.CodeLimitBelowHeld,
 					"perUserLimit %d is below the %d uses customer %s holds of voucher %s",
 					next.PerUserLimit, held, customer, code)
+				e.Limit = voucher.LimitPerUser
+				return e
 			}
 		}
 		if err := scanVoucher(tx.QueryRow(ctx, qVoucherUpdate, code,
@@ -125,9 +142,14 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			next.StartsAt, next.EndsAt, next.FlashSale, next.Disabled, next.DiscountPercentBP, next.MaxDiscountAmount), &after); err != nil {
 			return err
 		}
+		if err := patchBudget(ctx, tx, code, p, budgetHeld, hasBudget); err != nil {
+			return err
+		}
 		// A patch changes no redemption: the counts read under the lock
 		// describe both versions.
 		after.Reserved, after.Confirmed = before.Reserved, before.Confirmed
+		after.Budget = before.Budget
+		after.Budget.Amount = next.Budget.Amount
 		return recordAudit(ctx, tx, code, voucher.PatchAction(p), voucher.ActorOf(ctx),
 			voucher.AuditFields(before), voucher.AuditFields(after))
 	})

@@ -105,9 +105,11 @@ func TestPatchVoucher(t *testing.T) {
 	_, _, err = s.PatchVoucher(ctx, "PATCH", voucher.Patch{TotalLimit: i32(2)})
 	ve := requireCode(t, err, voucher.CodeLimitBelowHeld)
 	require.Equal(t, "totalLimit 2 is below the 3 uses held of voucher PATCH", ve.Message)
+	require.Equal(t, voucher.LimitTotal, ve.Limit)
 	_, _, err = s.PatchVoucher(ctx, "PATCH", voucher.Patch{PerUserLimit: i32(1)})
 	ve = requireCode(t, err, voucher.CodeLimitBelowHeld)
 	require.Equal(t, "perUserLimit 1 is below the 2 uses customer 1 holds of voucher PATCH", ve.Message)
+	require.Equal(t, voucher.LimitPerUser, ve.Limit)
 
 	// A refused patch changes nothing.
 	v, err := s.Voucher(ctx, "PATCH")

@@ -120,7 +120,7 @@ func BenchmarkSoldOutCopy(b *testing.B) {
 			for b.Loop() {
 				g.soldOut.clear(v.Code)
 				epoch := g.soldOut.begin(v.Code)
-				g.fetchSoldOut(v.Code, epoch)
+				g.fetchSoldOut(v.Code, epoch, false)
 				if e := g.soldOut.get(v.Code); e == nil || len(e.orders) != n {
 					b.Fatal("no copy")
 				}

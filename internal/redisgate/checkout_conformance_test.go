@@ -19,7 +19,9 @@ func TestConformanceValidateScript(t *testing.T) {
 	ctx := context.Background()
 	g := newGate(t, Config{SoldOutTTL: -1})
 	for i, c := range conformance.Cases {
-		if c.Skips(conformance.Script) != "" {
+		if c.Skips(conformance.Script) != "" || c.Voucher.Budget.Amount > 0 {
+			// validate.lua knows no money budget: the flash paths ask
+			// the store's voucherd_validate for a budgeted voucher.
 			continue
 		}
 		code, perUser := setUpGateCase(t, g, i, c)
@@ -61,7 +63,7 @@ func TestConformanceReplaceScript(t *testing.T) {
 		for j, r := range c.Requests {
 			before, err := g.Inspect(ctx, code)
 			require.NoError(t, err)
-			h := caseHold(n, r.Customer, r.Order, r.OrderAmount())
+			h := caseHold(cc, n, r.Customer, r.Order, r.OrderAmount())
 			h.Code = caseCode(cc, n, r.CodeIndex)
 			d, err := g.Replace(ctx, code, h, conformance.OrderID(n, r.Replaces))
 			require.NoError(t, err)
@@ -89,12 +91,13 @@ func TestUnreplace(t *testing.T) {
 	v := conformance.VoucherSpec{TotalLimit: 1, PerUserLimit: 1}.Voucher("UNREPL")
 	_, err := g.Load(ctx, voucher.Snapshot{Voucher: v})
 	require.NoError(t, err)
-	d, err := g.Reserve(ctx, v.Code, 1, caseHold(0, "1", "a", 100))
+	unrepl := conformance.Case{Voucher: conformance.VoucherSpec{TotalLimit: 1, PerUserLimit: 1}}
+	d, err := g.Reserve(ctx, v.Code, 1, caseHold(unrepl, 0, "1", "a", 100))
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)
 	before, err := g.Inspect(ctx, v.Code)
 	require.NoError(t, err)
-	d, err = g.Replace(ctx, v.Code, caseHold(0, "1", "b", 100), conformance.OrderID(0, "a"))
+	d, err = g.Replace(ctx, v.Code, caseHold(unrepl, 0, "1", "b", 100), conformance.OrderID(0, "a"))
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, d.Outcome)
 	undone, err := g.Unreplace(ctx, v.Code, conformance.OrderID(0, "b"), conformance.OrderID(0, "a"))

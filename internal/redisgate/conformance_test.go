@@ -10,10 +10,14 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// caseHold is the hold a case's reservation asks the gate to store.
-func caseHold(i int, customer string, order string, amount int64) voucher.Hold {
+// caseHold is the hold a case's reservation asks the gate to store: the
+// discount computed for the order, and the voucher's money budget, as the
+// flash paths ask.
+func caseHold(c conformance.Case, i int, customer string, order string, amount int64) voucher.Hold {
+	v := c.Voucher.Voucher(conformance.Code(i))
 	return voucher.Hold{OrderID: conformance.OrderID(i, order), CustomerID: customer, OrderAmount: amount,
-		DiscountAmount: 100_000, ReservedAt: conformance.Now, ExpiresAt: conformance.Now.Add(conformance.TTL)}
+		DiscountAmount: v.Discount().Compute(amount), ReservedAt: conformance.Now, ExpiresAt: conformance.Now.Add(conformance.TTL),
+		Budget: voucher.Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}}
 }
 
 // caseCode is the campaign code step or request k of case i presents, ""
@@ -28,7 +32,7 @@ func caseCode(c conformance.Case, i, k int) string {
 
 // requestHold is the hold request r of case i asks the gate to store.
 func requestHold(c conformance.Case, i int, r conformance.Request) voucher.Hold {
-	h := caseHold(i, r.Customer, r.Order, r.OrderAmount())
+	h := caseHold(c, i, r.Customer, r.Order, r.OrderAmount())
 	h.Code = caseCode(c, i, r.CodeIndex)
 	return h
 }
@@ -46,7 +50,7 @@ func setUpGateCase(t *testing.T, g *Gate, i int, c conformance.Case) (code strin
 		require.False(t, st.OtherVoucher, "%s: the gate has no other voucher", c.Name)
 		switch st.Kind {
 		case conformance.StepReserve:
-			h := caseHold(i, st.Customer, st.Order, conformance.Amount)
+			h := caseHold(c, i, st.Customer, st.Order, conformance.Amount)
 			h.Code = caseCode(c, i, st.CodeIndex)
 			d, err := g.Reserve(ctx, v.Code, v.PerUserLimit, h)
 			require.NoError(t, err)
@@ -84,9 +88,18 @@ func TestConformanceScript(t *testing.T) {
 		}
 		code, perUser := setUpGateCase(t, g, i, c)
 		for j, r := range c.Requests {
-			d, err := g.Reserve(ctx, code, perUser, requestHold(c, i, r))
+			h := requestHold(c, i, r)
+			d, err := g.Reserve(ctx, code, perUser, h)
 			require.NoError(t, err)
 			requireGateAnswer(t, c, j, d.Outcome)
+			if w := c.Want[j]; c.Voucher.Budget.Amount > 0 && d.Outcome == voucher.GateTaken && w.Discount != nil {
+				// The gate fits a money budget itself: the discount it
+				// took is the one the rule answers.
+				if d.Discount > 0 {
+					h.DiscountAmount = d.Discount
+				}
+				require.Equal(t, *w.Discount, h.DiscountAmount, "%s: request %d", c.Name, j)
+			}
 		}
 	}
 }
@@ -109,12 +122,14 @@ func TestConformanceSoldOutCache(t *testing.T) {
 		k := keysFor(g.cfg.KeyPrefix, code)
 		remaining, err := client.Do(ctx, client.B().Get().Key(k.remaining).Build()).AsInt64()
 		require.NoError(t, err)
-		if remaining > 0 {
-			continue // the cache holds sold-out vouchers only
+		spent, err := budgetSpent(client.Do(ctx, client.B().Hmget().Key(k.budget).Field("cap", "held").Build()))
+		require.NoError(t, err)
+		if remaining > 0 && !spent {
+			continue // the cache holds sold-out vouchers (or spent budgets) only
 		}
 		orders, err := client.Do(ctx, client.B().Hgetall().Key(k.orders).Build()).AsStrMap()
 		require.NoError(t, err)
-		e := &soldOutEntry{orders: orders, codes: heldCodes(orders)}
+		e := &soldOutEntry{orders: orders, codes: heldCodes(orders), budget: remaining > 0}
 		for j, r := range c.Requests {
 			d, ok := e.decide(conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex), false)
 			require.True(t, ok, "%s: request %d: the copy cannot answer", c.Name, j)

@@ -274,6 +274,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 			encodeHold(state, hold),
 			hold.Code,
 			attemptToken(hold),
+			budgetMode(hold.Budget),
 		}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretTakeError(err, "reserve", code)
@@ -286,6 +287,9 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	switch status {
 	case reserveTaken:
 		d.Outcome = voucher.GateTaken
+		if d.Discount, err = clippedDiscount(res); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "reserve", code)
+		}
 		if remaining <= 0 {
 			// The last use is gone: the next callers need not ask Redis.
 			g.markSoldOut(code, epoch, third)
@@ -306,6 +310,16 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		d.Outcome = voucher.GateCodeUsed
 	case reserveVoided:
 		return voucher.GateDecision{}, errVoidedAttempt("reserve", code)
+	case reserveBudget:
+		d.Outcome = voucher.GateBudgetExceeded
+		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "reserve", code)
+		}
+		if d.BudgetLeft <= 0 && len(res) > 3 {
+			// Spent: the next callers need not ask Redis either.
+			ver, _ := res[3].ToString()
+			g.markRefusing(code, epoch, ver, true)
+		}
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown reserve status %d", status), "reserve", code)
 	}
@@ -415,7 +429,7 @@ func (g *Gate) Release(ctx context.Context, code, orderID string, mode voucher.R
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := releaseScript.Exec(ctx, client, k.script(), []string{orderID, m}).AsInt64()
+	n, err := releaseScript.Exec(ctx, client, k.budgeted(), []string{orderID, m}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "release", code)
 	}
@@ -475,19 +489,21 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 			Code:           campaignCodeOf(r, code),
 		}))
 	}
+	budget := snapshotBudget(s)
 	k := keysFor(g.cfg.KeyPrefix, code)
 	expireAt := strconv.FormatInt(g.expireAt(s.Voucher.EndsAt), 10)
 	remaining := strconv.FormatInt(s.Remaining(), 10)
 	var wrote int64
 	if (len(users)+len(orders))/2 > g.cfg.ScanCount {
-		wrote, err = g.loadInSteps(ctx, client, k, expireAt, remaining, held, users, orders)
+		wrote, err = g.loadInSteps(ctx, client, k, expireAt, remaining, held, budget, users, orders)
 	} else {
-		args := make([]string, 0, 3+len(users)+len(orders))
+		args := make([]string, 0, 5+len(users)+len(orders))
 		args = append(args, expireAt, remaining, strconv.Itoa(len(users)/2))
 		args = append(append(args, users...), orders...)
+		args = append(args, budget...)
 		ctx, cancel := g.withBulkTimeout(ctx)
 		defer cancel()
-		wrote, err = loadScript.Exec(ctx, client, append(k.script(), k.freed), args).AsInt64()
+		wrote, err = loadScript.Exec(ctx, client, append(k.script(), k.freed, k.budget), args).AsInt64()
 	}
 	if err != nil {
 		return false, interpretError(err, "load", code)
@@ -518,7 +534,8 @@ func (g *Gate) Loaded(ctx context.Context, code string) (bool, error) {
 }
 
 // AdjustLimit adds delta to remaining when the voucher is loaded (a limit
-// change) and moves the expiry of its keys to v.EndsAt + KeyGrace. The
+// change), sets its money budget's cap to v.Budget.Amount, and moves the
+// expiry of its keys to v.EndsAt + KeyGrace. The
 // per-customer limit is not stored in Redis (Reserve takes it from the
 // caller), so it needs no update here. It clears the sold-out cache of the
 // code in this process. A voucher that is not loaded is left alone.
@@ -537,8 +554,12 @@ func (g *Gate) AdjustLimit(ctx context.Context, v voucher.Voucher, delta int64) 
 	k := keysFor(g.cfg.KeyPrefix, v.Code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err = adjustScript.Exec(ctx, client, k.script(),
-		[]string{strconv.FormatInt(delta, 10), strconv.FormatInt(expireAt, 10)}).Error()
+	budget := ""
+	if v.Budget.Amount > 0 {
+		budget = strconv.FormatInt(v.Budget.Amount, 10)
+	}
+	err = adjustScript.Exec(ctx, client, k.budgeted(),
+		[]string{strconv.FormatInt(delta, 10), strconv.FormatInt(expireAt, 10), budget}).Error()
 	// Clear even on error: the script may have run, and a cleared cache
 	// costs one Redis call at most.
 	g.soldOut.clear(v.Code)

@@ -56,6 +56,9 @@ func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, err
 			return nil
 		})
 	}
+	if err == nil {
+		st.BudgetAmount, st.BudgetHeld, err = g.budgetCounter(ctx, client, k)
+	}
 	if err != nil {
 		return voucher.GateState{}, interpretError(err, "inspect", code)
 	}
@@ -138,7 +141,7 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := adoptScript.Exec(ctx, client, k.script(), []string{
+	n, err := adoptScript.Exec(ctx, client, k.budgeted(), []string{
 		hold.OrderID, hold.CustomerID, encodeHold(heldState(hold), hold), hold.Code,
 	}).AsInt64()
 	if err != nil {

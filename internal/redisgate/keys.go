@@ -50,6 +50,10 @@ type keys struct {
 	// token of the loader writing it; loadUsers, loadOrders and loadCodes
 	// are the hashes it writes, moved into place in its last step.
 	loading, loadUsers, loadOrders, loadCodes string
+	// budget is the hash of a voucher's money budget (scripts/lib/budget.lua):
+	// cap and held, the discounts of the orders holding a use. Absent for a
+	// voucher without a budget.
+	budget string
 }
 
 // keysFor builds the keys of code under prefix. The prefix comes first and
@@ -72,6 +76,7 @@ func keysFor(prefix, code string) keys {
 		loadUsers:  base + "loadusers",
 		loadOrders: base + "loadorders",
 		loadCodes:  base + "loadcodes",
+		budget:     base + "budget",
 	}
 }
 
@@ -90,7 +95,7 @@ func CodesKey(prefix, code string) string { return keysFor(prefix, code).codes }
 // which must keep growing so that a copy made before the Forget never
 // matches the state after the next load.
 func (k keys) all() []string {
-	return []string{k.remaining, k.users, k.orders, k.lock, k.codes, k.freed}
+	return []string{k.remaining, k.users, k.orders, k.lock, k.codes, k.freed, k.budget}
 }
 
 // counts lists the keys derived from the orders (the held count and a count
@@ -105,8 +110,17 @@ func (k keys) staging() []string {
 
 // loadStep is the KEYS layout of loadstep.lua.
 func (k keys) loadStep() []string {
-	return append(k.script(), k.freed, k.loading, k.loadUsers, k.loadOrders, k.loadCodes)
+	return append(k.script(), k.freed, k.loading, k.loadUsers, k.loadOrders, k.loadCodes, k.budget)
 }
+
+// budgeted is script's layout followed by the budget hash: the KEYS of the
+// scripts that take or give back a use (reserve, release, replace,
+// unreplace, adopt), which move the budget with it.
+func (k keys) budgeted() []string { return append(k.script(), k.budget) }
+
+// takeBudgeted is take's layout followed by the budget hash: the KEYS of
+// reserve.lua and replace.lua.
+func (k keys) takeBudgeted() []string { return append(k.take(), k.budget) }
 
 // script is the common KEYS layout of the scripts that decide or change
 // holds: remaining, users, orders, version, codes, held, heldscan.
@@ -117,8 +131,8 @@ func (k keys) script() []string {
 // maxCachedKeys bounds keyCache; past it the cache starts over.
 const maxCachedKeys = 100_000
 
-// take is the KEYS layout of reserve.lua and replace.lua: script's, then
-// the voided attempts.
+// take is script's layout, then the voided attempts: the first eight KEYS
+// of reserve.lua and replace.lua (takeBudgeted adds the ninth).
 func (k keys) take() []string { return append(k.script(), k.void) }
 
 // keyCache keeps, per code, the KEYS of reserve.lua, so that a reservation
@@ -136,7 +150,7 @@ func (c *keyCache) reserve(prefix, code string) []string {
 		return v.([]string)
 	}
 	k := keysFor(prefix, code)
-	ks := k.take()
+	ks := k.takeBudgeted()
 	if c.n.Add(1) > maxCachedKeys {
 		c.m.Clear()
 		c.n.Store(0)

@@ -33,11 +33,12 @@ var errLoadBusy = errors.New("redisgate: another loader is writing the voucher")
 // loadInSteps writes a snapshot with loadstep.lua: a begin (waiting, up to
 // twice loadingTTL and while ctx lasts, for another loader's turn), then parts of
 // at most Config.ScanCount customers and orders, then a finish that moves
-// the hashes into place and sets remaining. users and orders are flat
+// the hashes into place and sets remaining (and the money budget, budget as
+// load.lua takes it). users and orders are flat
 // field, value lists. It returns 1 when it loaded the voucher, 0 when the
 // voucher was loaded already (by another loader).
 func (g *Gate) loadInSteps(ctx context.Context, client rueidis.Client, k keys, expireAt, remaining string,
-	held int64, users, orders []string) (int64, error) {
+	held int64, budget []string, users, orders []string) (int64, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return 0, err
@@ -84,5 +85,5 @@ func (g *Gate) loadInSteps(ctx context.Context, client rueidis.Client, k keys, e
 			return 0, err
 		}
 	}
-	return step("finish", token, expireAt, ttl, remaining, strconv.FormatInt(held, 10))
+	return step("finish", token, expireAt, ttl, remaining, strconv.FormatInt(held, 10), budget[0], budget[1])
 }

@@ -112,8 +112,9 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := replaceScript.Exec(ctx, client, k.take(),
-		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, attemptToken(hold)}).ToArray()
+	res, err := replaceScript.Exec(ctx, client, k.takeBudgeted(),
+		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, attemptToken(hold),
+			budgetMode(hold.Budget)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretTakeError(err, "replace", code)
 	}
@@ -125,6 +126,9 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	switch status {
 	case reserveTaken:
 		d.Outcome = voucher.GateTaken
+		if d.Discount, err = clippedDiscount(res); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "replace", code)
+		}
 		g.soldOut.clear(code)
 	case reserveReplay, reserveConflict, reserveReleased:
 		d.Outcome = knownOrderOutcome(status)
@@ -139,6 +143,11 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		d.Outcome = voucher.GateCodeUsed
 	case reserveVoided:
 		return voucher.GateDecision{}, errVoidedAttempt("replace", code)
+	case reserveBudget:
+		d.Outcome = voucher.GateBudgetExceeded
+		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "replace", code)
+		}
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown replace status %d", status), "replace", code)
 	}
@@ -158,7 +167,7 @@ func (g *Gate) Unreplace(ctx context.Context, code, orderID, replaces string) (b
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := unreplaceScript.Exec(ctx, client, k.script(),
+	n, err := unreplaceScript.Exec(ctx, client, k.budgeted(),
 		[]string{orderID, replaces}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "unreplace", code)

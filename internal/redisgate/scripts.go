@@ -149,4 +149,5 @@ const (
 	reserveSoldOut   = 7
 	reserveCodeUsed  = 9
 	reserveVoided    = 10
+	reserveBudget    = 11
 )

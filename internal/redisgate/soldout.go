@@ -70,6 +70,13 @@ const skipRecheck = time.Minute
 // bump the version, and the window above grows to copyMaxAge for vouchers it
 // changes. The cache never oversells: a hit never takes a use. Everything this
 // process changes clears the entry (see clear).
+//
+// A voucher whose money budget is spent (nothing left: every discount is
+// refused, clip included) while uses remain is cached the same way, its
+// entry marked budget: an unknown orderId is answered GateBudgetExceeded
+// with nothing left, as reserve.lua answers it once the code and the
+// customer's quota pass (a full quota is answered budget instead of quota
+// held: both refuse and take nothing, as with a sold-out voucher).
 type soldOutCache struct {
 	ttl       time.Duration // <= 0 disables the cache
 	maxOrders int           // larger orders hashes are not copied, and not cached
@@ -115,6 +122,8 @@ type soldOutEntry struct {
 	// skip marks a code whose orders are too many to copy: it is not cached
 	// (and not read again) until until.
 	skip bool
+	// budget marks an entry for a spent money budget whose uses remain.
+	budget bool
 }
 
 // get returns the live entry of code, nil when there is none (or it is a skip
@@ -171,6 +180,9 @@ func (e *soldOutEntry) decide(orderID, customerID, code string, pendingRequest b
 func (e *soldOutEntry) decideUnknown(code string) voucher.GateDecision {
 	if _, used := e.codes[code]; used && code != "" {
 		return voucher.GateDecision{Outcome: voucher.GateCodeUsed}
+	}
+	if e.budget {
+		return voucher.GateDecision{Outcome: voucher.GateBudgetExceeded}
 	}
 	return voucher.GateDecision{Outcome: voucher.GateSoldOut}
 }
@@ -231,7 +243,8 @@ func (c *soldOutCache) renew(code string, epoch uint64, version string) bool {
 	if version == "" || e.version != version || !now.Before(e.copied.Add(copyMaxAge)) {
 		return false
 	}
-	c.store(code, epoch, &soldOutEntry{until: now.Add(c.ttl), copied: e.copied, version: e.version, orders: e.orders, codes: e.codes})
+	c.store(code, epoch, &soldOutEntry{until: now.Add(c.ttl), copied: e.copied, version: e.version, orders: e.orders, codes: e.codes,
+		budget: e.budget})
 	return true
 }
 
@@ -256,8 +269,9 @@ func (c *soldOutCache) endFetch(code string) { c.fetching.Delete(code) }
 
 // set caches code as sold out with a copy of its orders read at since (a
 // time before the read began), for the TTL from since.
-func (c *soldOutCache) set(code string, epoch uint64, since time.Time, version string, orders map[string]string) {
-	c.store(code, epoch, &soldOutEntry{until: since.Add(c.ttl), copied: since, version: version, orders: orders, codes: heldCodes(orders)})
+func (c *soldOutCache) set(code string, epoch uint64, since time.Time, version string, orders map[string]string, budget bool) {
+	c.store(code, epoch, &soldOutEntry{until: since.Add(c.ttl), copied: since, version: version, orders: orders, codes: heldCodes(orders),
+		budget: budget})
 }
 
 // skipCode leaves code out of the cache for skipRecheck: its orders are too
@@ -306,12 +320,18 @@ func (c *soldOutCache) clear(code string) {
 // unless one is on its way. The reservation does not wait: requests go to
 // Redis until the copy arrives.
 func (g *Gate) markSoldOut(code string, epoch uint64, version string) {
+	g.markRefusing(code, epoch, version, false)
+}
+
+// markRefusing is markSoldOut, or with budget the same for a spent money
+// budget (GateBudgetExceeded with nothing left).
+func (g *Gate) markRefusing(code string, epoch uint64, version string, budget bool) {
 	if g.soldOut.renew(code, epoch, version) || !g.soldOut.startFetch(code, epoch) {
 		return
 	}
 	started := g.goBackground(func() {
 		defer g.soldOut.endFetch(code)
-		g.fetchSoldOut(code, epoch)
+		g.fetchSoldOut(code, epoch, budget)
 	})
 	if !started {
 		g.soldOut.endFetch(code)
@@ -319,12 +339,13 @@ func (g *Gate) markSoldOut(code string, epoch uint64, version string) {
 }
 
 // fetchSoldOut reads a copy of code's orders and caches it if the voucher is
-// still sold out and its orders fit SoldOutMaxOrders. The copy is read with
+// still sold out (with budget: sold out, or its money budget still spent)
+// and its orders fit SoldOutMaxOrders. The copy is read with
 // plain commands, not a script (a script that returns HGETALL blocks Redis
 // about three times longer), between two reads of the version: equal
 // versions prove that no script changed the orders meanwhile. A failure
 // caches nothing: the next sold-out answer tries again.
-func (g *Gate) fetchSoldOut(code string, epoch uint64) {
+func (g *Gate) fetchSoldOut(code string, epoch uint64, budget bool) {
 	client, err := g.conn()
 	if err != nil {
 		return
@@ -345,20 +366,22 @@ func (g *Gate) fetchSoldOut(code string, epoch uint64) {
 		client.B().Get().Key(k.version).Build(),
 		client.B().Hgetall().Key(k.orders).Build(),
 		client.B().Get().Key(k.remaining).Build(),
+		client.B().Hmget().Key(k.budget).Field("cap", "held").Build(),
 		client.B().Get().Key(k.version).Build(),
 	)
 	before, err1 := optString(res[0])
 	orders, err2 := res[1].AsStrMap()
 	remaining, err3 := res[2].AsInt64()
-	after, err4 := optString(res[3])
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	spent, err4 := budgetSpent(res[3])
+	after, err5 := optString(res[4])
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return // includes a voucher no longer loaded (remaining is nil)
 	}
-	if before != after || remaining > 0 {
+	if before != after || remaining > 0 && !(budget && spent) {
 		return
 	}
 	g.soldOut.copies.Add(1)
-	g.soldOut.set(code, epoch, since, before, orders)
+	g.soldOut.set(code, epoch, since, before, orders, remaining > 0)
 }
 
 // optString is the string of a GET reply, "" when the key is absent.

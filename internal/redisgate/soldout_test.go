@@ -22,7 +22,7 @@ func TestSoldOutCache(t *testing.T) {
 	require.True(t, c.startFetch("A", epoch))
 	require.False(t, c.startFetch("A", epoch), "one read per code at a time")
 	require.True(t, c.startFetch("B", c.begin("B")), "other codes read on their own")
-	c.set("A", epoch, clock.Now(), "7", copyOf())
+	c.set("A", epoch, clock.Now(), "7", copyOf(), false)
 	c.endFetch("A")
 	require.NotNil(t, c.get("A"))
 	require.Nil(t, c.get("B"))
@@ -49,11 +49,11 @@ func TestSoldOutCache(t *testing.T) {
 	// Not beyond copyMaxAge after the read, and then the sweep drops it.
 	clock.Add(copyMaxAge)
 	require.False(t, c.renew("A", epoch, "7"))
-	c.set("B", c.begin("B"), clock.Now(), "1", copyOf())
+	c.set("B", c.begin("B"), clock.Now(), "1", copyOf(), false)
 	_, kept := c.m.Load("A")
 	require.False(t, kept, "swept")
 
-	c.set("A", c.begin("A"), clock.Now(), "7", copyOf())
+	c.set("A", c.begin("A"), clock.Now(), "7", copyOf(), false)
 	c.clear("A")
 	require.Nil(t, c.get("A"))
 	require.False(t, c.renew("A", c.begin("A"), "7"), "a clear drops the copy")
@@ -63,7 +63,7 @@ func TestSoldOutCache(t *testing.T) {
 	epoch = c.begin("A")
 	require.True(t, c.startFetch("A", epoch))
 	c.clear("A")
-	c.set("A", epoch, clock.Now(), "7", copyOf())
+	c.set("A", epoch, clock.Now(), "7", copyOf(), false)
 	c.endFetch("A")
 	require.Nil(t, c.get("A"))
 	require.False(t, c.startFetch("A", epoch), "a stale epoch starts no read")
@@ -73,7 +73,7 @@ func TestSoldOutCache(t *testing.T) {
 	require.NotSame(t, c.epoch("A"), c.epoch("B"))
 	epoch = c.begin("A")
 	c.clear("B")
-	c.set("A", epoch, clock.Now(), "7", copyOf())
+	c.set("A", epoch, clock.Now(), "7", copyOf(), false)
 	require.NotNil(t, c.get("A"))
 	c.clear("A")
 
@@ -98,7 +98,7 @@ func TestSoldOutCacheDisabled(t *testing.T) {
 	c := &soldOutCache{ttl: -1, now: time.Now}
 	require.False(t, c.startFetch("A", c.begin("A")))
 	require.True(t, c.renew("A", c.begin("A"), "1"), "nothing to do")
-	c.set("A", c.begin("A"), time.Now(), "1", map[string]string{})
+	c.set("A", c.begin("A"), time.Now(), "1", map[string]string{}, false)
 	require.Nil(t, c.get("A"))
 }
 

@@ -96,6 +96,11 @@ type Error struct {
 	// 503, a use may have been taken. Retrying with the same orderId tells
 	// which; reconciliation settles it otherwise.
 	OutcomeUnknown bool
+	// Limit names the limit a refusal was caused by ("" for any other
+	// answer); Reject sets it.
+	Limit Limit
+	// BudgetRemaining is, for BUDGET_EXCEEDED, what is left of the budget.
+	BudgetRemaining int64
 	// Err is the cause, kept for logs and errors.Is; it is never shown to clients.
 	Err error
 }

@@ -268,7 +268,7 @@ func definitionMismatch(v Voucher, e ReservedEvent) EventMismatch {
 	switch want := v.Discount().Compute(e.OrderAmount); {
 	case !v.FlashSale:
 		return EventMismatch{Reason: MismatchNotFlash, Detail: "voucher " + v.Code + " is not a flash voucher"}
-	case want != e.DiscountAmount:
+	case want != e.DiscountAmount && !clippedByBudget(v, e.DiscountAmount, want):
 		return EventMismatch{Reason: MismatchDiscount, Detail: fmt.Sprintf("discountAmount %d, the voucher gives %d on orderAmount %d",
 			e.DiscountAmount, want, e.OrderAmount)}
 	case e.ReservedAt.Before(v.StartsAt.Truncate(time.Millisecond)) || !e.ReservedAt.Before(v.EndsAt):

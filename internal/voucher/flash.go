@@ -121,6 +121,7 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
 		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: at, ExpiresAt: at.Add(p.cfg.ReservationTTL),
 		Pending: p.writes.pending(), Owner: p.cfg.Instance, Replaces: req.ReplacesOrderID, Code: rt.campaignCode,
+		Budget: Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip},
 	}
 	for attempt := 0; ; attempt++ {
 		var dec GateDecision
@@ -148,6 +149,9 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		p.obs.GateDecided(dec.Outcome)
 		switch dec.Outcome {
 		case GateTaken:
+			if dec.Discount > 0 {
+				hold.DiscountAmount = dec.Discount
+			}
 			res, err := p.writes.write(ctx, rt, req, hold, dec)
 			return res, false, err
 		case GateReplay:
@@ -206,6 +210,8 @@ func (p *flashPath) refusal(ctx context.Context, rt route, o gateOrder, dec Gate
 		return Reject(CodeAlreadyUsed, ReasonCodeUsed, Facts{Voucher: rt.code})
 	case GateNotHeld:
 		return Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: rt.code, OrderID: o.replaces, CustomerID: o.customerID})
+	case GateBudgetExceeded:
+		return p.budgetExceeded(ctx, rt, dec.BudgetLeft, now)
 	}
 	return Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
 }
@@ -287,6 +293,12 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 		}
 		switch dec.Outcome {
 		case GateTaken:
+			if v.Budget.Amount > 0 {
+				// The gate's validation knows no money budget: the store's
+				// read-only answer tells whether the discount fits (in
+				// Kafka mode as far as the consumer has applied).
+				return p.store.Validate(ctx, req, now)
+			}
 			return StoreValidation{DiscountAmount: v.Discount().Compute(req.OrderAmount)}, nil
 		case GateReplay:
 			return StoreValidation{DiscountAmount: dec.Hold.DiscountAmount, Replay: true}, nil

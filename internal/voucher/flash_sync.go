@@ -49,6 +49,7 @@ func (w *syncWrites) fallback() bool { return w.cfg.FlashFallback }
 func (w *syncWrites) write(ctx context.Context, rt route, req ReserveRequest, hold Hold, _ GateDecision) (Reservation, error) {
 	res, err := w.standard.write(ctx, req)
 	if err == nil {
+		w.rediscount(ctx, rt, hold, res)
 		return res, nil
 	}
 	if IsOutcomeUnknown(err) {

@@ -54,6 +54,9 @@ const (
 	GateNotHeld
 	// GateCodeUsed: the campaign code is held by another order.
 	GateCodeUsed
+	// GateBudgetExceeded: the hold's discount does not fit what is left of
+	// the voucher's money budget (GateDecision.BudgetLeft).
+	GateBudgetExceeded
 )
 
 // String names the outcome for logs and metrics.
@@ -77,6 +80,8 @@ func (o GateOutcome) String() string {
 		return "not_held"
 	case GateCodeUsed:
 		return "code_used"
+	case GateBudgetExceeded:
+		return "budget_exceeded"
 	}
 	return "unknown"
 }
@@ -117,6 +122,11 @@ type Hold struct {
 	// this order while the hold holds a use (held or pending), and an
 	// orderId asked again with another code is a conflict.
 	Code string
+	// Budget is, for a take (Reserve, Replace), the voucher's money budget
+	// as the caller's definition has it (Amount and Clip): the gate fits
+	// DiscountAmount to what is left of it (Budget.Fit). Not kept with the
+	// hold.
+	Budget Budget
 }
 
 // HoldStart is when h's hold began: HeldSince, else ReservedAt.
@@ -145,6 +155,11 @@ type GateDecision struct {
 	// Local reports a decision made in this process, from the gate's copy
 	// of a sold-out voucher, without a call to Redis.
 	Local bool
+	// Discount is, for GateTaken, the discount the hold took when the
+	// budget clipped it (0: the hold's own).
+	Discount int64
+	// BudgetLeft is, for GateBudgetExceeded, what is left of the budget.
+	BudgetLeft int64
 }
 
 // ReleaseMode says what the gate keeps of a released orderId.
@@ -326,6 +341,22 @@ type GateState struct {
 	// Codes maps each campaign code held in the gate to the orderId
 	// holding it (a flash campaign's budget only).
 	Codes map[string]string
+	// BudgetAmount and BudgetHeld are the gate's money budget counter (cap
+	// and the discounts of the orders holding a use), read after the
+	// orders; BudgetAmount is 0 for a voucher without a budget.
+	BudgetAmount, BudgetHeld int64
+}
+
+// BudgetHeldOrders is the sum of the discounts of the orders holding a use
+// (held or pending), as the gate's budget counter should count them.
+func (s GateState) BudgetHeldOrders() int64 {
+	var n int64
+	for _, h := range s.Orders {
+		if !h.Released {
+			n += h.DiscountAmount
+		}
+	}
+	return n
 }
 
 // Held is the number of orders holding a use (held or pending).

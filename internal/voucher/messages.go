@@ -25,8 +25,11 @@ type Facts struct {
 	OrderAmount, MinOrderAmount int64
 	// Currency (the request's) and VoucherCurrency word CURRENCY_MISMATCH.
 	Currency, VoucherCurrency string
-	// RetryAfter is, for HELD_OUT, the time until the earliest hold expires.
+	// RetryAfter is, for HELD_OUT (and BUDGET_EXCEEDED when positive), the
+	// time until the earliest hold expires.
 	RetryAfter time.Duration
+	// BudgetRemaining is, for BUDGET_EXCEEDED, what is left of the budget.
+	BudgetRemaining int64
 }
 
 // ruleMessages is the one table of the rule answers' wording, by code.
@@ -82,6 +85,23 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 		}
 		return fmt.Sprintf("customer %s already holds %d use(s) of voucher %s", f.CustomerID, f.PerUserLimit, f.Voucher)
 	},
+	CodeBudgetExceeded: func(_ Reason, f Facts) string {
+		return fmt.Sprintf("the discount does not fit the budget of voucher %s: %d left", f.Voucher, f.BudgetRemaining)
+	},
+}
+
+// LimitOf names the limit behind a refusal with code and reason, "" for
+// other answers.
+func LimitOf(code ErrorCode, reason Reason) Limit {
+	switch {
+	case code == CodeOutOfStock || code == CodeHeldOut:
+		return LimitTotal
+	case code == CodeAlreadyUsed && reason != ReasonCodeUsed:
+		return LimitPerUser
+	case code == CodeBudgetExceeded:
+		return LimitBudget
+	}
+	return ""
 }
 
 // Reject is the answer of a reservation rule: code and reason with the
@@ -89,14 +109,20 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 // hold already past its expiry waits for the expiry job). A code outside the
 // rules keeps its code with a plain message.
 func Reject(code ErrorCode, reason Reason, f Facts) *Error {
-	e := &Error{Code: code, Reason: reason}
+	e := &Error{Code: code, Reason: reason, Limit: LimitOf(code, reason)}
 	if word, ok := ruleMessages[code]; ok {
 		e.Message = word(reason, f)
 	} else {
 		e.Message = fmt.Sprintf("voucher %s: %s", f.Voucher, code)
 	}
-	if code == CodeHeldOut {
+	switch code {
+	case CodeHeldOut:
 		e.RetryAfter = max(f.RetryAfter, time.Second)
+	case CodeBudgetExceeded:
+		e.BudgetRemaining = f.BudgetRemaining
+		if f.RetryAfter > 0 {
+			e.RetryAfter = max(f.RetryAfter, time.Second)
+		}
 	}
 	return e
 }

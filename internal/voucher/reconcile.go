@@ -54,6 +54,16 @@ type ReconcileReport struct {
 	Repaired bool `json:"repaired"`
 	// Skipped explains repairs that were not safe to make now.
 	Skipped string `json:"skipped,omitempty"`
+	// The money budget, for a voucher with one: its amount, the discounts
+	// of the held rows, the gate's counter, and BudgetDrift, the database's
+	// minus the gate's (positive: the gate would give out more money than
+	// the database allows; negative: less, or takes still on their way to
+	// the store). Reported only: the gate never gives out more than its
+	// own counter allows, and a reload (warm-up after Forget) resets it.
+	BudgetAmount       int64 `json:"budgetAmount,omitempty"`
+	DatabaseBudgetHeld int64 `json:"databaseBudgetHeld,omitempty"`
+	RedisBudgetHeld    int64 `json:"redisBudgetHeld,omitempty"`
+	BudgetDrift        int64 `json:"budgetDrift,omitempty"`
 }
 
 // Consistent reports whether the report found nothing to repair or report.
@@ -101,6 +111,15 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	rep.RedisRemaining = gs.Remaining
 	rep.Drift = gs.Remaining - rep.ExpectedRemaining
+	if b := snap.Voucher.Budget.Amount; b > 0 {
+		rep.BudgetAmount, rep.RedisBudgetHeld = b, gs.BudgetHeld
+		for _, r := range snap.Orders {
+			if r.Status.Held() {
+				rep.DatabaseBudgetHeld += r.DiscountAmount
+			}
+		}
+		rep.BudgetDrift = rep.DatabaseBudgetHeld - rep.RedisBudgetHeld
+	}
 
 	rows := make(map[string]Redemption, len(snap.Orders))
 	for _, r := range snap.Orders {

@@ -153,6 +153,9 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		return Reservation{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: req.Code})
 	}
 	res, mode, err = rt.path.reserve(ctx, rt, req, start)
+	if err == nil && rt.v.Budget.Clip {
+		res.Clipped = res.DiscountAmount < rt.v.Discount().Compute(res.OrderAmount)
+	}
 	if err == nil {
 		// Threshold events once the answer is decided (thresholds.go), of
 		// the voucher or campaign budget whose stock moved.

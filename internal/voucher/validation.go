@@ -61,6 +61,10 @@ type Validation struct {
 	RetryAfter time.Duration
 	// Message is the reservation's message for Code.
 	Message string
+	// Limit and BudgetRemaining are the refusal's (Error.Limit,
+	// Error.BudgetRemaining).
+	Limit           Limit
+	BudgetRemaining int64
 }
 
 // ValidationOf turns the answer of a reservation rule into a Validation:
@@ -74,14 +78,16 @@ func ValidationOf(sv StoreValidation, err error) (Validation, error) {
 	if !ok || !refusal(e.Code) {
 		return Validation{}, err
 	}
-	return Validation{Code: e.Code, Reason: e.Reason, RetryAfter: e.RetryAfter, Message: e.Message}, nil
+	return Validation{Code: e.Code, Reason: e.Reason, RetryAfter: e.RetryAfter, Message: e.Message,
+		Limit: e.Limit, BudgetRemaining: e.BudgetRemaining}, nil
 }
 
 // refusal reports whether code is a reservation rule's refusal, which a
 // validation answers with 200 and valid=false.
 func refusal(code ErrorCode) bool {
 	switch code {
-	case CodeOutOfStock, CodeHeldOut, CodeAlreadyUsed, CodeNotEligible, CodeOrderConflict, CodeOrderReleased:
+	case CodeOutOfStock, CodeHeldOut, CodeAlreadyUsed, CodeNotEligible, CodeOrderConflict, CodeOrderReleased,
+		CodeBudgetExceeded:
 		return true
 	}
 	return false

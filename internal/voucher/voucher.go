@@ -102,6 +102,8 @@ type Voucher struct {
 	// (CUSTOMER_MISMATCH). "" serves every customer. Set at creation only.
 	// For a campaign's code it is the code's customer (Resolution.Voucher).
 	CustomerID string
+	// Budget is the voucher's money budget (zero: none).
+	Budget Budget
 
 	// UsedCount is the number of held uses as the voucher row counts them.
 	UsedCount int32
@@ -152,6 +154,9 @@ func (v Voucher) Validate() error {
 	case !v.StartsAt.Before(v.EndsAt):
 		return Errorf(CodeInvalidRequest, "startsAt must be before endsAt")
 	}
+	if err := v.Budget.Validate(); err != nil {
+		return err
+	}
 	return v.Discount().Validate()
 }
 
@@ -175,12 +180,16 @@ type Patch struct {
 	FlashSale         *bool
 	// Active stops (false) or restarts (true) a voucher.
 	Active *bool
+	// BudgetAmount sets the money budget's amount (Budget.Amount); the
+	// store refuses one below what is held (LIMIT_BELOW_HELD).
+	BudgetAmount *int64
 }
 
 // Empty reports whether the patch changes nothing.
 func (p Patch) Empty() bool {
 	return p.DiscountAmount == nil && p.DiscountPercentBP == nil && p.MaxDiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
-		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil
+		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil &&
+		p.BudgetAmount == nil
 }
 
 // Apply returns v with the patch applied and validated. It does not check
@@ -224,6 +233,9 @@ func (p Patch) Apply(v Voucher) (Voucher, error) {
 	}
 	if p.Active != nil {
 		v.Disabled = !*p.Active
+	}
+	if p.BudgetAmount != nil {
+		v.Budget.Amount = *p.BudgetAmount
 	}
 	return v, v.Validate()
 }
@@ -426,6 +438,9 @@ type Reservation struct {
 	// row in PostgreSQL, the gate's counter in Kafka mode). Threshold events
 	// are derived from it. Nil for a replay.
 	Taken *Stock
+	// Clipped is set when the money budget gave the order less than its
+	// discount (Budget.Clip): what was left of it.
+	Clipped bool
 }
 
 // Stock is a voucher's free uses and total limit at one instant.

@@ -1,7 +1,11 @@
 -- voucherd_expire releases up to p_limit RESERVED redemptions due at p_now,
 -- oldest first, and returns them. SKIP LOCKED lets concurrent sweepers split
 -- the work; the status re-check under the row lock makes each row released
--- once. Counters are given back per customer and per voucher, in lock order.
+-- once. Counters are given back per customer and per voucher, in lock order;
+-- the limit counters (voucher_limit) too, sorted by voucher, before the
+-- customers' (the trigger voucherd_limit_count would take them in the order
+-- the rows expire, so the sweep counts them itself:
+-- voucherd.limits_by_caller, for the call).
 -- The lookups by the array of released orderIds run through EXECUTE, planned
 -- for the table's current size on each call, for the reason
 -- voucherd_apply_reserved_codes gives.
@@ -11,6 +15,7 @@ DECLARE
     v_ids text[];
     c record;
 BEGIN
+    PERFORM set_config('voucherd.limits_by_caller', 'on', true);
     WITH due AS (
         SELECT d.order_id FROM voucher_redemption d
         WHERE d.status = 'RESERVED' AND d.expires_at <= p_now
@@ -25,8 +30,22 @@ BEGIN
     SELECT coalesce(array_agg(done.order_id), '{}') INTO v_ids FROM done;
 
     IF cardinality(v_ids) = 0 THEN
+        PERFORM set_config('voucherd.limits_by_caller', 'off', true);
         RETURN;
     END IF;
+
+    FOR c IN EXECUTE
+        'SELECT DISTINCT x.voucher_code FROM voucher_redemption x
+         WHERE x.order_id = ANY ($1) ORDER BY x.voucher_code' USING v_ids
+    LOOP
+        EXECUTE
+            'UPDATE voucher_limit l
+             SET held = l.held - (SELECT coalesce(sum(voucherd_limit_weight(l.kind, ''RESERVED'', x.discount_amount)), 0)
+                                  FROM voucher_redemption x
+                                  WHERE x.order_id = ANY ($1) AND x.voucher_code = l.voucher_code)
+             WHERE l.voucher_code = $2' USING v_ids, c.voucher_code;
+    END LOOP;
+    PERFORM set_config('voucherd.limits_by_caller', 'off', true);
 
     FOR c IN EXECUTE
         'SELECT x.voucher_code, x.customer, count(*)::integer AS n

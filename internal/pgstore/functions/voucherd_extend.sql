@@ -27,9 +27,9 @@ BEGIN
 
     IF r.status = 'RESERVED' THEN
         IF r.expires_at <= p_now THEN
-            PERFORM voucherd_give_back(r.voucher_code, r.customer);
             UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now
             WHERE x.order_id = p_order RETURNING x.* INTO r;
+            PERFORM voucherd_give_back(r.voucher_code, r.customer);
             expired := true;
         ELSE
             v_new := greatest(r.expires_at, least(p_until, coalesce(r.held_since, r.created_at) + p_max));

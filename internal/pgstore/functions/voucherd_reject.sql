@@ -4,7 +4,9 @@
 -- VD001, MESSAGE = the voucher.ErrorCode, DETAIL = the facts the message is
 -- worded from, HINT = the NOT_ELIGIBLE reason (or ''). Facts are
 -- space-separated key=value pairs (keys: voucher, order, uses, customer,
--- limit, starts, ends, amount, min, vcurrency, currency; no value holds a space or '='); the Go
+-- limit, starts, ends, amount, min, vcurrency, currency, budget (what is left
+-- of a money budget), retry (milliseconds until a hold may free some); no
+-- value holds a space or '='); the Go
 -- side words every message from one table (voucher.Reject). HELD_OUT is
 -- VD004 (voucherd_reject_stock), VD002 a Kafka batch over a per-user limit,
 -- VD003 a batch to retry one by one, VD900 counters that disagree with the

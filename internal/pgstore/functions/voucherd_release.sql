@@ -23,9 +23,11 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM voucherd_give_back(r.voucher_code, r.customer);
+    -- The row first: its trigger gives the limit counters back before the
+    -- customer and voucher rows are locked (lock order, docs/rules.md).
     UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now
     WHERE x.order_id = p_order RETURNING x.* INTO r;
+    PERFORM voucherd_give_back(r.voucher_code, r.customer);
     redemption := r;
     released := true;
 END

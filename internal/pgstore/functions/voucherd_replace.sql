@@ -92,12 +92,16 @@ BEGIN
 
     -- p_replaces first, so that its code (p_code itself, maybe) is free for
     -- p_order; put back as it was when p_order cannot be inserted.
+    -- Its discount goes back to the money budget first (the trigger), so
+    -- the new one is fitted against what the replaced hold leaves.
     UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now WHERE x.order_id = p_replaces;
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
          expires_at, code, held_since)
     VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
-            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl,
+            voucherd_limit_fit(v.code,
+                voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now),
+            'RESERVED', p_now, p_now, p_now + p_ttl,
             v_unique, coalesce(old.held_since, old.created_at))
     ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;

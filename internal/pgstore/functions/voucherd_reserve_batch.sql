@@ -34,7 +34,20 @@
 --      concurrent PATCH of the window, the minimum amount or the per-user
 --      limit) the call raises VD003 and rolls back whole; the caller then
 --      reserves each element on its own with voucherd_reserve_one. A campaign
---      code raises VD003 at once.
+--      code, or a voucher with a limit row other than its money budget,
+--      raises VD003 at once.
+--
+-- A money budget (voucher_limit, kind budget) is decided here too, with one
+-- conditional update of its counter: its row is locked right after the
+-- placeholders (2b, the lock order's place for limit rows), the decisions
+-- fit each element's discount to what is left (voucherd_limit_fit's rule:
+-- after the stock, before the customer's quota; clipped when the budget
+-- clips), the placeholders are given the discounts decided (step 5), and
+-- step 6 raises the counter by the discounts granted, under the CHECK. The
+-- trigger voucherd_limit_count leaves the batch's own writes to it
+-- (voucherd.limits_by_caller, set for the call only): placeholders are
+-- inserted for every eligible element before the decisions, and would
+-- otherwise count money no element may get.
 --
 -- The statements that look rows up by an array of keys run through EXECUTE,
 -- so that each call plans them for its own arrays and the tables' current
@@ -104,6 +117,15 @@ DECLARE
     c_created text[] := '{}';
     c_new boolean[] := '{}';  -- by position in c_ids: created by this call and still there
     v_delete_customers text[];
+
+    -- The money budget: whether the voucher has one, its row as locked, what
+    -- the decisions left of it, what they granted, each element's discount.
+    b_has boolean := false;
+    b voucher_limit%ROWTYPE;
+    b_left bigint;
+    b_taken bigint;
+    e_discount bigint[];
+    v_want bigint;
 BEGIN
     IF v_n = 0 THEN
         RETURN;
@@ -118,7 +140,9 @@ BEGIN
     SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
     -- A campaign code (or budget) is decided by voucherd_reserve alone: the
     -- orders of one campaign code compete for the code itself.
-    IF FOUND AND v.campaign OR NOT FOUND AND EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code) THEN
+    -- So is a voucher with a limit this function does not decide.
+    IF FOUND AND v.campaign OR NOT FOUND AND EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code)
+       OR FOUND AND EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code AND l.kind <> 'budget') THEN
         RAISE EXCEPTION USING ERRCODE = 'VD003', MESSAGE = format('campaign code %s: reserve one by one', p_code);
     END IF;
     IF NOT FOUND THEN
@@ -129,6 +153,10 @@ BEGIN
             FROM unnest(p_orders, p_customers, p_amounts, p_nows) WITH ORDINALITY
                  AS e(u_order, u_customer, u_amount, u_now, u_n);
         RETURN;
+    END IF;
+    b_has := EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code);
+    IF b_has THEN
+        PERFORM set_config('voucherd.limits_by_caller', 'on', true);
     END IF;
     e_ok := array_fill(true, ARRAY[v_n]);
     e_reason := array_fill(''::text, ARRAY[v_n]);
@@ -167,6 +195,14 @@ BEGIN
                coalesce(array_agg(cand.u_n ORDER BY cand.u_order), '{}')
         INTO k_orders, k_db
         FROM cand JOIN ins ON ins.order_id = cand.u_order;
+
+        -- 2b. The money budget's row, locked (after the redemption rows,
+        -- before the customer counters).
+        IF b_has THEN
+            SELECT l.* INTO b FROM voucher_limit l
+            WHERE l.voucher_code = p_code AND l.kind = 'budget' AND l.period_start = '-infinity'
+            FOR NO KEY UPDATE;
+        END IF;
 
         -- 3. The counters of every customer who may take a use: those of the
         -- eligible elements whose orderId has a placeholder. ON CONFLICT DO
@@ -223,6 +259,9 @@ BEGIN
         k_owner := array_fill(0, ARRAY[cardinality(k_orders)]);
         c_held := c_start;
         v_taken := 0;
+        b_left := b.cap - b.held;
+        b_taken := 0;
+        e_discount := array_fill(0::bigint, ARRAY[v_n]);
         e_error := array_fill(''::text, ARRAY[v_n]);
         e_ans_reason := array_fill(''::text, ARRAY[v_n]);
         e_message := array_fill(''::text, ARRAY[v_n]);
@@ -269,6 +308,17 @@ BEGIN
                 e_message[v_i] := format('voucher=%s', p_code);
                 CONTINUE;
             END IF;
+            v_want := voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amounts[v_i]);
+            e_discount[v_i] := v_want;
+            IF b.cap IS NOT NULL AND NOT (b_left > 0 AND v_want <= b_left) THEN
+                IF b.clip AND b_left > 0 THEN
+                    e_discount[v_i] := b_left;
+                ELSE
+                    e_error[v_i] := 'BUDGET_EXCEEDED';
+                    e_message[v_i] := format('voucher=%s budget=%s', p_code, greatest(b_left, 0));
+                    CONTINUE;
+                END IF;
+            END IF;
             v_m := array_position(c_ids, p_customers[v_i]);
             IF v_k IS NULL OR v_m IS NULL THEN
                 RAISE EXCEPTION USING ERRCODE = 'VD900',
@@ -282,8 +332,12 @@ BEGIN
             c_held[v_m] := c_held[v_m] + 1;
             k_owner[v_k] := v_i;
             v_taken := v_taken + 1;
+            IF b.cap IS NOT NULL THEN
+                b_left := b_left - e_discount[v_i];
+                b_taken := b_taken + e_discount[v_i];
+            END IF;
             e_row[v_i] := ROW(p_orders[v_i], p_code, voucherd_customer_legacy(p_customers[v_i]), p_amounts[v_i],
-                              voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amounts[v_i]),
+                              e_discount[v_i],
                               'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL,
                               p_customers[v_i], NULL)::voucher_redemption;
         END LOOP;
@@ -305,11 +359,21 @@ BEGIN
                 r := e_row[k_owner[v_k]];
                 UPDATE voucher_redemption x
                 SET customer = r.customer, customer_id = r.customer_id, order_amount = r.order_amount,
+                    discount_amount = r.discount_amount,
                     created_at = r.created_at, updated_at = r.updated_at, expires_at = r.expires_at
                 WHERE x.order_id = r.order_id;
             END IF;
             k_db[v_k] := k_owner[v_k];
         END LOOP;
+        -- A discount the budget clipped, on a placeholder kept as inserted.
+        IF b.clip THEN
+            FOR v_k IN 1..coalesce(cardinality(k_orders), 0) LOOP
+                CONTINUE WHEN k_owner[v_k] = 0;
+                r := e_row[k_owner[v_k]];
+                UPDATE voucher_redemption x SET discount_amount = r.discount_amount
+                WHERE x.order_id = r.order_id AND x.discount_amount <> r.discount_amount;
+            END LOOP;
+        END IF;
         IF cardinality(v_delete) > 0 THEN
             EXECUTE 'DELETE FROM voucher_redemption x WHERE x.order_id = ANY ($1)' USING v_delete;
         END IF;
@@ -367,12 +431,24 @@ BEGIN
         END IF;
     END LOOP;
 
+    -- The budget's counter, raised by the discounts granted: its row is
+    -- locked since 2b, so the decisions' read of it stands (the CHECK is the
+    -- last line of defence). The trigger counts this transaction's later
+    -- writes again.
+    IF b_taken > 0 THEN
+        UPDATE voucher_limit l SET held = l.held + b_taken
+        WHERE l.voucher_code = p_code AND l.kind = 'budget' AND l.period_start = '-infinity';
+    END IF;
+    IF b_has THEN
+        PERFORM set_config('voucherd.limits_by_caller', 'off', true);
+    END IF;
+
     -- Stock rejections: HELD_OUT while some use is RESERVED. The rows now
     -- match the decisions, so the holds read here are the committed ones
     -- plus those this batch granted, which all come before any element
     -- refused for stock: what each element would see run on its own, in
     -- order (voucherd_reserve_one).
-    IF 'OUT_OF_STOCK' = ANY (e_error) THEN
+    IF 'OUT_OF_STOCK' = ANY (e_error) OR 'BUDGET_EXCEEDED' = ANY (e_error) THEN
         v_hold := voucherd_earliest_hold(p_code);
     END IF;
 
@@ -384,6 +460,9 @@ BEGIN
         IF e_error[v_i] = 'OUT_OF_STOCK' AND v_hold IS NOT NULL THEN
             e_error[v_i] := 'HELD_OUT';
             o_retry_ms := voucherd_retry_ms(v_hold, p_nows[v_i]);
+        END IF;
+        IF e_error[v_i] = 'BUDGET_EXCEEDED' AND v_hold IS NOT NULL THEN
+            e_message[v_i] := e_message[v_i] || format(' retry=%s', voucherd_retry_ms(v_hold, p_nows[v_i]));
         END IF;
         IF e_error[v_i] = '' AND NOT e_replay[v_i] THEN
             -- The grants in arrival order, each with the count right

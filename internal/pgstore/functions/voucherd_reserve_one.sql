@@ -12,6 +12,8 @@
 -- take and its total_limit, read under the row lock (threshold events); 0
 -- for a replay. A voucher with no free use is HELD_OUT or OUT_OF_STOCK
 -- (voucherd_reject_stock). p_currency is the order's currency (NULL: none).
+-- A voucher's money budget is decided in step d2 (voucherd_limit_fit),
+-- before the insert whose trigger counts it.
 CREATE OR REPLACE FUNCTION voucherd_reserve_one(
     p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz, p_ttl interval,
     p_currency text DEFAULT NULL,
@@ -23,6 +25,7 @@ DECLARE
     v_held integer;
     v_verdict text;
     v_unique text;  -- the campaign code presented, NULL for a voucher
+    v_discount bigint;
 BEGIN
     o_used := 0;
     o_total := 0;
@@ -71,6 +74,11 @@ BEGIN
         PERFORM voucherd_reject_stock(v.code, p_now);
     END IF;
 
+    -- d2. The limits counted in money (voucher_limit), locked: the discount
+    -- fits, is clipped to what is left, or BUDGET_EXCEEDED.
+    v_discount := voucherd_limit_fit(v.code,
+        voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now);
+
     -- e. The redemption row. Nothing inserted means a concurrent request with
     -- the same orderId, or holding the same campaign code, committed first
     -- (the insert waited for it).
@@ -78,7 +86,7 @@ BEGIN
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
          expires_at, code)
     VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
-            voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), 'RESERVED', p_now, p_now, p_now + p_ttl,
+            v_discount, 'RESERVED', p_now, p_now, p_now + p_ttl,
             v_unique)
     ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;

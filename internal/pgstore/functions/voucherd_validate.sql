@@ -63,13 +63,17 @@ BEGIN
         PERFORM voucherd_reject_stock(v.code, p_now);
     END IF;
 
+    -- The money budget, read without a lock: BUDGET_EXCEEDED, or the
+    -- discount clipped to what is left.
+    o_discount := voucherd_limit_fit(v.code,
+        voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now, NULL, false);
+
     SELECT u.held INTO v_held FROM voucher_customer_usage u
     WHERE u.voucher_code = v.code AND u.customer = p_customer;
     IF coalesce(v_held, 0) >= v.per_user_limit THEN
         PERFORM voucherd_reject('ALREADY_USED', voucherd_quota_facts(v.code, p_customer, v.per_user_limit));
     END IF;
 
-    o_discount := voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount);
     o_replay := false;
 END
 $$;

@@ -7,7 +7,8 @@
 --   whether a RESERVED or CONFIRMED redemption holds the code (a campaign
 --   code; index voucher_redemption_code_live_idx);
 --   the redemption of the orderId whatever its voucher (orders_get's
---   columns).
+--   columns);
+--   the voucher's money budget: amount and clip (0 and false for none).
 -- Always one row, read with the same index probes whether the code names a
 -- voucher, a campaign code or nothing, so that an unknown code costs what a
 -- known one does; the flags say what was found, the columns of what was not
@@ -24,7 +25,8 @@ SELECT coalesce(x.code, ''), coalesce(x.discount_amount, 0), coalesce(x.min_orde
        o.order_id IS NOT NULL,
        coalesce(o.order_id, ''), coalesce(o.code, o.voucher_code, ''), coalesce(o.customer, ''),
        coalesce(o.order_amount, 0), coalesce(o.discount_amount, 0), coalesce(o.status, ''),
-       coalesce(o.created_at, 'epoch'), coalesce(o.updated_at, 'epoch'), coalesce(o.expires_at, 'epoch')
+       coalesce(o.created_at, 'epoch'), coalesce(o.updated_at, 'epoch'), coalesce(o.expires_at, 'epoch'),
+       coalesce(bl.cap, 0), coalesce(bl.clip, false)
 FROM (SELECT $1::text AS code, $2::text AS order_id) q
 LEFT JOIN LATERAL (
     -- One campaign_code probe, then one voucher probe: of the campaign's
@@ -36,3 +38,6 @@ LEFT JOIN LATERAL (
     JOIN voucher b ON b.code = k.id
 ) x ON true
 LEFT JOIN voucher_redemption o ON o.order_id = q.order_id
+-- The money budget's definition (its counters are not read: they move with
+-- every use).
+LEFT JOIN voucher_limit bl ON bl.voucher_code = x.code AND bl.kind = 'budget' AND bl.period_start = '-infinity'

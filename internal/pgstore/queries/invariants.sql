@@ -10,6 +10,10 @@
 --                   codes, or a campaign code on a redemption of another
 --   customer_id     a row's customer_id is not voucherd_customer_legacy of
 --                   its customer (the column the previous release reads)
+--   limit counter   a voucher_limit.held differs from what the held
+--                   redemptions weigh (voucherd_limit_weight), or exceeds
+--                   its cap: for a money budget, the sum of the held
+--                   discounts = budgetReserved + budgetConfirmed <= budgetAmount
 -- Columns: kind, voucher code, message.
 WITH v AS (
     SELECT x.code, x.total_limit, x.per_user_limit, x.used_count, x.campaign
@@ -62,4 +66,12 @@ SELECT 'customer_id', u.voucher_code, format('%s: usage counter of customer %s h
                                              u.voucher_code, u.customer, u.customer_id)
 FROM voucher_customer_usage u JOIN v ON v.code = u.voucher_code
 WHERE u.customer_id IS DISTINCT FROM voucherd_customer_legacy(u.customer)
+UNION ALL
+SELECT 'limit counter', l.voucher_code, format('%s: %s counter held %s != held redemptions %s (cap %s)',
+                                               l.voucher_code, l.kind, l.held, l.n, l.cap)
+FROM (SELECT l.voucher_code, l.kind, l.cap, l.held,
+             (SELECT coalesce(sum(voucherd_limit_weight(l.kind, r.status, r.discount_amount)), 0)
+              FROM voucher_redemption r WHERE r.voucher_code = l.voucher_code)::bigint AS n
+      FROM voucher_limit l JOIN v ON v.code = l.voucher_code) l
+WHERE l.held <> l.n OR l.n > l.cap
 ORDER BY 2, 1, 3

@@ -9,6 +9,9 @@
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
+-- KEYS[8] -> voucher:{CODE}:budget     hash: the money budget (lib/budget.lua),
+--                                      held raised by the hold's discount, even
+--                                      past cap: the gate then hands out less
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId, a string (voucher.ValidCustomerID: never '|')
@@ -23,7 +26,7 @@
 --   0 if nothing changed: the orderId is known (in any state) or the voucher
 --     is not loaded (its next load reads the database, hold included)
 --
--- include: keys, held
+-- include: keys, held, budget
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -34,6 +37,7 @@ redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
 countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
+countBudget(KEYS[8], ARGV[3], false, true)
 redis.call('INCR', KEYS[4])
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])

@@ -18,26 +18,30 @@
 --                                      (commit.lua), emptied: a load waits for
 --                                      the consumer, so every such order is in
 --                                      the snapshot
+-- KEYS[9] -> voucher:{CODE}:budget     hash cap, held: the money budget
+--                                      (lib/budget.lua), from the snapshot
 --
 -- ARGV[1] -> expireAt, unix milliseconds: PEXPIREAT of every key
 -- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
 -- ARGV[3] -> n, the number of customers with held uses
 -- ARGV[4 .. 3+2n]   -> customerId, held count pairs
--- ARGV[4+2n .. end] -> orderId, encoded hold pairs (lib/hold.lua): held (H),
+-- ARGV[4+2n .. end-2] -> orderId, encoded hold pairs (lib/hold.lua): held (H),
 --                      confirmed (C) or released (R); a campaign's hold has
 --                      its code
+-- ARGV[end-1], ARGV[end] -> the money budget: its cap ('0': none) and held,
+--                      the discounts of the snapshot's held orders
 --
 -- Returns:
 --   1 if the snapshot was written
 --   0 if the voucher was already loaded (nothing changed)
 --
--- include: load_pairs
+-- include: load_pairs, budget
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 -- Leftovers of an earlier load (a key evicted or deleted by hand) must not
 -- mix with the snapshot.
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[8])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[8], KEYS[9])
 -- A count under way may be a set of every orderId: freed in the background.
 redis.call('UNLINK', KEYS[7])
 
@@ -49,11 +53,12 @@ redis.call('PEXPIREAT', KEYS[4], expireAt)
 
 local n = tonumber(ARGV[3])
 hsetPairs(KEYS[2], 4, 3 + 2 * n, expireAt)
-hsetPairs(KEYS[3], 4 + 2 * n, #ARGV, expireAt)
+hsetPairs(KEYS[3], 4 + 2 * n, #ARGV - 2, expireAt)
 
 -- The codes held by held orders: only a campaign's holds carry one, so a
 -- voucher writes nothing here.
-local held = hsetHeldCodes(KEYS[5], 4 + 2 * n, #ARGV, expireAt)
+local held = hsetHeldCodes(KEYS[5], 4 + 2 * n, #ARGV - 2, expireAt)
 redis.call('SET', KEYS[6], held)
 redis.call('PEXPIREAT', KEYS[6], expireAt)
+loadBudget(KEYS[9], ARGV[#ARGV - 1], ARGV[#ARGV], expireAt)
 return 1

@@ -18,6 +18,8 @@
 -- KEYS[10] -> voucher:{CODE}:loadusers    staging copy of users
 -- KEYS[11] -> voucher:{CODE}:loadorders   staging copy of orders
 -- KEYS[12] -> voucher:{CODE}:loadcodes    staging copy of codes
+-- KEYS[13] -> voucher:{CODE}:budget       hash cap, held: the money budget
+--                                         (lib/budget.lua), written by finish
 --
 -- ARGV[1] -> step: 'begin', 'part' or 'finish'
 -- ARGV[2] -> the loader's token
@@ -29,7 +31,8 @@
 --         ARGV[6 .. 5+2n] customerId, held count pairs;
 --         ARGV[6+2n .. end] orderId, encoded hold pairs (lib/hold.lua): held
 --         (H), confirmed (C) or released (R); a campaign's hold has its code
--- finish: ARGV[5] remaining (totalLimit - held), ARGV[6] held
+-- finish: ARGV[5] remaining (totalLimit - held), ARGV[6] held, ARGV[7] and
+--         ARGV[8] the money budget's cap ('0': none) and held (as load.lua)
 --
 -- Returns:
 --   1  the step was done (finish: the voucher is loaded)
@@ -38,7 +41,7 @@
 --   2  another loader holds the loading key (begin), or this loader lost it
 --      (part, finish): nothing changed
 --
--- include: load_pairs
+-- include: load_pairs, budget
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
@@ -49,7 +52,7 @@ if step == 'begin' then
     return 2
   end
   redis.call('SET', KEYS[9], token, 'PX', ARGV[4])
-  redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[10], KEYS[11], KEYS[12])
+  redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[10], KEYS[11], KEYS[12], KEYS[13])
   return 1
 end
 if holder ~= token then
@@ -79,6 +82,7 @@ redis.call('SET', KEYS[6], ARGV[6])
 redis.call('PEXPIREAT', KEYS[6], expireAt)
 redis.call('INCR', KEYS[4])
 redis.call('PEXPIREAT', KEYS[4], expireAt)
+loadBudget(KEYS[13], ARGV[7], ARGV[8], expireAt)
 redis.call('SET', KEYS[1], ARGV[5])
 redis.call('PEXPIREAT', KEYS[1], expireAt)
 redis.call('DEL', KEYS[9])

@@ -18,6 +18,7 @@
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
+-- KEYS[8] -> voucher:{CODE}:budget     hash: the money budget (lib/budget.lua)
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> mode: "mark" keeps the orderId as released ("R|..."), so a late
@@ -30,7 +31,7 @@
 --     voucher is not loaded (the next load takes its state from PostgreSQL,
 --     so nothing is written to an unloaded voucher, not even a marker)
 --
--- include: hold, codes, keys, held
+-- include: hold, codes, keys, held, budget
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -53,6 +54,7 @@ else
   redis.call('HSET', KEYS[3], ARGV[1], holdAs(stored, RELEASED))
 end
 countHeld(KEYS[6], KEYS[7], ARGV[1], true, false)
+countBudget(KEYS[8], stored, true, false)
 freeCode(KEYS[5], holdCode(stored), ARGV[1])
 if state == PENDING and ARGV[2] ~= 'forget' then
   local kept = keptCode(KEYS[3], KEYS[5], stored)

@@ -18,6 +18,7 @@
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
 -- KEYS[8] -> voucher:{CODE}:void       hash orderId -> token of its voided attempt (void.lua)
+-- KEYS[9] -> voucher:{CODE}:budget     hash: the money budget (lib/budget.lua)
 --
 -- ARGV[1] -> new orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'), compared as a string
@@ -25,6 +26,9 @@
 -- ARGV[4] -> replaced orderId
 -- ARGV[5] -> the campaign code the new order presents, '' for a voucher
 -- ARGV[6] -> this attempt's token (lib/void.lua)
+-- ARGV[7] -> the money budget as in reserve.lua: '' none, 'reject' or 'clip';
+--            the new hold's discount is fitted against what is left once
+--            the replaced hold's discount is given back
 --
 -- Returns, with the statuses of reserve.lua where they apply:
 --   {1, remaining, ver}   replaced: ver is the version after it
@@ -38,8 +42,10 @@
 --   {9, remaining}        code used: the new code is held by an order other
 --                         than the replaced one
 --   {10, remaining}       voided: this attempt of the new orderId was voided
+--   {11, remaining, left} budget: the new discount does not fit (reserve.lua)
+--   {1, remaining, ver, discount}  replaced with the discount clipped
 --
--- include: hold, known_order, codes, keys, held, void
+-- include: hold, known_order, codes, keys, held, void, budget
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
 if known then
   return known
@@ -63,10 +69,29 @@ if ARGV[5] ~= '' then
   end
 end
 
+local hold, clipped = ARGV[3], nil
+if ARGV[7] ~= '' then
+  local left = budgetLeft(KEYS[9])
+  if not left then
+    return {5, 0}
+  end
+  left = left + (holdDiscount(old) or 0)
+  local want = holdDiscount(hold)
+  local d = fitBudget(left, want, ARGV[7] == 'clip')
+  if not d then
+    return {11, r, tostring(left)}
+  end
+  if d ~= want then
+    hold, clipped = holdWithDiscount(hold, tostring(d)), tostring(d)
+  end
+end
+
 redis.call('HSET', KEYS[3], ARGV[4], holdAs(old, RELEASED))
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[1], hold)
 countHeld(KEYS[6], KEYS[7], ARGV[4], true, false)
 countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
+countBudget(KEYS[9], old, true, false)
+countBudget(KEYS[9], hold, false, true)
 if holdState(ARGV[3]) ~= PENDING then
   freeCode(KEYS[5], holdCode(old), ARGV[4])
 end
@@ -74,4 +99,8 @@ if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[5], ARGV[1])
   shareExpiry(KEYS[1], KEYS[5])
 end
-return {1, r, tostring(bumpVersion(KEYS[4], KEYS[1]))}
+local ver = tostring(bumpVersion(KEYS[4], KEYS[1]))
+if clipped then
+  return {1, r, ver, clipped}
+end
+return {1, r, ver}

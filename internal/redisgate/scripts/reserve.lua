@@ -11,6 +11,7 @@
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
 -- KEYS[8] -> voucher:{CODE}:void       hash orderId -> token of its voided attempt (void.lua)
+-- KEYS[9] -> voucher:{CODE}:budget     hash cap, held: the money budget (lib/budget.lua)
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'); compared as a string; an int64 does
@@ -20,6 +21,8 @@
 --            Kafka mode; its code field is ARGV[5]
 -- ARGV[5] -> the campaign code presented, '' for a voucher
 -- ARGV[6] -> this attempt's token (lib/void.lua)
+-- ARGV[7] -> the money budget as the caller's definition has it: '' none,
+--            'reject' or 'clip' (voucher.Budget.Clip)
 --
 -- Returns {status, remaining} or {status, remaining, stored hold or version}:
 --   {1, remaining, ver}   taken: a use was taken; remaining is after the take,
@@ -34,11 +37,18 @@
 --   {7, remaining, ver}   sold out: no use left; ver is the version, '' if absent
 --   {9, remaining}        code used: the campaign code is held by another order
 --   {10, remaining}       voided: this attempt of an unknown orderId was voided
+--   {11, remaining, left, ver}  budget: the hold's discount does not fit what
+--                         is left of the money budget (left, a string); ver
+--                         as for sold out
+--   {1, remaining, ver, discount}  taken with the discount clipped to what
+--                         was left of the budget (a string)
+-- A voucher with a budget (ARGV[7] set) whose budget key is absent is not
+-- loaded: {5, 0}.
 -- remaining is -1 where it is unknown (a known orderId of an unloaded voucher).
 -- The version lets the caller's sold-out cache keep its copy of the orders
 -- when nothing changed.
 --
--- include: known_order, take_checks, keys, held, void
+-- include: hold, known_order, take_checks, keys, held, void, budget
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
 if known then
   return known
@@ -55,10 +65,27 @@ if refused then
   return refused
 end
 
+local hold, clipped = ARGV[4], nil
+if ARGV[7] ~= '' then
+  local left = budgetLeft(KEYS[9])
+  if not left then
+    return {5, 0}
+  end
+  local want = holdDiscount(hold)
+  local d = fitBudget(left, want, ARGV[7] == 'clip')
+  if not d then
+    return {11, r, tostring(left), redis.call('GET', KEYS[4]) or ''}
+  end
+  if d ~= want then
+    hold, clipped = holdWithDiscount(hold, tostring(d)), tostring(d)
+  end
+end
+
 r = redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+redis.call('HSET', KEYS[3], ARGV[1], hold)
 countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
+countBudget(KEYS[9], hold, false, true)
 local ver = redis.call('INCR', KEYS[4])
 local last = 4
 if ARGV[5] ~= '' then
@@ -71,4 +98,7 @@ end
 -- loaded before versions existed): give them the expiry of the remaining key
 -- so that an old sale leaves Redis as a whole.
 shareExpiry(KEYS[1], unpack(KEYS, 2, last))
+if clipped then
+  return {1, r, tostring(ver), clipped}
+end
 return {1, r, tostring(ver)}

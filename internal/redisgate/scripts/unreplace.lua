@@ -10,6 +10,7 @@
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
+-- KEYS[8] -> voucher:{CODE}:budget     hash: the money budget (lib/budget.lua)
 -- (KEYS[2], the users hash, is passed for the common key layout and not used.)
 --
 -- ARGV[1] -> new orderId
@@ -19,7 +20,7 @@
 -- the state replace.lua left them in (same customer, new held or pending,
 -- replaced released), or the voucher is not loaded.
 --
--- include: hold, codes, held
+-- include: hold, codes, held, budget
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
@@ -37,6 +38,8 @@ redis.call('HSET', KEYS[3], ARGV[2], holdAs(old, HELD))
 redis.call('HDEL', KEYS[3], ARGV[1])
 countHeld(KEYS[6], KEYS[7], ARGV[1], true, false)
 countHeld(KEYS[6], KEYS[7], ARGV[2], false, true)
+countBudget(KEYS[8], new, true, false)
+countBudget(KEYS[8], old, false, true)
 freeCode(KEYS[5], holdCode(new), ARGV[1])
 local ocode = holdCode(old)
 if ocode then

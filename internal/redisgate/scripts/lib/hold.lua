@@ -26,6 +26,8 @@
 --   holdAs(v, state)                    v in another state
 --   holdWithExpiry(v, ms)               v with expiresAtMs set to ms (a string)
 --   holdsUse(state)                     whether a hold in state holds a use
+--   holdDiscount(v)                     v's discountAmount (a number), nil if unreadable
+--   holdWithDiscount(v, d)              v with discountAmount set to d (a string)
 local HELD, PENDING, CONFIRMED, RELEASED = 'H', 'P', 'C', 'R'
 
 local holdField = {
@@ -44,6 +46,7 @@ local holdHeadPattern = '^(%a)|([^|]*)|'
 local holdCodePattern = '^' .. holdBefore(holdField.code) .. '([^|]+)'
 local holdReplacesPattern = '^' .. holdBefore(holdField.replaces) .. '([^|]+)'
 local holdExpiryPattern = '^(' .. holdBefore(holdField.expiresAtMs) .. ')(%d+)(.*)$'
+local holdDiscountPattern = '^(' .. holdBefore(holdField.discountAmount) .. ')(%d+)(.*)$'
 
 local function holdState(v)
   return string.sub(v, 1, 1)
@@ -77,4 +80,14 @@ end
 
 local function holdsUse(state)
   return state == HELD or state == PENDING or state == CONFIRMED
+end
+
+local function holdDiscount(v)
+  local _, d = string.match(v, holdDiscountPattern)
+  return d and tonumber(d)
+end
+
+local function holdWithDiscount(v, d)
+  local head, _, tail = string.match(v, holdDiscountPattern)
+  return head .. d .. tail
 end

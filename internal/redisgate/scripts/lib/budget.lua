@@ -1,0 +1,63 @@
+-- budget.lua (block): a voucher's money budget in the gate,
+-- voucher:{CODE}:budget, a hash: cap (budgetAmount, minor units) and held
+-- (the discounts of the orders holding a use: H, P or C in the orders
+-- hash). Absent for a voucher without a budget, and every script leaves an
+-- absent one absent. Every script that changes whether an order holds a use
+-- calls countBudget for it next to countHeld (lib/held.lua), in the same
+-- step, so that held is exact whenever no script runs; load.lua and
+-- loadstep.lua write it from the snapshot.
+--
+-- include: hold
+--
+-- Expects the hold block. Defines:
+--   budgetLeft(budgetKey)
+--     what is left of the budget (cap - held, a number), nil without one
+--   fitBudget(left, discount, clip)
+--     the budget rule (voucher.Budget.Fit): the discount a new hold gets,
+--     nil when it does not fit; a budget fits while something is left and
+--     the discount is at most that, clip gives what is left instead
+--   loadBudget(budgetKey, cap, held, expireAt)
+--     writes the budget of a snapshot (cap '0': none, nothing written),
+--     with PEXPIREAT expireAt
+--   countBudget(budgetKey, hold, was, is)
+--     records that the order of the encoded hold went from holding a use
+--     (was, a boolean) to holding one or not (is): held moves by its
+--     discount
+local function budgetLeft(budgetKey)
+  local v = redis.call('HMGET', budgetKey, 'cap', 'held')
+  if not v[1] then
+    return nil
+  end
+  return tonumber(v[1]) - tonumber(v[2] or '0')
+end
+
+local function fitBudget(left, discount, clip)
+  if left <= 0 then
+    return nil
+  end
+  if discount <= left then
+    return discount
+  end
+  if clip then
+    return left
+  end
+  return nil
+end
+
+local function loadBudget(budgetKey, cap, held, expireAt)
+  if cap and cap ~= '0' then
+    redis.call('HSET', budgetKey, 'cap', cap, 'held', held)
+    redis.call('PEXPIREAT', budgetKey, expireAt)
+  end
+end
+
+local function countBudget(budgetKey, hold, was, is)
+  if was == is then
+    return
+  end
+  local d = holdDiscount(hold)
+  if not d or d == 0 or redis.call('EXISTS', budgetKey) == 0 then
+    return
+  end
+  redis.call('HINCRBY', budgetKey, 'held', is and d or -d)
+end
