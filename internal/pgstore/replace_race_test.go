@@ -59,3 +59,48 @@ func TestReplaceRetryBehindItsFirstAttemptIsAReplay(t *testing.T) {
 	require.Equal(t, "race-new", got.res.OrderID)
 	require.Equal(t, voucher.StatusReserved, got.res.Status)
 }
+
+// The same for a reservation of a voucher with a money budget: a retry
+// sent while its first attempt is committing waits for the budget's lock,
+// and once granted the first attempt has spent the budget and the orderId is
+// known: the retry answers the replay, not BUDGET_EXCEEDED (found by the
+// fault suite's budget scenario).
+func TestReserveRetryBehindItsFirstAttemptIsAReplayUnderABudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
+	newVoucher(t, s, "BRACE", 10, 1, func(v *voucher.Voucher) { v.DiscountAmount, v.Budget.Amount = 1_000, 1_000 })
+
+	first, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = first.Rollback(ctx) })
+	var replay bool
+	require.NoError(t, first.QueryRow(ctx, `SELECT replay FROM voucherd_reserve_one('BRACE', '10', 'brace-1', 250000, $1, interval '15 minutes')`, now).
+		Scan(&replay))
+	require.False(t, replay)
+
+	type result struct {
+		res voucher.Reservation
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := s.Reserve(ctx, request("BRACE", 10, "brace-1"), now, ttl)
+		done <- result{res, err}
+	}()
+	eventually(t, "the retry waiting for the budget's lock", func() bool {
+		var n int
+		err := s.Pool().QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%voucherd_reserve_one($1%'`).Scan(&n)
+		require.NoError(t, err)
+		return n > 0
+	})
+	require.NoError(t, first.Commit(ctx))
+
+	got := <-done
+	require.NoError(t, got.err)
+	require.True(t, got.res.Replay)
+	require.Equal(t, "brace-1", got.res.OrderID)
+	require.Equal(t, int64(1_000), got.res.DiscountAmount)
+}

@@ -1,7 +1,8 @@
 -- voucherd_limit_fit locks the limit rows of voucher p_code (sorted, in lock
 -- order: before the caller inserts its redemption, whose trigger
 -- voucherd_limit_count then counts it without waiting; p_lock false reads
--- them without a lock, for voucherd_validate) and returns the
+-- them without a lock, for voucherd_validate, or under the lock the caller
+-- took, for voucherd_reserve_one) and returns the
 -- discount a new hold of p_discount may take: p_discount when it fits every
 -- limit, what is left of a clipping limit when it does not (never 0),
 -- else it raises BUDGET_EXCEEDED (VD001) with the facts: budget = what is
