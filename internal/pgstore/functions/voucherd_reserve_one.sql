@@ -77,25 +77,15 @@ BEGIN
     -- d2. The limits counted in money (voucher_limit), locked: the discount
     -- fits, is clipped to what is left, or BUDGET_EXCEEDED. The lock may
     -- have been waited for behind this very orderId (a retry whose first
-    -- attempt was committing): p_order is then known, and the retry is
-    -- answered as a replay, not refused by what its first attempt took.
+    -- attempt was committing): p_order is then known, the fit is skipped so
+    -- that what the first attempt took does not refuse its retry, and the
+    -- insert below finds the order (a replay).
+    v_discount := voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount);
     PERFORM 1 FROM voucher_limit x WHERE x.voucher_code = v.code
     ORDER BY x.kind, x.period_start FOR NO KEY UPDATE;
-    IF FOUND THEN
-        SELECT x.* INTO r FROM voucher_redemption x WHERE x.order_id = p_order;
-        IF FOUND THEN
-            v_verdict := voucherd_order_verdict(r, p_code, p_customer);
-            IF v_verdict <> '' THEN
-                PERFORM voucherd_reject(v_verdict, voucherd_order_facts(r, p_code));
-            END IF;
-            redemption := r;
-            replay := true;
-            RETURN;
-        END IF;
+    IF FOUND AND NOT EXISTS (SELECT 1 FROM voucher_redemption x WHERE x.order_id = p_order) THEN
+        v_discount := voucherd_limit_fit(v.code, v_discount, p_now, p_lock => false);
     END IF;
-    v_discount := voucherd_limit_fit(v.code,
-        voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now,
-        p_lock => false);
 
     -- e. The redemption row. Nothing inserted means a concurrent request with
     -- the same orderId, or holding the same campaign code, committed first
