@@ -65,6 +65,7 @@ have_mvn() { have mvn; }
 have_chromium() { have chromium; }
 have_curl() { have curl; }
 have_promtool() { have promtool; }
+have_openssl() { have openssl; }
 have_venv() { have python3 && python3 -c 'import venv, ensurepip' >/dev/null 2>&1; }
 
 # Each requirement: "check|what it is|Debian packages|Homebrew install".
@@ -84,6 +85,7 @@ if [ "$profile" = test ]; then
 		"have_curl|curl, for the README's examples test|curl ca-certificates|brew install curl"
 		"have_venv|Python 3 with venv, for Schemathesis|python3 python3-venv|brew install python"
 		"have_promtool|promtool, to check the alert rules|prometheus|brew install prometheus"
+		"have_openssl|openssl, for the README's webhook signature check|openssl|brew install openssl"
 	)
 fi
 
