@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -56,9 +57,11 @@ func checkEvents(list []voucher.EventType) error {
 	return nil
 }
 
+// checkDescription refuses what PostgreSQL cannot store (NUL) together with
+// every other control character, as a campaign's name does.
 func checkDescription(d string) error {
-	if utf8.RuneCountInString(d) > maxDescription {
-		return voucher.Errorf(voucher.CodeInvalidRequest, "description must be at most %d characters", maxDescription)
+	if utf8.RuneCountInString(d) > maxDescription || strings.ContainsFunc(d, unicode.IsControl) {
+		return voucher.Errorf(voucher.CodeInvalidRequest, "description must be at most %d characters, none a control character", maxDescription)
 	}
 	return nil
 }

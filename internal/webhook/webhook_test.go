@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,3 +102,29 @@ func TestSendGivesUpAfterRetryFor(t *testing.T) {
 type nopStore struct{ Store }
 
 func (nopStore) SequenceEvents(context.Context, int) (int, error) { return 0, nil }
+
+// A description is refused before anything is stored when it is too long or
+// holds a control character (NUL, which PostgreSQL cannot store, among them).
+func TestCheckDescription(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		description string
+		ok          bool
+	}{
+		{"", true},
+		{"CRM sync – Zürich", true},
+		{strings.Repeat("é", maxDescription), true},
+		{strings.Repeat("é", maxDescription+1), false},
+		{"null\x00byte", false},
+		{"tab\there", false},
+		{"line\nbreak", false},
+		{"c1 \u0085 control", false},
+	} {
+		err := checkDescription(tc.description)
+		if tc.ok {
+			require.NoError(t, err, "%q", tc.description)
+			continue
+		}
+		require.True(t, voucher.IsCode(err, voucher.CodeInvalidRequest), "%q: %v", tc.description, err)
+	}
+}
