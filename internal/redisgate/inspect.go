@@ -244,7 +244,8 @@ func (g *Gate) Forget(ctx context.Context, code string) error {
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err = client.Do(ctx, client.B().Del().Key(append(append(k.all(), k.counts()...), k.staging()...)...).Build()).Error()
+	// UNLINK: a sale's hashes are freed in the background, not in this call.
+	err = client.Do(ctx, client.B().Unlink().Key(append(append(k.all(), k.counts()...), k.staging()...)...).Build()).Error()
 	g.soldOut.clear(code)
 	if err != nil {
 		return interpretError(err, "forget", code)
