@@ -20,11 +20,13 @@ const maxBracketChanges = 1 << 16
 // in chunks"). When the gate did not change between its two reads, the
 // drift is exact at the store's read. When it did, the changes between
 // (the version's moves, each moving held by one at most) bound what the
-// gate held at the store's read, and the drift reported is only what is
-// certain within those bounds: the smallest positive or negative drift
-// they allow, 0 when they allow 0. After driftTries uncertain brackets the
-// last one's is kept. It returns false, leaving rep alone, for a voucher
-// without an exact held count or not loaded at either read.
+// gate held at the store's read; the bracket is read again, up to
+// driftTries times, and then the drift reported is only what is certain
+// within the last bounds: the smallest positive or negative drift they
+// allow, 0 when they allow 0. It returns false, leaving rep alone, for a
+// voucher without an exact held count, and when the last bracket bounds
+// nothing (a limit change or a clamp inside it): the drift of the whole
+// read stands.
 func (s *Service) readDrift(ctx context.Context, code string, rep *ReconcileReport) (bool, error) {
 	for try := 1; ; try++ {
 		c1, err := s.gate.Counts(ctx, code)
@@ -43,20 +45,20 @@ func (s *Service) readDrift(ctx context.Context, code string, rep *ReconcileRepo
 			return false, nil
 		}
 		expected := int64(h.TotalLimit) - int64(h.UsedCount)
-		rep.TotalLimit, rep.DatabaseHeld, rep.ExpectedRemaining = h.TotalLimit, h.UsedCount, expected
-		rep.RedisRemaining, rep.RedisHeld = c1.Remaining, c1.HeldCount
 		lo, hi, ok := driftBounds(c1, c3, expected)
-		if ok && lo == hi {
-			rep.Drift = lo
-			return true, nil
-		}
-		if try < driftTries {
+		exact := ok && lo == hi
+		if !exact && try < driftTries {
 			continue
 		}
+		if !ok {
+			return false, nil
+		}
+		rep.TotalLimit, rep.DatabaseHeld, rep.ExpectedRemaining = h.TotalLimit, h.UsedCount, expected
+		rep.RedisRemaining, rep.RedisHeld = c1.Remaining, c1.HeldCount
 		switch {
-		case ok && lo > 0:
+		case lo > 0:
 			rep.Drift = lo
-		case ok && hi < 0:
+		case hi < 0:
 			rep.Drift = hi
 		default:
 			rep.Drift = 0
