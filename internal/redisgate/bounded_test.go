@@ -219,13 +219,12 @@ type monitor struct {
 	marker string
 	done   chan struct{}
 
-	mu         sync.Mutex
-	luaFirst   bool // this server shows a script's commands before its EVALSHA
-	calibrated bool
-	cur        *monCall // the call whose script commands are being read
-	pending    monCall  // luaFirst: script commands waiting for their call
-	res        monResult
-	err        error
+	mu       sync.Mutex
+	luaFirst bool     // this server shows a script's commands before its EVALSHA
+	cur      *monCall // the call whose script commands are being read
+	pending  monCall  // luaFirst: script commands waiting for their call
+	res      monResult
+	err      error
 }
 
 type monCall struct {
