@@ -22,14 +22,14 @@ import (
 
 // TestGateCallsBoundedAtSize: with a flash voucher of 200,000 orders,
 // every command the gate sends while it loads the voucher (in steps),
-// inspects it, counts and clamps it, repairs single orders, releases one as
-// the expiry does, and copies its orders for the sold-out cache does work
-// bounded by ScanCount, not by the voucher: Redis's MONITOR shows each
-// command with the commands its script ran, and the work of one call (the
-// arguments it handles, a scan's COUNT) stays under a bound that a read of
-// the whole voucher exceeds 30 times over. It measures work, not time, so
-// it holds on a loaded machine; TestReconcileCommandsShortAtSize checks
-// the time in SLOWLOG.
+// inspects it, counts and clamps it, repairs and re-checks single orders,
+// releases one as the expiry does, and copies its orders for the sold-out
+// cache does work bounded by ScanCount, not by the voucher: Redis's
+// MONITOR shows each command with the commands its script ran, and the
+// work of one call (the arguments it handles, a scan's COUNT) stays under
+// maxCallWork, which a read of the whole voucher exceeds 60 times over. It
+// measures work, not time, so it holds on a loaded machine;
+// TestReconcileCommandsShortAtSize checks the time in SLOWLOG.
 func TestGateCallsBoundedAtSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 200,000 holds")
@@ -73,6 +73,15 @@ func TestGateCallsBoundedAtSize(t *testing.T) {
 	require.NoError(t, err)
 	_, err = g.Release(ctx, code, "adopted", voucher.ReleaseForget)
 	require.NoError(t, err)
+	// A pass's re-check of a missing hold, and its drift's counts.
+	_, found, err := g.Lookup(ctx, code, orderID(3))
+	require.NoError(t, err)
+	require.True(t, found)
+	counts, err := g.Counts(ctx, code)
+	require.NoError(t, err)
+	require.True(t, counts.HeldCounted)
+	_, err = g.Extend(ctx, code, orderID(3), time.Now().Add(20*time.Minute))
+	require.NoError(t, err)
 
 	// The last uses (two were given back): the sold-out answer starts a
 	// copy of the orders.
@@ -101,7 +110,8 @@ func TestGateCallsBoundedAtSize(t *testing.T) {
 	} {
 		require.GreaterOrEqual(t, calls.byKind[kind].calls, least, "%s in chunks", kind)
 	}
-	for _, kind := range []string{"script reserve", "script release", "script adopt", "script clamp", "script counts", "script confirm"} {
+	for _, kind := range []string{"script reserve", "script release", "script adopt", "script clamp", "script counts",
+		"script confirm", "script lookup", "script extend"} {
 		require.Positive(t, calls.byKind[kind].calls, "%s was seen", kind)
 		require.Positive(t, calls.byKind[kind].luaCommands, "%s's commands were seen", kind)
 	}
