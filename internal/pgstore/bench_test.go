@@ -58,6 +58,7 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
 	procs := runtime.GOMAXPROCS(0)
 	b.SetParallelism((clients + procs - 1) / procs)
 	before := s.Queries()
+	flushedBefore := s.CombinerStats()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
@@ -79,6 +80,8 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
 	})
 	b.StopTimer()
 	statements := s.Queries() - before
+	flushed := s.CombinerStats()
+	flushes := flushed.Flushes - flushedBefore.Flushes
 	if failed.Load() == 0 {
 		c := readCounts(b, s, "HOT")
 		if int64(c.UsedCount) != seq.Load() {
@@ -96,6 +99,10 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(statements)/float64(b.N), "stmts/op")
+	if flushes > 0 {
+		b.ReportMetric(float64(flushed.Reservations-flushedBefore.Reservations)/float64(flushes), "takes/flush")
+		b.ReportMetric(float64((flushed.FlushTime-flushedBefore.FlushTime).Microseconds())/1000/float64(flushes), "ms/flush")
+	}
 }
 
 // BenchmarkReserveSoldOut measures the rejection of a voucher with no free

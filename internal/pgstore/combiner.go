@@ -279,6 +279,31 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 	}
 }
 
+// flushCounts are the running totals behind CombinerStats.
+type flushCounts struct {
+	flushes, reservations, nanos atomic.Uint64
+}
+
+// CombinerStats are running totals of the combiner's writes since the store
+// was opened: Flushes transactions written (batches, a batch of one
+// included), Reservations in them, and FlushTime, the time from sending
+// each one to its answer (its commit included). Reservations / Flushes is
+// the mean batch size, FlushTime / Flushes the mean write latency.
+type CombinerStats struct {
+	Flushes      uint64
+	Reservations uint64
+	FlushTime    time.Duration
+}
+
+// CombinerStats returns the combiner's totals (zero with combining off).
+func (s *Store) CombinerStats() CombinerStats {
+	return CombinerStats{
+		Flushes:      s.flushes.flushes.Load(),
+		Reservations: s.flushes.reservations.Load(),
+		FlushTime:    time.Duration(s.flushes.nanos.Load()),
+	}
+}
+
 // writeBatch writes the reservations of one voucher, all with the same TTL,
 // in one statement (voucherd_reserve_batch) and sets each one's answer. When
 // the voucher's rules changed under the batch (VD003) each reservation is
@@ -289,6 +314,12 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 func (s *Store) writeBatch(code string, batch []*pending) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
+	start := time.Now()
+	defer func() {
+		s.flushes.flushes.Add(1)
+		s.flushes.reservations.Add(uint64(len(batch)))
+		s.flushes.nanos.Add(uint64(time.Since(start)))
+	}()
 	if s.batchContext != nil {
 		carried := make([]context.Context, len(batch))
 		for i, p := range batch {
