@@ -25,6 +25,9 @@
 #   one:BINARY      voucherd_reserve_one, one reservation per transaction.
 #   apply:BINARY    voucherd_apply_reserved_codes of BATCH new events (the
 #                   Kafka consumer's apply).
+#   expire:BINARY   BATCH holds already due written as the floor writes
+#                   them, then voucherd_expire releasing them, in one
+#                   transaction: compare two builds, the writes are the same.
 #
 # Each variant gets a database of its own in one PostgreSQL started here
 # (initdb and postgres from PATH or pg_config --bindir; run as the postgres
@@ -49,7 +52,7 @@ while getopts r:b:c:s: o; do
 	esac
 done
 shift $((OPTIND - 1))
-(($# > 0)) || { sed -n '2,40p' "$0" >&2; exit 2; }
+(($# > 0)) || { sed -n '2,43p' "$0" >&2; exit 2; }
 variants=("$@")
 for c in pgbench psql bc; do command -v $c >/dev/null || { echo "$c not found" >&2; exit 1; }; done
 bindir=$(dirname "$(command -v initdb 2>/dev/null || echo "$(pg_config --bindir)/initdb")")
@@ -158,6 +161,20 @@ SELECT count(*) FROM voucherd_apply_reserved_codes(
     (SELECT array_agg(now()) FROM ids),
     (SELECT array_agg(now() + interval '10 minutes') FROM ids),
     NULL);
+SQL
+		echo "$batch" >"$tmp/$db.rows" ;;
+	expire:*)
+		cat >"$tmp/$db.sql" <<SQL
+$ids,
+r AS (INSERT INTO voucher_redemption (order_id, voucher_code, customer, customer_id, order_amount, discount_amount,
+                                      status, created_at, updated_at, expires_at)
+      SELECT md5(i::text)::uuid::text, 'HOT', (1000000 + i)::text, 1000000 + i, 5000, 100,
+             'RESERVED', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 minute'
+      FROM ids ORDER BY 1),
+u AS (INSERT INTO voucher_customer_usage (voucher_code, customer, customer_id, held)
+      SELECT 'HOT', (1000000 + i)::text, 1000000 + i, 1 FROM ids ORDER BY 2)
+UPDATE voucher SET used_count = used_count + $batch WHERE code = 'HOT';
+SELECT count(*) FROM voucherd_expire(now(), $batch);
 SQL
 		echo "$batch" >"$tmp/$db.rows" ;;
 	*) echo "unknown variant $v" >&2; exit 2 ;;
