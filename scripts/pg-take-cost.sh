@@ -25,9 +25,10 @@
 #   one:BINARY      voucherd_reserve_one, one reservation per transaction.
 #   apply:BINARY    voucherd_apply_reserved_codes of BATCH new events (the
 #                   Kafka consumer's apply).
-#   expire:BINARY   BATCH holds already due written as the floor writes
-#                   them, then voucherd_expire releasing them, in one
-#                   transaction: compare two builds, the writes are the same.
+#   expire:BINARY   per call, BATCH holds already due, written as the floor
+#                   writes them, then voucherd_expire releasing them (two
+#                   transactions): compare two builds, the writes are the
+#                   same.
 #
 # Each variant gets a database of its own in one PostgreSQL started here
 # (initdb and postgres from PATH or pg_config --bindir; run as the postgres
@@ -134,12 +135,10 @@ SQL
 	batch:*)
 		cat >"$tmp/$db.sql" <<SQL
 $ids
-SELECT count(*) FROM voucherd_reserve_batch('HOT',
-    (SELECT array_agg((1000000 + i)::text ORDER BY i) FROM ids),
-    (SELECT array_agg(md5(i::text)::uuid::text ORDER BY i) FROM ids),
-    (SELECT array_agg(5000::bigint) FROM ids),
-    (SELECT array_agg(now()) FROM ids),
-    interval '10 minutes');
+SELECT count(*)
+FROM (SELECT array_agg((1000000 + i)::text ORDER BY i) AS customers, array_agg(md5(i::text)::uuid::text ORDER BY i) AS orders,
+             array_agg(5000::bigint) AS amounts, array_agg(now()) AS nows FROM ids) AS a,
+     voucherd_reserve_batch('HOT', a.customers, a.orders, a.amounts, a.nows, interval '10 minutes') AS b;
 SQL
 		echo "$batch" >"$tmp/$db.rows" ;;
 	one:*)
@@ -152,15 +151,12 @@ SQL
 	apply:*)
 		cat >"$tmp/$db.sql" <<SQL
 $ids
-SELECT count(*) FROM voucherd_apply_reserved_codes(
-    (SELECT array_agg(md5(i::text)::uuid::text ORDER BY i) FROM ids),
-    (SELECT array_agg('HOT'::text) FROM ids),
-    (SELECT array_agg((1000000 + i)::text ORDER BY i) FROM ids),
-    (SELECT array_agg(5000::bigint) FROM ids),
-    (SELECT array_agg(100::bigint) FROM ids),
-    (SELECT array_agg(now()) FROM ids),
-    (SELECT array_agg(now() + interval '10 minutes') FROM ids),
-    NULL);
+SELECT count(*)
+FROM (SELECT array_agg(md5(i::text)::uuid::text ORDER BY i) AS orders, array_agg('HOT'::text) AS codes,
+             array_agg((1000000 + i)::text ORDER BY i) AS customers, array_agg(5000::bigint) AS amounts,
+             array_agg(100::bigint) AS discounts, array_agg(now()) AS nows,
+             array_agg(now() + interval '10 minutes') AS expires FROM ids) AS a,
+     voucherd_apply_reserved_codes(a.orders, a.codes, a.customers, a.amounts, a.discounts, a.nows, a.expires, NULL) AS b;
 SQL
 		echo "$batch" >"$tmp/$db.rows" ;;
 	expire:*)
