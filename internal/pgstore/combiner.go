@@ -300,7 +300,8 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 
 // flushCounts are the running totals behind CombinerStats.
 type flushCounts struct {
-	flushes, reservations, nanos atomic.Uint64
+	flushes, reservations atomic.Uint64
+	nanos                 atomic.Int64
 }
 
 // CombinerStats are running totals of the combiner's writes since the store
@@ -337,7 +338,7 @@ func (s *Store) writeBatch(code string, batch []*pending) {
 	defer func() {
 		s.flushes.flushes.Add(1)
 		s.flushes.reservations.Add(uint64(len(batch)))
-		s.flushes.nanos.Add(uint64(time.Since(start)))
+		s.flushes.nanos.Add(int64(time.Since(start)))
 	}()
 	if s.batchContext != nil {
 		carried := make([]context.Context, len(batch))
