@@ -40,9 +40,15 @@ func BenchmarkReserveHotVoucher(b *testing.B) {
 }
 
 func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
+	benchmarkHotAt(b, testenv.Postgres(b).URL, combining, clients)
+}
+
+// benchmarkHotAt is benchmarkHot against the database at url. When the
+// server runs on this machine it also reports the server's CPU per
+// reservation (serverCPU).
+func benchmarkHotAt(b *testing.B, url string, combining pgstore.CombinerConfig, clients int) {
 	ctx := context.Background()
-	pg := testenv.Postgres(b)
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: int32(clients), MinConns: int32(clients), Combining: combining})
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxConns: int32(clients), MinConns: int32(clients), Combining: combining})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,6 +64,9 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
 	procs := runtime.GOMAXPROCS(0)
 	b.SetParallelism((clients + procs - 1) / procs)
 	before := s.Queries()
+	flushedBefore := s.CombinerStats()
+	cpu := serverCPU(b, s)
+	cpuBefore := cpu()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
@@ -79,6 +88,11 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
 	})
 	b.StopTimer()
 	statements := s.Queries() - before
+	flushed := s.CombinerStats()
+	flushes := flushed.Flushes - flushedBefore.Flushes
+	if used := cpu() - cpuBefore; used > 0 {
+		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "pg-µs/op")
+	}
 	if failed.Load() == 0 {
 		c := readCounts(b, s, "HOT")
 		if int64(c.UsedCount) != seq.Load() {
@@ -96,6 +110,10 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(statements)/float64(b.N), "stmts/op")
+	if flushes > 0 {
+		b.ReportMetric(float64(flushed.Reservations-flushedBefore.Reservations)/float64(flushes), "takes/flush")
+		b.ReportMetric(float64((flushed.FlushTime-flushedBefore.FlushTime).Microseconds())/1000/float64(flushes), "ms/flush")
+	}
 }
 
 // BenchmarkReserveSoldOut measures the rejection of a voucher with no free
