@@ -1,6 +1,6 @@
 -- voucherd_limit_count_rows is the statement triggers
 -- voucher_redemption_limits_insert and voucher_redemption_limits_delete
--- (migration 029): once per statement that inserts or deletes redemptions,
+-- (migration 021): once per statement that inserts or deletes redemptions,
 -- it moves every voucher_limit counter of their vouchers by what the rows
 -- weigh (voucherd_limit_weight; inserted rows add, deleted rows take away),
 -- as voucherd_limit_count does for a row whose update changes its weight.

@@ -1,4 +1,4 @@
--- 030_event_conditions_plpgsql: the two functions the event triggers'
+-- 022_event_conditions_plpgsql: the two functions the event triggers'
 -- WHEN conditions call (migration 019) keep their plans for the session.
 --
 -- A LANGUAGE sql function that reads a table is not inlined, and PostgreSQL

@@ -1,4 +1,4 @@
--- 029_limit_counts_per_statement: the limit counters follow inserted and
+-- 021_limit_counts_per_statement: the limit counters follow inserted and
 -- deleted redemptions once per statement instead of once per row.
 --
 -- The row trigger voucher_redemption_limits ran a PL/pgSQL call and an
