@@ -1,0 +1,261 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// stackingModes are the modes orders of several codes run in: the
+// standard path only (a stack naming a flash-sale voucher is refused,
+// docs/stacks.md).
+var stackingModes = modes[:1]
+
+// forEachStackingMode runs fn in every mode of stackingModes.
+func forEachStackingMode(t *testing.T, fn func(t *testing.T, s *stack)) {
+	for _, m := range stackingModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newStack(t, m.opts))
+		})
+	}
+}
+
+// createStackable creates a voucher with the given discount members,
+// totalLimit and stacking setting (nil: none given) and returns its code.
+func (s *stack) createStackable(discount map[string]any, totalLimit int, stacking map[string]any) string {
+	s.t.Helper()
+	code := fmt.Sprintf("S%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
+	body := map[string]any{"code": code, "totalLimit": totalLimit, "perUserLimit": 1000,
+		"startsAt": "2020-01-01T00:00:00Z", "endsAt": "2999-01-01T00:00:00Z", "flashSale": s.opts.flash}
+	for k, v := range discount {
+		body[k] = v
+	}
+	if stacking != nil {
+		body["stacking"] = stacking
+	}
+	r := s.do(http.MethodPost, "/vouchers", body)
+	require.Equal(s.t, http.StatusCreated, r.status, string(r.raw))
+	return code
+}
+
+// reserveStack posts an order presenting codes.
+func (s *stack) reserveStack(customer, orderID string, amount int64, codes ...string) response {
+	s.t.Helper()
+	return s.do(http.MethodPost, "/reservations", map[string]any{
+		"customerId": customer, "orderId": orderID, "orderAmount": amount, "codes": codes})
+}
+
+// items are a stack answer's items as code → discount.
+func (r response) items() map[string]int64 {
+	out := map[string]int64{}
+	list, _ := r.body["items"].([]any)
+	for _, it := range list {
+		m := it.(map[string]any)
+		out[m["code"].(string)] = int64(m["discountAmount"].(float64))
+	}
+	return out
+}
+
+var stackable = map[string]any{"stackable": true}
+
+// TestStackReservation: a fixed 1,000 and 10% on an order of 20,000 give
+// 2,900 with both items; the same request again is a replay; the orderId
+// with other codes is ORDER_CONFLICT; per-code routes on it answer
+// PART_OF_STACK; GET, extend, confirm and DELETE act on both codes.
+func TestStackReservation(t *testing.T) {
+	t.Parallel()
+	forEachStackingMode(t, func(t *testing.T, s *stack) {
+		a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
+		b := s.createStackable(map[string]any{"discountPercent": 10}, 10, stackable)
+		r := s.do(http.MethodGet, "/vouchers/"+a, nil)
+		require.Equal(t, map[string]any{"stackable": true}, r.body["stacking"], string(r.raw))
+
+		r = s.reserveStack("7", "st-1", 20000, a, b)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		require.Equal(t, int64(2900), r.num("discountAmount"))
+		require.Equal(t, map[string]int64{a: 1000, b: 1900}, r.items())
+		require.Equal(t, "RESERVED", r.str("status"))
+		require.Empty(t, r.header.Get("Idempotent-Replayed"))
+		first := r.body
+
+		r = s.reserveStack("7", "st-1", 20000, a, b)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+		require.Equal(t, first, r.body, "a replay answers the stored stack")
+		require.Equal(t, 1, s.state(a).usedCount)
+		require.Equal(t, 1, s.state(b).usedCount)
+
+		for _, codes := range [][]string{{a}, {b, a}, {a, b, s.createStackable(map[string]any{"discountAmount": 5}, 10, stackable)}} {
+			r = s.reserveStack("7", "st-1", 20000, codes...)
+			require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+			require.Equal(t, "ORDER_CONFLICT", r.str("error"))
+		}
+		r = s.reserveStack("8", "st-1", 20000, a, b)
+		require.Equal(t, "ORDER_CONFLICT", r.str("error"), string(r.raw))
+		r = s.reserve(a, 7, "st-1", 20000)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "ORDER_CONFLICT", r.str("error"), "a single reservation of a stack's orderId")
+		for _, code := range []string{a, b} {
+			for _, call := range []struct{ method, suffix string }{
+				{http.MethodGet, ""}, {http.MethodDelete, ""}, {http.MethodPost, "/confirm"},
+			} {
+				r = s.do(call.method, "/vouchers/"+code+"/reservations/st-1"+call.suffix, nil)
+				require.Equal(t, http.StatusConflict, r.status, "%s %s: %s", call.method, call.suffix, r.raw)
+				require.Equal(t, "PART_OF_STACK", r.str("error"))
+			}
+			r = s.do(http.MethodPost, "/vouchers/"+code+"/reservations/st-1/extend", map[string]any{"seconds": 60})
+			require.Equal(t, "PART_OF_STACK", r.str("error"), string(r.raw))
+		}
+		r = s.do(http.MethodPost, "/vouchers/"+a+"/reservations", map[string]any{
+			"customerId": 7, "orderId": "st-x", "orderAmount": 20000, "replacesOrderId": "st-1"})
+		require.Equal(t, "PART_OF_STACK", r.str("error"), "a single does not replace one code of a stack: %s", r.raw)
+
+		r = s.do(http.MethodGet, "/reservations/st-1", nil)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, "RESERVED", r.str("status"))
+		require.Equal(t, int64(20000), r.num("orderAmount"))
+		require.Equal(t, map[string]int64{a: 1000, b: 1900}, r.items())
+		expires := r.str("expiresAt")
+
+		r = s.do(http.MethodPost, "/reservations/st-1/extend", map[string]any{"seconds": 3000})
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Greater(t, r.str("expiresAt"), expires)
+
+		r = s.do(http.MethodDelete, "/reservations/st-1", nil)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, "RELEASED", r.str("status"))
+		for _, code := range []string{a, b} {
+			st := s.state(code)
+			require.Equal(t, 0, st.usedCount, "DELETE releases %s", code)
+			require.Equal(t, 1, st.released)
+		}
+		r = s.do(http.MethodDelete, "/reservations/st-1", nil)
+		require.Equal(t, http.StatusOK, r.status, "idempotent: %s", r.raw)
+		r = s.reserveStack("7", "st-1", 20000, a, b)
+		require.Equal(t, "ORDER_RELEASED", r.str("error"), string(r.raw))
+		r = s.do(http.MethodPost, "/reservations/st-1/confirm", nil)
+		require.Equal(t, "RESERVATION_RELEASED", r.str("error"), string(r.raw))
+
+		r = s.reserveStack("7", "st-2", 20000, b, a)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		require.Equal(t, map[string]int64{b: 2000, a: 1000}, r.items(), "discounts apply in the order given")
+		r = s.do(http.MethodPost, "/reservations/st-2/confirm", nil)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, "CONFIRMED", r.str("status"))
+		require.Equal(t, 1, s.state(a).confirmed)
+		require.Equal(t, 1, s.state(b).confirmed)
+
+		r = s.do(http.MethodGet, "/reservations/nosuch", nil)
+		require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
+	})
+}
+
+// TestStackRefusals: a refused code answers its own error with failedCode
+// and leaves nothing held; NOT_STACKABLE, EXCLUSIVE_GROUP; malformed lists
+// are 400.
+func TestStackRefusals(t *testing.T) {
+	t.Parallel()
+	forEachStackingMode(t, func(t *testing.T, s *stack) {
+		a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
+		b := s.createStackable(map[string]any{"discountPercent": 10}, 1, stackable)
+		c := s.createStackable(map[string]any{"discountAmount": 100}, 10, nil)
+		g1 := s.createStackable(map[string]any{"discountAmount": 100}, 10, map[string]any{"stackable": true, "exclusiveGroup": "seasonal"})
+		g2 := s.createStackable(map[string]any{"discountAmount": 100}, 10, map[string]any{"stackable": true, "exclusiveGroup": "seasonal"})
+
+		r := s.reserve(b, 9, "other-1", 20000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		before := s.state(a)
+		r = s.reserveStack("7", "st-held", 20000, a, b)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "HELD_OUT", r.str("error"))
+		require.Equal(t, b, r.str("failedCode"))
+		require.NotEmpty(t, r.header.Get("Retry-After"))
+		require.Equal(t, before, s.state(a), "A's reserved is unchanged at once after the answer")
+
+		r = s.reserveStack("7", "st-c", 20000, a, c)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+		require.Equal(t, "NOT_ELIGIBLE", r.str("error"))
+		require.Equal(t, "NOT_STACKABLE", r.str("reason"))
+		require.Equal(t, c, r.str("failedCode"))
+		r = s.reserveStack("7", "st-g", 20000, g1, a, g2)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+		require.Equal(t, "EXCLUSIVE_GROUP", r.str("reason"))
+		require.Equal(t, g2, r.str("failedCode"))
+		r = s.reserveStack("7", "st-unknown", 20000, a, "NOSUCHCODE")
+		require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
+		require.Equal(t, "NOSUCHCODE", r.str("failedCode"))
+		require.Equal(t, before, s.state(a), "no refusal holds anything")
+		for _, code := range []string{c, g1, g2} {
+			require.Equal(t, 0, s.state(code).usedCount)
+		}
+		// A refused orderId is not taken: it may be used afresh.
+		r = s.reserveStack("7", "st-c", 20000, g1, a)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+
+		r = s.reserveStack("7", "st-1code", 20000, c)
+		require.Equal(t, http.StatusCreated, r.status, "one code needs no stacking: %s", r.raw)
+
+		for _, codes := range [][]string{{}, {a, a}, {a, b, c, g1, g2, "X6"}} {
+			r = s.reserveStack("7", "st-bad", 20000, codes...)
+			require.Equal(t, http.StatusBadRequest, r.status, "%v: %s", codes, r.raw)
+		}
+		r = s.do(http.MethodPatch, "/vouchers/"+c, map[string]any{"stacking": map[string]any{"stackable": true, "exclusiveGroup": "x"}})
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, map[string]any{"stackable": true, "exclusiveGroup": "x"}, r.body["stacking"])
+		r = s.do(http.MethodPatch, "/vouchers/"+c, map[string]any{"stacking": map[string]any{"exclusiveGroup": "x"}})
+		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+		r = s.do(http.MethodPatch, "/vouchers/"+c, map[string]any{"stacking": map[string]any{"stackable": false, "exclusiveGroup": "x"}})
+		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+		r = s.reserveStack("7", "st-c2", 20000, a, c)
+		require.Equal(t, http.StatusCreated, r.status, "stackable since the PATCH: %s", r.raw)
+	})
+}
+
+// TestStackRace: A (limit 50) and B (limit 1,000); 300 concurrent stacks
+// [A,B] and 300 singles on B: exactly 50 stacks are taken, B holds 50 plus
+// the singles taken, and no refused stack holds anything.
+func TestStackRace(t *testing.T) {
+	t.Parallel()
+	forEachStackingMode(t, func(t *testing.T, s *stack) {
+		a := s.createStackable(map[string]any{"discountAmount": 100}, 50, stackable)
+		b := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
+		var stacks, singles atomic.Int64
+		parallel(600, 64, func(i int) {
+			if i%2 == 0 {
+				r := s.reserveStack(fmt.Sprint(i), fmt.Sprintf("race-st-%d", i), 5000, a, b)
+				switch {
+				case r.status == http.StatusCreated:
+					stacks.Add(1)
+				case r.str("error") == "HELD_OUT" && r.str("failedCode") == a:
+				default:
+					t.Errorf("stack %d: %d %s", i, r.status, r.raw)
+				}
+				return
+			}
+			r := s.reserve(b, int64(i), fmt.Sprintf("race-b-%d", i), 5000)
+			if r.status == http.StatusCreated {
+				singles.Add(1)
+			} else {
+				t.Errorf("single %d: %d %s", i, r.status, r.raw)
+			}
+		})
+		require.Equal(t, int64(50), stacks.Load())
+		require.Equal(t, 50, s.state(a).usedCount)
+		require.Equal(t, 50+int(singles.Load()), s.state(b).usedCount)
+		require.Equal(t, 50, s.state(a).reserved)
+		require.Equal(t, 50+int(singles.Load()), s.state(b).reserved)
+		var members, orphans int
+		require.NoError(t, s.db.QueryRow(t.Context(), `
+			SELECT count(*), count(*) FILTER (WHERE m.member_order_id IS NULL AND r.order_id LIKE 'race-st-%')
+			FROM voucher_redemption r LEFT JOIN voucher_stack_member m ON m.member_order_id = r.order_id
+			WHERE r.voucher_code IN ($1, $2) AND (m.order_id IS NOT NULL OR r.order_id LIKE 'race-st-%')`, a, b).
+			Scan(&members, &orphans))
+		require.Equal(t, 100, members, "two redemptions per stack taken, none of a refused one")
+		require.Zero(t, orphans)
+	})
+}

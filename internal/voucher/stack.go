@@ -1,0 +1,286 @@
+package voucher
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// MaxStackCodes is the most codes one order may present.
+const MaxStackCodes = 5
+
+// Reasons a stack is not eligible (CodeNotEligible).
+const (
+	// ReasonNotStackable: a code of a stack of several codes is not
+	// stackable (Stacking.Stackable).
+	ReasonNotStackable Reason = "NOT_STACKABLE"
+	// ReasonExclusiveGroup: two codes of a stack share an exclusive group.
+	ReasonExclusiveGroup Reason = "EXCLUSIVE_GROUP"
+)
+
+// CodePartOfStack refuses a per-code call on an order that presented
+// several codes: such an order is acted on whole, through its orderId.
+const CodePartOfStack ErrorCode = "PART_OF_STACK"
+
+// Stacking says whether a voucher may be reserved together with other
+// codes on one order. The zero value is not stackable.
+type Stacking struct {
+	Stackable bool
+	// ExclusiveGroup, when set, allows at most one code of the group per
+	// order; only a stackable voucher has one.
+	ExclusiveGroup string
+}
+
+// MaxExclusiveGroupLen bounds Stacking.ExclusiveGroup.
+const MaxExclusiveGroupLen = 64
+
+// Validate checks the setting.
+func (s Stacking) Validate() error {
+	switch {
+	case len(s.ExclusiveGroup) > MaxExclusiveGroupLen:
+		return Errorf(CodeInvalidRequest, "stacking.exclusiveGroup must be 1-%d bytes", MaxExclusiveGroupLen)
+	case s.ExclusiveGroup != "" && !s.Stackable:
+		return Errorf(CodeInvalidRequest, "stacking.exclusiveGroup needs stacking.stackable true")
+	}
+	return nil
+}
+
+// StackRequest asks for one use of each of several codes for one order,
+// all or none. The discounts apply in the order of Codes, each to what the
+// earlier ones left of OrderAmount.
+type StackRequest struct {
+	CustomerID  string
+	OrderID     string
+	OrderAmount int64
+	Currency    string
+	// Codes are 1 to MaxStackCodes distinct codes.
+	Codes []string
+	// Customers are CustomerID in the form each code's voucher counts it
+	// (CustomerIDNormalization), one per code; set by the service.
+	Customers []string
+	// Requester is who sent the request (the code-guessing limit).
+	Requester Requester
+}
+
+// Validate checks the ranges of the request fields.
+func (r StackRequest) Validate() error {
+	if len(r.Codes) == 0 || len(r.Codes) > MaxStackCodes {
+		return Errorf(CodeInvalidRequest, "codes must hold 1 to %d codes", MaxStackCodes)
+	}
+	for i, c := range r.Codes {
+		if !ValidCode(c) {
+			return Errorf(CodeInvalidRequest, "codes[%d] must be 1-32 characters of A-Z a-z 0-9 _ -", i)
+		}
+		for _, d := range r.Codes[:i] {
+			if d == c {
+				return Errorf(CodeInvalidRequest, "codes must be distinct: %s is given twice", c)
+			}
+		}
+	}
+	return ReserveRequest{Code: r.Codes[0], CustomerID: r.CustomerID, OrderID: r.OrderID,
+		OrderAmount: r.OrderAmount, Currency: r.Currency}.Validate()
+}
+
+// StackMemberOrderID is the orderId of the redemption that holds the code
+// at position (1-based) of the stack orderID: the stack's own orderId for
+// the first code, so that no single reservation can take that orderId,
+// and a derived id for the others. A derived id is a valid orderId that a
+// client could send; every path that meets one checks Store.StackOf
+// (docs/stacks.md).
+func StackMemberOrderID(orderID string, position int) string {
+	if position <= 1 {
+		return orderID
+	}
+	sum := sha256.Sum256([]byte(orderID))
+	return "stack." + hex.EncodeToString(sum[:16]) + "." + strconv.Itoa(position)
+}
+
+// StackItem is one code of a stack and the redemption that holds it.
+type StackItem struct {
+	Code       string
+	Redemption Redemption
+}
+
+// Stack is an order holding several codes.
+type Stack struct {
+	OrderID     string
+	CustomerID  string
+	OrderAmount int64
+	CreatedAt   time.Time
+	// Items are the codes in the order given.
+	Items []StackItem
+	// Replay: the stack was there already; this call took nothing.
+	Replay bool
+}
+
+// DiscountAmount is the stack's total discount.
+func (s Stack) DiscountAmount() int64 {
+	var n int64
+	for _, it := range s.Items {
+		n += it.Redemption.DiscountAmount
+	}
+	return n
+}
+
+// Status is the stack's status: its members' when they agree, RELEASED
+// when any member is released (the stack no longer holds every code),
+// else RESERVED.
+func (s Stack) Status() Status {
+	if len(s.Items) == 0 {
+		return StatusReleased
+	}
+	first := s.Items[0].Redemption.Status
+	for _, it := range s.Items[1:] {
+		if st := it.Redemption.Status; st != first {
+			if st == StatusReleased || first == StatusReleased {
+				return StatusReleased
+			}
+			return StatusReserved
+		}
+	}
+	return first
+}
+
+// ExpiresAt is the earliest expiry of the stack's members.
+func (s Stack) ExpiresAt() time.Time {
+	var t time.Time
+	for i, it := range s.Items {
+		if i == 0 || it.Redemption.ExpiresAt.Before(t) {
+			t = it.Redemption.ExpiresAt
+		}
+	}
+	return t
+}
+
+// StackValidation is what a stack would be given now.
+type StackValidation struct {
+	Items []StackValidationItem
+}
+
+// StackValidationItem is the answer for one code of a validated stack.
+type StackValidationItem struct {
+	Code           string
+	DiscountAmount int64
+	// Err is the code's refusal, nil when it would be given.
+	Err error
+}
+
+// withFailedCode returns err as an *Error naming code as the one that
+// failed; a shared error is copied, never changed.
+func withFailedCode(err error, code string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	c.FailedCode = code
+	return &c
+}
+
+// ReserveStack takes one use of each code of req for its order, all or
+// none: a refusal of any code is that code's error with FailedCode, and
+// nothing stays held. Standard vouchers only: a stack that names a
+// flash-sale voucher is refused (docs/stacks.md).
+func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, error) {
+	start := s.now()
+	if err := req.Validate(); err != nil {
+		return Stack{}, err
+	}
+	if err := s.guessCheck(req.CustomerID, req.Requester); err != nil {
+		return Stack{}, err
+	}
+	req.Customers = make([]string, len(req.Codes))
+	for i, code := range req.Codes {
+		rt, err := s.routeNew(ctx, code, req.OrderID, start)
+		if err != nil {
+			s.guessNoted(req.CustomerID, req.Requester, err)
+			return Stack{}, withFailedCode(err, code)
+		}
+		if rt.v.Campaign && rt.v.Code == code {
+			return Stack{}, withFailedCode(Reject(CodeVoucherNotFound, "", Facts{Voucher: code}), code)
+		}
+		if rt.v.FlashSale {
+			return Stack{}, withFailedCode(Errorf(CodeInvalidRequest,
+				"voucher %s is a flash-sale voucher: flash-sale vouchers cannot be stacked yet", code), code)
+		}
+		req.Customers[i] = rt.v.CustomerIDNormalization.Apply(req.CustomerID)
+	}
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	return s.store.ReserveStack(wctx, req, s.now(), s.cfg.ReservationTTL)
+}
+
+// Stack returns the stack of orderID.
+func (s *Service) Stack(ctx context.Context, orderID string) (Stack, error) {
+	if !ValidOrderID(orderID) {
+		return Stack{}, stackNotFound(orderID)
+	}
+	return s.store.Stack(ctx, orderID)
+}
+
+// ConfirmStack confirms every code of the stack orderID, all or none.
+func (s *Service) ConfirmStack(ctx context.Context, orderID string) (Stack, error) {
+	if !ValidOrderID(orderID) {
+		return Stack{}, stackNotFound(orderID)
+	}
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	return s.store.ConfirmStack(wctx, orderID, s.now())
+}
+
+// ReleaseStack gives back every code of the stack orderID at once;
+// idempotent.
+func (s *Service) ReleaseStack(ctx context.Context, orderID string) (Stack, error) {
+	if !ValidOrderID(orderID) {
+		return Stack{}, stackNotFound(orderID)
+	}
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	return s.store.ReleaseStack(wctx, orderID, s.now())
+}
+
+// ExtendStack extends every code of the stack orderID by d (Extend's
+// rules), all or none.
+func (s *Service) ExtendStack(ctx context.Context, orderID string, d time.Duration) (Stack, error) {
+	if !ValidOrderID(orderID) {
+		return Stack{}, stackNotFound(orderID)
+	}
+	if d < time.Second || d > MaxExtension {
+		return Stack{}, Errorf(CodeInvalidRequest, "seconds must be between 1 and %d", int64(MaxExtension/time.Second))
+	}
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	now := s.now()
+	return s.store.ExtendStack(wctx, orderID, now.Add(d).Truncate(time.Millisecond), now, s.cfg.MaxHold)
+}
+
+// stackConflict answers a per-code reservation replayed on orderId:
+// ORDER_CONFLICT when the orderId is a stack's or one of its members'.
+// Only replays ask: a new orderId cannot be a stack's, whose first member
+// holds it.
+func (s *Service) stackConflict(ctx context.Context, req ReserveRequest) error {
+	if _, found, err := s.store.StackOf(ctx, req.OrderID); err != nil || !found {
+		return err
+	}
+	return Reject(CodeOrderConflict, "", Facts{Voucher: req.Code, OrderID: req.OrderID})
+}
+
+// notPartOfStack refuses a per-code call on orderID when it is a stack or
+// one of its members (PART_OF_STACK): a stack is acted on whole.
+func (s *Service) notPartOfStack(ctx context.Context, orderID string) error {
+	stack, found, err := s.store.StackOf(ctx, orderID)
+	switch {
+	case err != nil:
+		return err
+	case found:
+		return Errorf(CodePartOfStack, "order %s holds several codes: act on it with /reservations/%s", orderID, stack)
+	}
+	return nil
+}
+
+func stackNotFound(orderID string) error {
+	return Errorf(CodeReservationNotFound, "no order %s holding several codes", orderID)
+}
