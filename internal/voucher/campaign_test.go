@@ -184,4 +184,6 @@ func TestCampaignCodeResolution(t *testing.T) {
 }
 
 // StackOf: this fake holds no stacks.
-func (*campaignFakeStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }
+func (*campaignFakeStore) StackOf(context.Context, string) (string, bool, error) {
+	return "", false, nil
+}

@@ -213,4 +213,6 @@ func (s *fakeStore) ResolveCode(ctx context.Context, code, orderID string) (Reso
 func (s *fakeStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }
 
 // VoucherStacking: no voucher of the fake store is stackable.
-func (s *fakeStore) VoucherStacking(context.Context, string) (Stacking, error) { return Stacking{}, nil }
+func (s *fakeStore) VoucherStacking(context.Context, string) (Stacking, error) {
+	return Stacking{}, nil
+}
