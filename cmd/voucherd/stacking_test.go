@@ -259,3 +259,33 @@ func TestStackRace(t *testing.T) {
 		require.Zero(t, orphans)
 	})
 }
+
+// TestStackExpiresWhole: a sweep batch that ends between the members of a
+// stack still releases the stack whole.
+func TestStackExpiresWhole(t *testing.T) {
+	t.Parallel()
+	for _, m := range stackingModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			opts := m.opts
+			opts.ttl = time.Second
+			opts.tweak = func(c *Config) { c.ExpiryInterval = time.Hour }
+			s := newStack(t, opts)
+			a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
+			b := s.createStackable(map[string]any{"discountPercent": 10}, 10, stackable)
+			r := s.reserveStack("7", "st-exp", 20000, a, b)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			time.Sleep(1100 * time.Millisecond)
+			n, err := s.app.svc.ExpireDue(t.Context(), 1)
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "the batch ends after one member")
+			for _, code := range []string{a, b} {
+				st := s.state(code)
+				require.Equal(t, 0, st.usedCount, code)
+				require.Equal(t, 1, st.released, code)
+			}
+			r = s.do(http.MethodGet, "/reservations/st-exp", nil)
+			require.Equal(t, "RELEASED", r.str("status"), string(r.raw))
+		})
+	}
+}

@@ -19,6 +19,7 @@ var (
 	qStackMembers       = mustQuery("stack_members")
 	qStackMemberInsert  = mustQuery("stack_member_insert")
 	qStackOf            = mustQuery("stack_of")
+	qStacksOf           = mustQuery("stacks_of")
 	qStackStacking      = mustQuery("stack_stacking")
 	qVoucherStacking    = mustQuery("voucher_stacking")
 	qVoucherStackingSet = mustQuery("voucher_stacking_set")
@@ -369,4 +370,18 @@ func (s *Store) VoucherStacking(ctx context.Context, code string) (voucher.Stack
 		return voucher.Stacking{}, interpretError(err)
 	}
 	return v.Stacking, nil
+}
+
+// StacksOf lists the stacks whose members' redemptions some of orderIDs
+// are.
+func (s *Store) StacksOf(ctx context.Context, orderIDs []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, qStacksOf, orderIDs)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	stacks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return stacks, nil
 }

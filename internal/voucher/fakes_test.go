@@ -216,3 +216,6 @@ func (s *fakeStore) StackOf(context.Context, string) (string, bool, error) { ret
 func (s *fakeStore) VoucherStacking(context.Context, string) (Stacking, error) {
 	return Stacking{}, nil
 }
+
+// StacksOf: the fake store holds no stacks.
+func (s *fakeStore) StacksOf(context.Context, []string) ([]string, error) { return nil, nil }

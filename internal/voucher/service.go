@@ -234,6 +234,9 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 		rt := s.routeKnown(ctx, r.VoucherCode)
 		rt.path.released(ctx, rt, r.OrderID)
 	}
+	if err := s.expireStacks(ctx, released); err != nil {
+		return len(released), err
+	}
 	if len(released) > 0 {
 		s.obs.Expired(len(released))
 	}

@@ -284,3 +284,26 @@ func (s *Service) notPartOfStack(ctx context.Context, orderID string) error {
 func stackNotFound(orderID string) error {
 	return Errorf(CodeReservationNotFound, "no order %s holding several codes", orderID)
 }
+
+// expireStacks releases whole the stacks some of whose members the expiry
+// sweep released: the members of a stack share their expiry, but a sweep
+// batch may end between them.
+func (s *Service) expireStacks(ctx context.Context, released []Redemption) error {
+	if len(released) == 0 {
+		return nil
+	}
+	ids := make([]string, len(released))
+	for i, r := range released {
+		ids[i] = r.OrderID
+	}
+	stacks, err := s.store.StacksOf(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range stacks {
+		if _, err := s.store.ReleaseStack(ctx, id, s.now()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

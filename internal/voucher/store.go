@@ -154,6 +154,8 @@ type StackStore interface {
 	// StackOf reports the stack orderID is or belongs to (as a member's
 	// redemption).
 	StackOf(ctx context.Context, orderID string) (stack string, found bool, err error)
+	// StacksOf lists the stacks that some of orderIDs are members of.
+	StacksOf(ctx context.Context, orderIDs []string) ([]string, error)
 	// ConfirmStack confirms every member (Confirm's rules); a refusal of
 	// one confirms none.
 	ConfirmStack(ctx context.Context, orderID string, now time.Time) (Stack, error)
