@@ -10,10 +10,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// stackingModes are the modes orders of several codes run in: the
-// standard path only (a stack naming a flash-sale voucher is refused,
+// stackingModes are the modes orders of several codes run in: standard
+// and flash-sync (Kafka mode refuses a stack naming a flash-sale voucher,
 // docs/stacks.md).
-var stackingModes = modes[:1]
+var stackingModes = modes[:2]
+
+// gateRemaining is the gate's count of uses left of a flash voucher, -1
+// in standard mode.
+func (s *stack) gateRemaining(code string) int64 {
+	s.t.Helper()
+	if !s.opts.flash {
+		return -1
+	}
+	st, err := s.app.gate.Inspect(s.t.(*testing.T).Context(), code)
+	require.NoError(s.t, err)
+	require.True(s.t, st.Loaded, code)
+	return st.Remaining
+}
 
 // forEachStackingMode runs fn in every mode of stackingModes.
 func forEachStackingMode(t *testing.T, fn func(t *testing.T, s *stack)) {
@@ -133,6 +146,9 @@ func TestStackReservation(t *testing.T) {
 			st := s.state(code)
 			require.Equal(t, 0, st.usedCount, "DELETE releases %s", code)
 			require.Equal(t, 1, st.released)
+			if s.opts.flash {
+				require.Equal(t, int64(10), s.gateRemaining(code), "the gate has %s's use back", code)
+			}
 		}
 		r = s.do(http.MethodDelete, "/reservations/st-1", nil)
 		require.Equal(t, http.StatusOK, r.status, "idempotent: %s", r.raw)
@@ -176,6 +192,9 @@ func TestStackRefusals(t *testing.T) {
 		require.Equal(t, b, r.str("failedCode"))
 		require.NotEmpty(t, r.header.Get("Retry-After"))
 		require.Equal(t, before, s.state(a), "A's reserved is unchanged at once after the answer")
+		if s.opts.flash {
+			require.Equal(t, int64(10), s.gateRemaining(a), "the gate gave A's use back before the answer")
+		}
 
 		r = s.reserveStack("7", "st-c", 20000, a, c)
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
@@ -257,6 +276,10 @@ func TestStackRace(t *testing.T) {
 			Scan(&members, &orphans))
 		require.Equal(t, 100, members, "two redemptions per stack taken, none of a refused one")
 		require.Zero(t, orphans)
+		if s.opts.flash {
+			require.Equal(t, int64(0), s.gateRemaining(a), "PostgreSQL and Redis agree")
+			require.Equal(t, int64(1000-50)-singles.Load(), s.gateRemaining(b), "PostgreSQL and Redis agree")
+		}
 	})
 }
 
@@ -286,6 +309,10 @@ func TestStackExpiresWhole(t *testing.T) {
 			}
 			r = s.do(http.MethodGet, "/reservations/st-exp", nil)
 			require.Equal(t, "RELEASED", r.str("status"), string(r.raw))
+			if s.opts.flash {
+				require.Equal(t, int64(10), s.gateRemaining(a), "the gate has both uses back")
+				require.Equal(t, int64(10), s.gateRemaining(b), "the gate has both uses back")
+			}
 		})
 	}
 }

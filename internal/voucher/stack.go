@@ -193,6 +193,8 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 		return Stack{}, err
 	}
 	req.Customers = make([]string, len(req.Codes))
+	rts := make([]route, len(req.Codes))
+	flash := false
 	for i, code := range req.Codes {
 		rt, err := s.routeNew(ctx, code, req.OrderID, start)
 		if err != nil {
@@ -202,11 +204,20 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 		if rt.v.Campaign && rt.v.Code == code {
 			return Stack{}, withFailedCode(Reject(CodeVoucherNotFound, "", Facts{Voucher: code}), code)
 		}
-		if rt.v.FlashSale {
-			return Stack{}, withFailedCode(Errorf(CodeInvalidRequest,
-				"voucher %s is a flash-sale voucher: flash-sale vouchers cannot be stacked yet", code), code)
-		}
 		req.Customers[i] = rt.v.CustomerIDNormalization.Apply(req.CustomerID)
+		rts[i], flash = rt, flash || rt.v.FlashSale
+	}
+	if flash {
+		switch w := s.writes.(type) {
+		case *syncWrites:
+			return s.reserveStackSync(ctx, s.flash.(*flashPath), w, req, rts, start)
+		case nil:
+			if !s.cfg.FlashFallback {
+				return Stack{}, Unavailable(nil, "flash vouchers need Redis, which is not configured")
+			}
+		default:
+			return Stack{}, Errorf(CodeInvalidRequest, "flash-sale vouchers cannot be stacked in Kafka mode yet")
+		}
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
@@ -239,7 +250,12 @@ func (s *Service) ReleaseStack(ctx context.Context, orderID string) (Stack, erro
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	return s.store.ReleaseStack(wctx, orderID, s.now())
+	st, err := s.store.ReleaseStack(wctx, orderID, s.now())
+	if err != nil {
+		return Stack{}, err
+	}
+	s.releasedStack(wctx, st)
+	return st, nil
 }
 
 // ExtendStack extends every code of the stack orderID by d (Extend's
@@ -254,7 +270,12 @@ func (s *Service) ExtendStack(ctx context.Context, orderID string, d time.Durati
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	now := s.now()
-	return s.store.ExtendStack(wctx, orderID, now.Add(d).Truncate(time.Millisecond), now, s.cfg.MaxHold)
+	st, err := s.store.ExtendStack(wctx, orderID, now.Add(d).Truncate(time.Millisecond), now, s.cfg.MaxHold)
+	if err != nil {
+		return Stack{}, err
+	}
+	s.extendedStack(wctx, st)
+	return st, nil
 }
 
 // stackConflict answers a per-code reservation replayed on orderId:
@@ -301,9 +322,11 @@ func (s *Service) expireStacks(ctx context.Context, released []Redemption) error
 		return err
 	}
 	for _, id := range stacks {
-		if _, err := s.store.ReleaseStack(ctx, id, s.now()); err != nil {
+		st, err := s.store.ReleaseStack(ctx, id, s.now())
+		if err != nil {
 			return err
 		}
+		s.releasedStack(ctx, st)
 	}
 	return nil
 }
