@@ -316,3 +316,42 @@ func TestStackExpiresWhole(t *testing.T) {
 		})
 	}
 }
+
+// TestStackValidation: POST /validation answers per code and the total,
+// taking nothing.
+func TestStackValidation(t *testing.T) {
+	t.Parallel()
+	forEachStackingMode(t, func(t *testing.T, s *stack) {
+		a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
+		b := s.createStackable(map[string]any{"discountPercent": 10}, 10, stackable)
+		c := s.createStackable(map[string]any{"discountAmount": 100}, 10, nil)
+		validate := func(codes ...string) response {
+			return s.do(http.MethodPost, "/validation", map[string]any{"customerId": "7", "orderAmount": 20000, "codes": codes})
+		}
+		r := validate(a, b)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, true, r.body["valid"])
+		require.Equal(t, int64(2900), r.num("discountAmount"))
+		items := r.body["items"].([]any)
+		require.Len(t, items, 2)
+		require.Equal(t, float64(1900), items[1].(map[string]any)["discountAmount"])
+
+		r = validate(a, c)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, false, r.body["valid"])
+		require.Equal(t, int64(1000), r.num("discountAmount"), "the valid codes' total")
+		bad := r.body["items"].([]any)[1].(map[string]any)
+		require.Equal(t, c, bad["voucherCode"])
+		require.Equal(t, "NOT_ELIGIBLE", bad["code"])
+		require.Equal(t, "NOT_STACKABLE", bad["reason"])
+
+		r = validate(a, "NOSUCH")
+		require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
+		require.Equal(t, "NOSUCH", r.str("failedCode"))
+		r = validate(a, a)
+		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+		for _, code := range []string{a, b, c} {
+			require.Zero(t, s.state(code).usedCount, "a validation takes nothing")
+		}
+	})
+}

@@ -16,6 +16,7 @@ func (s *Server) stackRoutes() {
 		h     HandlerFunc
 	}{
 		{"POST /reservations", s.reserveStack},
+		{"POST /validation", s.validateStack},
 		{"GET /reservations/{orderId}", s.getStack},
 		{"DELETE /reservations/{orderId}", s.releaseStack},
 		{"POST /reservations/{orderId}/confirm", s.confirmStack},
@@ -218,4 +219,56 @@ func stackingField(name string, v jsonValue) (*voucher.Stacking, error) {
 func withStacking(out voucherJSON, v voucher.Voucher) voucherJSON {
 	out.Stacking = &stackingJSON{Stackable: v.Stacking.Stackable, ExclusiveGroup: v.Stacking.ExclusiveGroup}
 	return out
+}
+
+// toStackValidation returns the body of POST /validation: customerId,
+// orderAmount and codes are required; orderId is not a member.
+func (r stackRequest) toStackValidation() (voucher.StackRequest, error) {
+	for _, i := range []int{0, 2, 3} {
+		if r.seen&(1<<i) == 0 {
+			return voucher.StackRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "%s is required", stackFields[i])
+		}
+	}
+	if r.seen&(1<<1) != 0 {
+		return voucher.StackRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "orderId is not a member of a validation of several codes")
+	}
+	return voucher.StackRequest{CustomerID: r.CustomerID, OrderAmount: r.OrderAmount, Currency: r.Currency, Codes: r.Codes}, nil
+}
+
+// stackValidationJSON is the answer of POST /validation.
+type stackValidationJSON struct {
+	Valid          bool                      `json:"valid"`
+	DiscountAmount int64                     `json:"discountAmount"`
+	Items          []stackValidationItemJSON `json:"items"`
+}
+
+// stackValidationItemJSON is one code's validation: the members of the
+// per-code validation's answer, with the code as voucherCode.
+type stackValidationItemJSON struct {
+	VoucherCode string `json:"voucherCode"`
+	validationJSON
+}
+
+// validateStack answers what POST /reservations of the codes would give
+// now, per code and in total, taking nothing.
+func (s *Server) validateStack(w http.ResponseWriter, r *http.Request) error {
+	var body stackRequest
+	if err := decodeBody(r, body.decode); err != nil {
+		return err
+	}
+	req, err := body.toStackValidation()
+	if err != nil {
+		return err
+	}
+	req.Requester = requester(w)
+	v, err := s.svc.ValidateStack(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	out := stackValidationJSON{Valid: v.Valid(), DiscountAmount: v.DiscountAmount(), Items: make([]stackValidationItemJSON, len(v.Items))}
+	for i, it := range v.Items {
+		out.Items[i] = stackValidationItemJSON{VoucherCode: it.Code, validationJSON: toValidationJSON(it.Validation)}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }

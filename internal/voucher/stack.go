@@ -67,6 +67,15 @@ type StackRequest struct {
 
 // Validate checks the ranges of the request fields.
 func (r StackRequest) Validate() error {
+	if err := r.validateCodes(); err != nil {
+		return err
+	}
+	return ReserveRequest{Code: r.Codes[0], CustomerID: r.CustomerID, OrderID: r.OrderID,
+		OrderAmount: r.OrderAmount, Currency: r.Currency}.Validate()
+}
+
+// validateCodes checks Codes: 1 to MaxStackCodes distinct valid codes.
+func (r StackRequest) validateCodes() error {
 	if len(r.Codes) == 0 || len(r.Codes) > MaxStackCodes {
 		return Errorf(CodeInvalidRequest, "codes must hold 1 to %d codes", MaxStackCodes)
 	}
@@ -80,8 +89,7 @@ func (r StackRequest) Validate() error {
 			}
 		}
 	}
-	return ReserveRequest{Code: r.Codes[0], CustomerID: r.CustomerID, OrderID: r.OrderID,
-		OrderAmount: r.OrderAmount, Currency: r.Currency}.Validate()
+	return nil
 }
 
 // StackMemberOrderID is the orderId of the redemption that holds the code
@@ -160,12 +168,31 @@ type StackValidation struct {
 	Items []StackValidationItem
 }
 
+// Valid reports whether every code would be given.
+func (v StackValidation) Valid() bool {
+	for _, it := range v.Items {
+		if !it.Validation.Valid {
+			return false
+		}
+	}
+	return true
+}
+
+// DiscountAmount is the total discount of the codes that would be given.
+func (v StackValidation) DiscountAmount() int64 {
+	var n int64
+	for _, it := range v.Items {
+		if it.Validation.Valid {
+			n += it.Validation.DiscountAmount
+		}
+	}
+	return n
+}
+
 // StackValidationItem is the answer for one code of a validated stack.
 type StackValidationItem struct {
-	Code           string
-	DiscountAmount int64
-	// Err is the code's refusal, nil when it would be given.
-	Err error
+	Code       string
+	Validation Validation
 }
 
 // withFailedCode returns err as an *Error naming code as the one that
@@ -329,4 +356,51 @@ func (s *Service) expireStacks(ctx context.Context, released []Redemption) error
 		s.releasedStack(ctx, st)
 	}
 	return nil
+}
+
+// ValidateStack answers, per code and in total, what ReserveStack of the
+// same codes would give now, taking nothing: each code is validated as
+// POST /vouchers/{code}/validation validates it (every mode's own
+// validation), on what the earlier valid codes left of the order amount,
+// and the stacking rules are checked for several codes. A refusal that is
+// no rule's (the code does not exist, a dependency is down) answers the
+// whole request, with FailedCode.
+func (s *Service) ValidateStack(ctx context.Context, req StackRequest) (StackValidation, error) {
+	if err := req.validateCodes(); err != nil {
+		return StackValidation{}, err
+	}
+	if err := (ValidateRequest{Code: req.Codes[0], CustomerID: req.CustomerID, OrderAmount: req.OrderAmount,
+		Currency: req.Currency}).Validate(); err != nil {
+		return StackValidation{}, err
+	}
+	out := StackValidation{Items: make([]StackValidationItem, len(req.Codes))}
+	left := req.OrderAmount
+	groups := map[string]bool{}
+	for i, code := range req.Codes {
+		v, err := s.Validate(ctx, ValidateRequest{Code: code, CustomerID: req.CustomerID, OrderAmount: left,
+			Currency: req.Currency, Requester: req.Requester})
+		if err != nil {
+			return StackValidation{}, withFailedCode(err, code)
+		}
+		if v.Valid && len(req.Codes) > 1 {
+			st, err := s.store.VoucherStacking(ctx, code)
+			switch {
+			case err != nil:
+				return StackValidation{}, withFailedCode(err, code)
+			case !st.Stackable:
+				v = Validation{Code: CodeNotEligible, Reason: ReasonNotStackable,
+					Message: "voucher " + code + " cannot be combined with other codes"}
+			case st.ExclusiveGroup != "" && groups[st.ExclusiveGroup]:
+				v = Validation{Code: CodeNotEligible, Reason: ReasonExclusiveGroup,
+					Message: "voucher " + code + " is of exclusive group " + st.ExclusiveGroup + ", which an earlier code of the order uses"}
+			default:
+				groups[st.ExclusiveGroup] = st.ExclusiveGroup != ""
+			}
+		}
+		out.Items[i] = StackValidationItem{Code: code, Validation: v}
+		if v.Valid {
+			left -= v.DiscountAmount
+		}
+	}
+	return out, nil
 }
