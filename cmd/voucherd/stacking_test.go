@@ -42,7 +42,14 @@ func forEachStackingMode(t *testing.T, fn func(t *testing.T, s *stack)) {
 // totalLimit and stacking setting (nil: none given) and returns its code.
 func (s *stack) createStackable(discount map[string]any, totalLimit int, stacking map[string]any) string {
 	s.t.Helper()
-	code := fmt.Sprintf("S%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
+	return s.createStackableAs("S", discount, totalLimit, stacking)
+}
+
+// createStackableAs is createStackable with a code starting with prefix
+// (codes are taken in code order in flash mode).
+func (s *stack) createStackableAs(prefix string, discount map[string]any, totalLimit int, stacking map[string]any) string {
+	s.t.Helper()
+	code := fmt.Sprintf("%s%d%d", prefix, time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
 	body := map[string]any{"code": code, "totalLimit": totalLimit, "perUserLimit": 1000,
 		"startsAt": "2020-01-01T00:00:00Z", "endsAt": "2999-01-01T00:00:00Z", "flashSale": s.opts.flash}
 	for k, v := range discount {
@@ -177,8 +184,10 @@ func TestStackReservation(t *testing.T) {
 func TestStackRefusals(t *testing.T) {
 	t.Parallel()
 	forEachStackingMode(t, func(t *testing.T, s *stack) {
-		a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
-		b := s.createStackable(map[string]any{"discountPercent": 10}, 1, stackable)
+		// A sorts before B: in flash mode A's use is taken, then B refused,
+		// and A's use given back before the answer.
+		a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+		b := s.createStackableAs("B", map[string]any{"discountPercent": 10}, 1, stackable)
 		c := s.createStackable(map[string]any{"discountAmount": 100}, 10, nil)
 		g1 := s.createStackable(map[string]any{"discountAmount": 100}, 10, map[string]any{"stackable": true, "exclusiveGroup": "seasonal"})
 		g2 := s.createStackable(map[string]any{"discountAmount": 100}, 10, map[string]any{"stackable": true, "exclusiveGroup": "seasonal"})
