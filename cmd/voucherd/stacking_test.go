@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/client"
 )
 
 // stackingModes are the modes orders of several codes run in: standard
@@ -363,4 +365,51 @@ func TestStackValidation(t *testing.T) {
 			require.Zero(t, s.state(code).usedCount, "a validation takes nothing")
 		}
 	})
+}
+
+// TestStackClient runs the Go client's stack calls against the server.
+func TestStackClient(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	ctx := t.Context()
+	admin, api := client.New(s.base, testAdminToken), client.New(s.base, testAPIToken)
+	codes := make([]string, 3)
+	for i := range codes {
+		codes[i] = fmt.Sprintf("CL%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
+		v := client.Voucher{Code: codes[i], DiscountAmount: 1000, TotalLimit: 5, PerUserLimit: 1,
+			StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)}
+		if i < 2 {
+			v.Stacking = &client.Stacking{Stackable: true}
+		}
+		created, err := admin.CreateVoucher(ctx, v)
+		require.NoError(t, err)
+		require.Equal(t, i < 2, created.Stacking.Stackable)
+	}
+	st, err := api.ReserveStack(ctx, client.StackRequest{CustomerID: "42", OrderID: "cl-1", OrderAmount: 5000, Codes: codes[:2]})
+	require.NoError(t, err)
+	require.Equal(t, int64(2000), st.DiscountAmount)
+	require.Len(t, st.Items, 2)
+	_, err = api.ReserveStack(ctx, client.StackRequest{CustomerID: "42", OrderID: "cl-2", OrderAmount: 5000, Codes: codes[1:]})
+	require.True(t, client.IsCode(err, client.NotEligible), "%v", err)
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, client.ReasonNotStackable, e.Reason)
+	require.Equal(t, codes[2], e.FailedCode)
+	_, err = api.GetReservation(ctx, codes[0], "cl-1")
+	require.True(t, client.IsCode(err, client.PartOfStack), "%v", err)
+	v, err := api.ValidateStack(ctx, client.StackRequest{CustomerID: "43", OrderAmount: 5000, Codes: codes[:2]})
+	require.NoError(t, err)
+	require.True(t, v.Valid)
+	require.Equal(t, int64(2000), v.DiscountAmount)
+	st, err = api.GetStack(ctx, "cl-1")
+	require.NoError(t, err)
+	require.Equal(t, "42", st.CustomerID)
+	_, err = api.ExtendStack(ctx, "cl-1", 60)
+	require.NoError(t, err)
+	st, err = api.ConfirmStack(ctx, "cl-1")
+	require.NoError(t, err)
+	require.Equal(t, client.StatusConfirmed, st.Status)
+	st, err = api.ReleaseStack(ctx, "cl-1")
+	require.NoError(t, err)
+	require.Equal(t, client.StatusReleased, st.Status)
 }
