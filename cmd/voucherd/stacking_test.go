@@ -9,7 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/redis/rueidis"
+
 	"github.com/voucherd/voucherd/client"
+	"github.com/voucherd/voucherd/internal/testenv"
 )
 
 // stackingModes are the modes orders of several codes run in: standard
@@ -246,52 +249,102 @@ func TestStackRefusals(t *testing.T) {
 	})
 }
 
-// TestStackRace: A (limit 50) and B (limit 1,000); 300 concurrent stacks
-// [A,B] and 300 singles on B: exactly 50 stacks are taken, B holds 50 plus
-// the singles taken, and no refused stack holds anything.
+// TestStackRace runs runStackRace in every stacking mode.
 func TestStackRace(t *testing.T) {
 	t.Parallel()
 	forEachStackingMode(t, func(t *testing.T, s *stack) {
-		a := s.createStackable(map[string]any{"discountAmount": 100}, 50, stackable)
-		b := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
-		var stacks, singles atomic.Int64
-		parallel(600, 64, func(i int) {
-			if i%2 == 0 {
-				r := s.reserveStack(fmt.Sprint(i), fmt.Sprintf("race-st-%d", i), 5000, a, b)
-				switch {
-				case r.status == http.StatusCreated:
-					stacks.Add(1)
-				case r.str("error") == "HELD_OUT" && r.str("failedCode") == a:
-				default:
-					t.Errorf("stack %d: %d %s", i, r.status, r.raw)
-				}
-				return
+		runStackRace(t, s,
+			s.createStackable(map[string]any{"discountAmount": 100}, 50, stackable),
+			s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable))
+	})
+}
+
+// TestStackRaceRedisCluster is TestStackRace in flash-sync mode on a
+// Redis Cluster of three masters, with A and B on different masters.
+func TestStackRaceRedisCluster(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewRedisCluster(t)
+	s := newStack(t, stackOptions{flash: true, redisAddrs: cluster.Addrs})
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs, DisableCache: true})
+	require.NoError(t, err)
+	defer rc.Close()
+	slots, err := rc.Do(t.Context(), rc.B().ClusterSlots().Build()).ToArray()
+	require.NoError(t, err)
+	// masterOf is the port of the master serving the slot of code's keys
+	// (their hash tag is {code}).
+	masterOf := func(code string) int64 {
+		slot, err := rc.Do(t.Context(), rc.B().ClusterKeyslot().Key("{"+code+"}").Build()).AsInt64()
+		require.NoError(t, err)
+		for _, r := range slots {
+			rng, err := r.ToArray()
+			require.NoError(t, err)
+			lo, _ := rng[0].AsInt64()
+			hi, _ := rng[1].AsInt64()
+			if slot >= lo && slot <= hi {
+				node, err := rng[2].ToArray()
+				require.NoError(t, err)
+				port, err := node[1].AsInt64()
+				require.NoError(t, err)
+				return port
 			}
-			r := s.reserve(b, int64(i), fmt.Sprintf("race-b-%d", i), 5000)
-			if r.status == http.StatusCreated {
-				singles.Add(1)
-			} else {
-				t.Errorf("single %d: %d %s", i, r.status, r.raw)
+		}
+		t.Fatalf("no master serves slot %d", slot)
+		return 0
+	}
+	a := s.createStackable(map[string]any{"discountAmount": 100}, 50, stackable)
+	var b string
+	for i := 0; b == "" && i < 100; i++ {
+		b = s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
+		if masterOf(b) == masterOf(a) {
+			b = ""
+		}
+	}
+	require.NotEmpty(t, b, "no code on another master than %s", a)
+	runStackRace(t, s, a, b)
+}
+
+// runStackRace: A (limit 50) and B (limit 1,000); 300 concurrent stacks
+// [A,B] and 300 singles on B: exactly 50 stacks are taken, B holds 50 plus
+// the singles taken, no refused stack holds anything, and in flash mode
+// the gate's counts agree with PostgreSQL's.
+func runStackRace(t *testing.T, s *stack, a, b string) {
+	var stacks, singles atomic.Int64
+	parallel(600, 64, func(i int) {
+		if i%2 == 0 {
+			r := s.reserveStack(fmt.Sprint(i), fmt.Sprintf("race-st-%d", i), 5000, a, b)
+			switch {
+			case r.status == http.StatusCreated:
+				stacks.Add(1)
+			case r.str("error") == "HELD_OUT" && r.str("failedCode") == a:
+			default:
+				t.Errorf("stack %d: %d %s", i, r.status, r.raw)
 			}
-		})
-		require.Equal(t, int64(50), stacks.Load())
-		require.Equal(t, 50, s.state(a).usedCount)
-		require.Equal(t, 50+int(singles.Load()), s.state(b).usedCount)
-		require.Equal(t, 50, s.state(a).reserved)
-		require.Equal(t, 50+int(singles.Load()), s.state(b).reserved)
-		var members, orphans int
-		require.NoError(t, s.db.QueryRow(t.Context(), `
-			SELECT count(*), count(*) FILTER (WHERE m.member_order_id IS NULL AND r.order_id LIKE 'race-st-%')
-			FROM voucher_redemption r LEFT JOIN voucher_stack_member m ON m.member_order_id = r.order_id
-			WHERE r.voucher_code IN ($1, $2) AND (m.order_id IS NOT NULL OR r.order_id LIKE 'race-st-%')`, a, b).
-			Scan(&members, &orphans))
-		require.Equal(t, 100, members, "two redemptions per stack taken, none of a refused one")
-		require.Zero(t, orphans)
-		if s.opts.flash {
-			require.Equal(t, int64(0), s.gateRemaining(a), "PostgreSQL and Redis agree")
-			require.Equal(t, int64(1000-50)-singles.Load(), s.gateRemaining(b), "PostgreSQL and Redis agree")
+			return
+		}
+		r := s.reserve(b, int64(i), fmt.Sprintf("race-b-%d", i), 5000)
+		if r.status == http.StatusCreated {
+			singles.Add(1)
+		} else {
+			t.Errorf("single %d: %d %s", i, r.status, r.raw)
 		}
 	})
+	require.Equal(t, int64(50), stacks.Load())
+	require.Equal(t, 50, s.state(a).usedCount)
+	require.Equal(t, 50+int(singles.Load()), s.state(b).usedCount)
+	require.Equal(t, 50, s.state(a).reserved)
+	require.Equal(t, 50+int(singles.Load()), s.state(b).reserved)
+	var members, orphans int
+	require.NoError(t, s.db.QueryRow(t.Context(), `
+		SELECT count(*), count(*) FILTER (WHERE m.member_order_id IS NULL AND r.order_id LIKE 'race-st-%')
+		FROM voucher_redemption r LEFT JOIN voucher_stack_member m ON m.member_order_id = r.order_id
+		WHERE r.voucher_code IN ($1, $2) AND (m.order_id IS NOT NULL OR r.order_id LIKE 'race-st-%')`, a, b).
+		Scan(&members, &orphans))
+	require.Equal(t, 100, members, "two redemptions per stack taken, none of a refused one")
+	require.Zero(t, orphans)
+	if s.opts.flash {
+		require.Equal(t, int64(0), s.gateRemaining(a), "PostgreSQL and Redis agree")
+		require.Equal(t, int64(1000-50)-singles.Load(), s.gateRemaining(b), "PostgreSQL and Redis agree")
+	}
 }
 
 // TestStackExpiresWhole: a sweep batch that ends between the members of a
