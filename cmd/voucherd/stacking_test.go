@@ -466,3 +466,36 @@ func TestStackClient(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, client.StatusReleased, st.Status)
 }
+
+// TestStackStoreRefusalGivesBack: in flash-sync mode, when the gate took
+// every member and PostgreSQL refuses one (here B was stopped behind the
+// cached definition's back), every use goes back to the gate before the
+// answer, which is B's own refusal.
+func TestStackStoreRefusalGivesBack(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true})
+	a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackableAs("B", map[string]any{"discountAmount": 1000}, 10, stackable)
+	r := s.do(http.MethodPost, "/validation", map[string]any{"customerId": "7", "orderAmount": 20000, "codes": []string{a, b}})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, int64(10), s.gateRemaining(a))
+	_, err := s.db.Exec(t.Context(), "UPDATE voucher SET disabled = true WHERE code = $1", b)
+	require.NoError(t, err)
+	r = s.reserveStack("7", "st-store", 20000, a, b)
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+	require.Equal(t, "DISABLED", r.str("reason"))
+	require.Equal(t, b, r.str("failedCode"))
+	require.Equal(t, int64(10), s.gateRemaining(a), "A's use is back in the gate")
+	require.Equal(t, int64(10), s.gateRemaining(b), "B's use is back in the gate")
+	m := s.doToken(http.MethodGet, "/metrics", nil, testAdminToken)
+	require.Contains(t, string(m.raw), `voucherd_gate_compensations_total{mode="flash-sync"} 2`,
+		"the gate took both uses and gave both back")
+	require.Zero(t, s.state(a).usedCount)
+	// The orderId was not used: with B started again it takes both.
+	_, err = s.db.Exec(t.Context(), "UPDATE voucher SET disabled = false WHERE code = $1", b)
+	require.NoError(t, err)
+	r = s.reserveStack("7", "st-store", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, int64(9), s.gateRemaining(a))
+	require.Equal(t, int64(9), s.gateRemaining(b))
+}

@@ -237,7 +237,11 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 	if flash {
 		switch w := s.writes.(type) {
 		case *syncWrites:
-			return s.reserveStackSync(ctx, s.flash.(*flashPath), w, req, rts, start)
+			st, err := s.reserveStackSync(ctx, s.flash.(*flashPath), w, req, rts, start)
+			if !errors.Is(err, errKnownStack) {
+				return st, err
+			}
+			// A known stack: the store answers it, taking nothing.
 		case nil:
 			if !s.cfg.FlashFallback {
 				return Stack{}, Unavailable(nil, "flash vouchers need Redis, which is not configured")
@@ -328,6 +332,10 @@ func (s *Service) notPartOfStack(ctx context.Context, orderID string) error {
 	}
 	return nil
 }
+
+// errKnownStack tells ReserveStack that the orderId is a known stack,
+// which the store answers.
+var errKnownStack = errors.New("known stack")
 
 func stackNotFound(orderID string) error {
 	return Errorf(CodeReservationNotFound, "no order %s holding several codes", orderID)

@@ -29,6 +29,9 @@ type stackTake struct {
 // instance that dies between two takes leaves holds that no row backs;
 // the liveness mechanism fences and gives them back (docs/stacks.md).
 func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWrites, req StackRequest, rts []route, now time.Time) (Stack, error) {
+	if err := s.stackEligible(ctx, req, rts, now); err != nil {
+		return Stack{}, err
+	}
 	at := now.Truncate(time.Millisecond)
 	takes := make([]stackTake, len(rts))
 	left := req.OrderAmount
@@ -177,4 +180,28 @@ func (s *Service) extendedStack(ctx context.Context, st Stack) {
 				"code", it.Code, "orderId", it.Redemption.OrderID, "err", err)
 		}
 	}
+}
+
+// stackEligible checks each flash code's eligibility on the definition
+// before the gate is asked, as the per-code flash path does, so that an
+// ineligible code takes nothing anywhere. A known stack's orderId is
+// answered by the store first (its replay, ORDER_CONFLICT or
+// ORDER_RELEASED, writing nothing), as a known orderId is answered before
+// eligibility.
+func (s *Service) stackEligible(ctx context.Context, req StackRequest, rts []route, now time.Time) error {
+	left := req.OrderAmount
+	for i, rt := range rts {
+		p := Purchase{Amount: left, CustomerID: req.Customers[i], Currency: req.Currency}
+		if err := rt.v.CheckEligible(p, now); err != nil && rt.v.FlashSale {
+			if _, found, serr := s.store.StackOf(ctx, req.OrderID); serr != nil || found {
+				if serr != nil {
+					return serr
+				}
+				return errKnownStack
+			}
+			return withFailedCode(err, rt.code)
+		}
+		left -= rt.v.Discount().Compute(left)
+	}
+	return nil
 }
