@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -498,4 +499,37 @@ func TestStackStoreRefusalGivesBack(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
 	require.Equal(t, int64(9), s.gateRemaining(a))
 	require.Equal(t, int64(9), s.gateRemaining(b))
+}
+
+// TestStackCLI: voucherd reserve and validate with several codes, and
+// voucherd order.
+func TestStackCLI(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackable(map[string]any{"discountPercent": 10}, 10, stackable)
+	cli := func(args ...string) (string, error) {
+		var out, errOut strings.Builder
+		n := 1
+		if args[0] == "order" {
+			n = 2
+		}
+		args = append(args[:n:n], append([]string{"--url", s.base, "--token", testAPIToken}, args[n:]...)...)
+		err := run(t.Context(), args, &out, &errOut)
+		return out.String(), err
+	}
+	out, err := cli("validate", "--customer", "7", "--amount", "20000", a, b)
+	require.NoError(t, err)
+	require.Contains(t, out, `"discountAmount": 2900`)
+	out, err = cli("reserve", "--customer", "7", "--order", "cli-st", "--amount", "20000", a, b)
+	require.NoError(t, err)
+	require.Contains(t, out, `"discountAmount": 2900`)
+	out, err = cli("order", "get", "cli-st")
+	require.NoError(t, err)
+	require.Contains(t, out, `"status": "RESERVED"`)
+	out, err = cli("order", "release", "cli-st")
+	require.NoError(t, err)
+	require.Contains(t, out, `"status": "RELEASED"`)
+	_, err = cli("reserve", "--customer", "7", "--order", "cli-st", "--amount", "20000", a, b)
+	require.ErrorContains(t, err, "ORDER_RELEASED")
 }
