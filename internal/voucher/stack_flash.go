@@ -56,7 +56,7 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 			continue
 		}
 		if err := s.takeStackMember(ctx, fp, t, req, now); err != nil {
-			s.giveBackStack(ctx, takes, err)
+			s.untakeStack(ctx, takes)
 			return Stack{}, withFailedCode(err, t.rt.code)
 		}
 	}
@@ -120,9 +120,28 @@ func (s *Service) takeStackMember(ctx context.Context, fp *flashPath, t *stackTa
 	}
 }
 
+// untakeStack gives back, in reverse code order, the uses this attempt
+// took before a later code was refused (the refusal of a stack under
+// load, so it logs nothing); a give-back the gate does not answer is
+// remembered and settled when it answers again, as compensate does.
+func (s *Service) untakeStack(ctx context.Context, takes []stackTake) {
+	cctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	for i := len(takes) - 1; i >= 0; i-- {
+		t := takes[i]
+		if !t.taken {
+			continue
+		}
+		if _, err := s.gate.Release(cctx, t.rt.gateCode(), t.hold.OrderID, ReleaseForget); err != nil {
+			s.log.ErrorContext(ctx, "could not give a stack's use back to the gate", "code", t.rt.code, "orderId", t.hold.OrderID, "err", err)
+			s.unanswered.remember(t.rt.gateCode(), t.hold, s.now())
+		}
+	}
+}
+
 // giveBackStack gives back, in reverse code order, the uses this attempt
-// took (compensate: a give-back the gate does not answer is settled when
-// it answers again).
+// took after the store refused the stack (compensate: a give-back the
+// gate does not answer is settled when it answers again).
 func (s *Service) giveBackStack(ctx context.Context, takes []stackTake, cause error) {
 	for i := len(takes) - 1; i >= 0; i-- {
 		if t := takes[i]; t.taken {
