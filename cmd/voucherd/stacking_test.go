@@ -14,6 +14,7 @@ import (
 
 	"github.com/voucherd/voucherd/client"
 	"github.com/voucherd/voucherd/internal/testenv"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 // stackingModes are the modes orders of several codes run in: standard
@@ -230,6 +231,22 @@ func TestStackRefusals(t *testing.T) {
 		// A refused orderId is not taken: it may be used afresh.
 		r = s.reserveStack("7", "st-c", 20000, g1, a)
 		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+
+		// A single that took the orderId a member would get is not adopted.
+		d := s.createStackableAs("D", map[string]any{"discountAmount": 100}, 10, stackable)
+		r = s.reserve(d, 7, voucher.StackMemberOrderID("st-collide", 2), 20000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		before, remainingA := s.state(a), s.gateRemaining(a)
+		r = s.reserveStack("7", "st-collide", 20000, a, d)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "ORDER_CONFLICT", r.str("error"))
+		require.Equal(t, d, r.str("failedCode"))
+		require.Equal(t, 1, s.state(d).usedCount, "the single keeps its use")
+		require.Equal(t, before, s.state(a))
+		require.Equal(t, remainingA, s.gateRemaining(a))
+		if s.opts.flash {
+			require.Equal(t, int64(9), s.gateRemaining(d))
+		}
 
 		r = s.reserveStack("7", "st-1code", 20000, c)
 		require.Equal(t, http.StatusCreated, r.status, "one code needs no stacking: %s", r.raw)
