@@ -137,26 +137,18 @@ func checkStacking(ctx context.Context, tx pgx.Tx, codes []string) error {
 	if err != nil {
 		return err
 	}
-	groups := map[string]string{}
+	settings := map[string]voucher.Stacking{}
 	var code, group string
 	if _, err := pgx.ForEachRow(rows, []any{&code, &group}, func() error {
-		groups[code] = group
+		settings[code] = voucher.Stacking{Stackable: true, ExclusiveGroup: group}
 		return nil
 	}); err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, c := range codes {
-		g, stackable := groups[c]
-		switch {
-		case !stackable:
-			return &codeFailure{code: c, err: &voucher.Error{Code: voucher.CodeNotEligible, Reason: voucher.ReasonNotStackable,
-				Message: "voucher " + c + " cannot be combined with other codes"}}
-		case g != "" && seen[g]:
-			return &codeFailure{code: c, err: &voucher.Error{Code: voucher.CodeNotEligible, Reason: voucher.ReasonExclusiveGroup,
-				Message: "voucher " + c + " is of exclusive group " + g + ", which an earlier code of the order uses"}}
+	for i, reason := range voucher.StackingRefusals(codes, settings) {
+		if reason != "" {
+			return &codeFailure{code: codes[i], err: voucher.StackingError(codes[i], reason)}
 		}
-		seen[g] = g != ""
 	}
 	return nil
 }

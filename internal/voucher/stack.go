@@ -48,6 +48,43 @@ func (s Stacking) Validate() error {
 	return nil
 }
 
+// StackingRefusals applies the stacking rule to an order presenting codes
+// (in the order given) whose settings are known (a code missing from
+// settings is not stackable): the reason each code is refused for, ""
+// for a code the rule lets through. One code alone needs no setting;
+// with several, every code must be stackable (NOT_STACKABLE), and a code
+// whose exclusive group an earlier stackable code has is EXCLUSIVE_GROUP.
+// The store's reservation refuses the first code with a reason, the
+// validation each such item.
+func StackingRefusals(codes []string, settings map[string]Stacking) []Reason {
+	out := make([]Reason, len(codes))
+	if len(codes) < 2 {
+		return out
+	}
+	seen := map[string]bool{}
+	for i, c := range codes {
+		st := settings[c]
+		switch {
+		case !st.Stackable:
+			out[i] = ReasonNotStackable
+		case st.ExclusiveGroup != "" && seen[st.ExclusiveGroup]:
+			out[i] = ReasonExclusiveGroup
+		case st.ExclusiveGroup != "":
+			seen[st.ExclusiveGroup] = true
+		}
+	}
+	return out
+}
+
+// StackingError is the NOT_ELIGIBLE answer of reason for code.
+func StackingError(code string, reason Reason) *Error {
+	msg := "voucher " + code + " cannot be combined with other codes"
+	if reason == ReasonExclusiveGroup {
+		msg = "voucher " + code + " is of an exclusive group that an earlier code of the order has"
+	}
+	return &Error{Code: CodeNotEligible, Reason: reason, Message: msg}
+}
+
 // StackRequest asks for one use of each of several codes for one order,
 // all or none. The discounts apply in the order of Codes, each to what the
 // earlier ones left of OrderAmount.
@@ -382,28 +419,27 @@ func (s *Service) ValidateStack(ctx context.Context, req StackRequest) (StackVal
 		return StackValidation{}, err
 	}
 	out := StackValidation{Items: make([]StackValidationItem, len(req.Codes))}
+	settings := map[string]Stacking{}
+	if len(req.Codes) > 1 {
+		for _, code := range req.Codes {
+			st, err := s.store.VoucherStacking(ctx, code)
+			if err != nil {
+				return StackValidation{}, withFailedCode(err, code)
+			}
+			settings[code] = st
+		}
+	}
+	refusals := StackingRefusals(req.Codes, settings)
 	left := req.OrderAmount
-	groups := map[string]bool{}
 	for i, code := range req.Codes {
 		v, err := s.Validate(ctx, ValidateRequest{Code: code, CustomerID: req.CustomerID, OrderAmount: left,
 			Currency: req.Currency, Requester: req.Requester})
 		if err != nil {
 			return StackValidation{}, withFailedCode(err, code)
 		}
-		if v.Valid && len(req.Codes) > 1 {
-			st, err := s.store.VoucherStacking(ctx, code)
-			switch {
-			case err != nil:
-				return StackValidation{}, withFailedCode(err, code)
-			case !st.Stackable:
-				v = Validation{Code: CodeNotEligible, Reason: ReasonNotStackable,
-					Message: "voucher " + code + " cannot be combined with other codes"}
-			case st.ExclusiveGroup != "" && groups[st.ExclusiveGroup]:
-				v = Validation{Code: CodeNotEligible, Reason: ReasonExclusiveGroup,
-					Message: "voucher " + code + " is of exclusive group " + st.ExclusiveGroup + ", which an earlier code of the order uses"}
-			default:
-				groups[st.ExclusiveGroup] = st.ExclusiveGroup != ""
-			}
+		if v.Valid && refusals[i] != "" {
+			e := StackingError(code, refusals[i])
+			v = Validation{Code: e.Code, Reason: e.Reason, Message: e.Message}
 		}
 		out.Items[i] = StackValidationItem{Code: code, Validation: v}
 		if v.Valid {
