@@ -550,3 +550,70 @@ func TestStackCLI(t *testing.T) {
 	_, err = cli("reserve", "--customer", "7", "--order", "cli-st", "--amount", "20000", a, b)
 	require.ErrorContains(t, err, "ORDER_RELEASED")
 }
+
+// TestStackReplacement: a stack replaces a stack or a single reservation
+// of the customer in one transaction (standard vouchers).
+func TestStackReplacement(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackable(map[string]any{"discountAmount": 500}, 10, stackable)
+	c := s.createStackable(map[string]any{"discountAmount": 200}, 1, stackable)
+	replace := func(customer, orderID, replaces string, codes ...string) response {
+		return s.do(http.MethodPost, "/reservations", map[string]any{"customerId": customer, "orderId": orderID,
+			"orderAmount": 20000, "codes": codes, "replacesOrderId": replaces})
+	}
+	r := s.reserveStack("7", "rp-1", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	r = replace("8", "rp-x", "rp-1", a, c)
+	require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"), "another customer's: %s", r.raw)
+	r = replace("7", "rp-x", "nosuch", a, c)
+	require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"), string(r.raw))
+
+	// The stack [A,B] becomes [A,C]: A's use is taken over, B's given back.
+	r = replace("7", "rp-2", "rp-1", a, c)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, 1, s.state(a).usedCount)
+	require.Equal(t, 0, s.state(b).usedCount)
+	require.Equal(t, 1, s.state(c).usedCount)
+	r = s.do(http.MethodGet, "/reservations/rp-1", nil)
+	require.Equal(t, "RELEASED", r.str("status"), string(r.raw))
+	var continued bool
+	require.NoError(t, s.db.QueryRow(t.Context(), `
+		SELECT bool_and(n.held_since = o.created_at) FROM voucher_redemption n, voucher_redemption o
+		WHERE o.order_id = 'rp-1' AND n.order_id IN (SELECT member_order_id FROM voucher_stack_member WHERE order_id = 'rp-2')`).
+		Scan(&continued))
+	require.True(t, continued, "the new members continue the replaced hold (held_since)")
+	r = replace("7", "rp-2", "rp-1", a, c)
+	require.Equal(t, http.StatusCreated, r.status, "a replay: %s", r.raw)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+
+	// A refusal of a new code leaves the replaced order held.
+	r = replace("7", "rp-3", "rp-2", a, b, c)
+	require.Equal(t, http.StatusCreated, r.status, "C's one use is taken over: %s", r.raw)
+	r = s.reserve(c, 9, "rp-other", 20000)
+	require.Equal(t, "HELD_OUT", r.str("error"), "C's one use stays held: %s", r.raw)
+	d := s.createStackable(map[string]any{"discountAmount": 200}, 1, stackable)
+	r = s.reserve(d, 9, "rp-d", 20000)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	states := []dbState{s.state(a), s.state(b), s.state(c)}
+	r = replace("7", "rp-4", "rp-3", a, d)
+	require.Equal(t, "HELD_OUT", r.str("error"), string(r.raw))
+	require.Equal(t, d, r.str("failedCode"))
+	require.Equal(t, states, []dbState{s.state(a), s.state(b), s.state(c)}, "nothing changed")
+	r = s.do(http.MethodGet, "/reservations/rp-3", nil)
+	require.Equal(t, "RESERVED", r.str("status"), "the replaced order stands: %s", r.raw)
+
+	// A single reservation replaced by a stack.
+	r = s.reserve(b, 7, "rp-single", 20000)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	before := s.state(b).usedCount
+	r = replace("7", "rp-5", "rp-single", b, a)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, before, s.state(b).usedCount, "B's use is taken over")
+	r = s.do(http.MethodGet, "/vouchers/"+b+"/reservations/rp-single", nil)
+	require.Equal(t, "RELEASED", r.str("status"), string(r.raw))
+	// A member of a stack is not a single to replace.
+	r = replace("7", "rp-6", voucher.StackMemberOrderID("rp-5", 2), b, a)
+	require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"), string(r.raw))
+}

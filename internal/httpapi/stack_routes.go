@@ -33,12 +33,14 @@ type stackRequest struct {
 	OrderAmount int64
 	Currency    string
 	Codes       []string
-	seen        uint64
+	// ReplacesOrderID is a member of POST /reservations only.
+	ReplacesOrderID string
+	seen            uint64
 }
 
 // stackFields are the members of stackRequest; the first four are
 // required.
-var stackFields = []string{"customerId", "orderId", "orderAmount", "codes", "currency"}
+var stackFields = []string{"customerId", "orderId", "orderAmount", "codes", "currency", "replacesOrderId"}
 
 func (r *stackRequest) decode(body []byte) error {
 	seen, err := decodeObject(body, stackFields, func(i int, v jsonValue) error {
@@ -56,6 +58,11 @@ func (r *stackRequest) decode(body []byte) error {
 			r.Currency, err = stringField("currency", v)
 			if err == nil && !voucher.ValidCurrency(r.Currency) {
 				err = voucher.Errorf(voucher.CodeInvalidRequest, "currency must be an ISO 4217 code: three letters A-Z")
+			}
+		case 5:
+			r.ReplacesOrderID, err = stringField("replacesOrderId", v)
+			if err == nil && r.ReplacesOrderID == "" {
+				err = voucher.Errorf(voucher.CodeInvalidRequest, "replacesOrderId must not be empty")
 			}
 		}
 		return err
@@ -80,7 +87,7 @@ func (r stackRequest) toDomain() (voucher.StackRequest, error) {
 		}
 	}
 	req := voucher.StackRequest{CustomerID: r.CustomerID, OrderID: r.OrderID, OrderAmount: r.OrderAmount,
-		Currency: r.Currency, Codes: r.Codes}
+		Currency: r.Currency, Codes: r.Codes, ReplacesOrderID: r.ReplacesOrderID}
 	return req, req.Validate()
 }
 
@@ -229,8 +236,8 @@ func (r stackRequest) toStackValidation() (voucher.StackRequest, error) {
 			return voucher.StackRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "%s is required", stackFields[i])
 		}
 	}
-	if r.seen&(1<<1) != 0 {
-		return voucher.StackRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "orderId is not a member of a validation of several codes")
+	if r.seen&(1<<1) != 0 || r.seen&(1<<5) != 0 {
+		return voucher.StackRequest{}, voucher.Errorf(voucher.CodeInvalidRequest, "orderId and replacesOrderId are not members of a validation of several codes")
 	}
 	return voucher.StackRequest{CustomerID: r.CustomerID, OrderAmount: r.OrderAmount, Currency: r.Currency, Codes: r.Codes}, nil
 }

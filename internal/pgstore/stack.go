@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,8 @@ var (
 	qStackMemberInsert  = mustQuery("stack_member_insert")
 	qStackOf            = mustQuery("stack_of")
 	qStacksOf           = mustQuery("stacks_of")
+	qStackReplaced      = mustQuery("stack_replaced")
+	qStackHeldSince     = mustQuery("stack_held_since")
 	qStackStacking      = mustQuery("stack_stacking")
 	qVoucherStacking    = mustQuery("voucher_stacking")
 	qVoucherStackingSet = mustQuery("voucher_stacking_set")
@@ -84,6 +87,21 @@ func (s *Store) ReserveStack(ctx context.Context, r voucher.StackRequest, now ti
 
 func reserveStack(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, now time.Time, ttl time.Duration) (voucher.Stack, error) {
 	sorted := slices.Clone(r.Codes)
+	var replaced *voucher.Stack
+	if r.ReplacesOrderID != "" {
+		// A replaced stack's codes are locked with the new ones (its codes
+		// never change, so reading them before the locks is safe).
+		if old, err := readStack(ctx, tx, r.ReplacesOrderID); err == nil {
+			replaced = &old
+			for _, it := range old.Items {
+				if !slices.Contains(sorted, it.Code) {
+					sorted = append(sorted, it.Code)
+				}
+			}
+		} else if !voucher.IsCode(err, voucher.CodeReservationNotFound) {
+			return voucher.Stack{}, err
+		}
+	}
 	slices.Sort(sorted)
 	if _, err := tx.Exec(ctx, qStackLock, sorted); err != nil {
 		return voucher.Stack{}, err
@@ -98,6 +116,11 @@ func reserveStack(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, now ti
 	}
 	if err := checkStacking(ctx, tx, r.Codes); err != nil {
 		return voucher.Stack{}, err
+	}
+	if r.ReplacesOrderID != "" {
+		if err := releaseReplaced(ctx, tx, r, replaced, now); err != nil {
+			return voucher.Stack{}, err
+		}
 	}
 	st := voucher.Stack{OrderID: r.OrderID, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount, CreatedAt: now}
 	members := make([]string, len(r.Codes))
@@ -123,7 +146,52 @@ func reserveStack(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, now ti
 	if _, err := tx.Exec(ctx, qStackMemberInsert, r.OrderID, members, r.Codes); err != nil {
 		return voucher.Stack{}, err
 	}
+	if !r.HeldSince.IsZero() {
+		if _, err := tx.Exec(ctx, qStackHeldSince, members, r.HeldSince); err != nil {
+			return voucher.Stack{}, err
+		}
+	}
 	return st, nil
+}
+
+// releaseReplaced releases, in r's transaction, the order r replaces: every
+// member of the stack replaced (when it is one), or the single
+// reservation. It must be the customer's RESERVED hold, whole, else
+// REPLACED_ORDER_NOT_HELD.
+func releaseReplaced(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, replaced *voucher.Stack, now time.Time) error {
+	notHeld := voucher.Reject(voucher.CodeReplacedOrderNotHeld, "",
+		voucher.Facts{Voucher: r.Codes[0], OrderID: r.ReplacesOrderID, CustomerID: r.CustomerID})
+	ids := []string{r.ReplacesOrderID}
+	if replaced != nil {
+		if replaced.CustomerID != r.CustomerID {
+			return notHeld
+		}
+		items := slices.Clone(replaced.Items)
+		slices.SortFunc(items, func(a, b voucher.StackItem) int { return strings.Compare(a.Code, b.Code) })
+		ids = ids[:0]
+		for _, it := range items {
+			ids = append(ids, it.Redemption.OrderID)
+		}
+	}
+	for _, id := range ids {
+		var customer, code string
+		var held, member bool
+		err := tx.QueryRow(ctx, qStackReplaced, id, now).Scan(&customer, &held, &code, &member)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return notHeld
+		case err != nil:
+			return err
+		case !held, replaced == nil && (member || !slices.Contains(r.Customers, customer)):
+			return notHeld
+		}
+		var red voucher.Redemption
+		var released bool
+		if err := scanRedemption(tx.QueryRow(ctx, qRelease, code, id, now), &red, &released); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkStacking refuses a stack of several codes that holds a code that is

@@ -98,6 +98,13 @@ type StackRequest struct {
 	// Customers are CustomerID in the form each code's voucher counts it
 	// (CustomerIDNormalization), one per code; set by the service.
 	Customers []string
+	// ReplacesOrderID, when set, names the customer's RESERVED order (a
+	// stack, or a single reservation) whose uses this order takes over:
+	// it is released in the same transaction. Standard vouchers only.
+	ReplacesOrderID string
+	// HeldSince is, for a replacement, when the replaced hold began (its
+	// members continue it); set by the service.
+	HeldSince time.Time
 	// Requester is who sent the request (the code-guessing limit).
 	Requester Requester
 }
@@ -108,7 +115,7 @@ func (r StackRequest) Validate() error {
 		return err
 	}
 	return ReserveRequest{Code: r.Codes[0], CustomerID: r.CustomerID, OrderID: r.OrderID,
-		OrderAmount: r.OrderAmount, Currency: r.Currency}.Validate()
+		OrderAmount: r.OrderAmount, Currency: r.Currency, ReplacesOrderID: r.ReplacesOrderID}.Validate()
 }
 
 // validateCodes checks Codes: 1 to MaxStackCodes distinct valid codes.
@@ -271,6 +278,16 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 		req.Customers[i] = rt.v.CustomerIDNormalization.Apply(req.CustomerID)
 		rts[i], flash = rt, flash || rt.v.FlashSale
 	}
+	ttl := s.cfg.ReservationTTL
+	if req.ReplacesOrderID != "" {
+		if flash {
+			return Stack{}, Errorf(CodeInvalidRequest, "replacesOrderId of several codes is for standard vouchers only")
+		}
+		var err error
+		if ttl, err = s.stackReplacement(ctx, &req, start); err != nil {
+			return Stack{}, err
+		}
+	}
 	if flash {
 		switch w := s.writes.(type) {
 		case *syncWrites:
@@ -289,7 +306,44 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	return s.store.ReserveStack(wctx, req, s.now(), s.cfg.ReservationTTL)
+	return s.store.ReserveStack(wctx, req, s.now(), ttl)
+}
+
+// stackReplacement bounds a replacing stack's TTL by the replaced hold's
+// start (replacementUntil: MaxHold from it) and records that start in
+// req.HeldSince. The replaced order must be a standard one (the store
+// checks that it is the customer's RESERVED hold).
+func (s *Service) stackReplacement(ctx context.Context, req *StackRequest, now time.Time) (time.Duration, error) {
+	old, err := s.store.Order(ctx, req.ReplacesOrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return 0, Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: req.Codes[0], OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
+	case err != nil:
+		return 0, err
+	}
+	codes := []string{old.VoucherCode}
+	if st, err := s.store.Stack(ctx, req.ReplacesOrderID); err == nil {
+		codes = codes[:0]
+		for _, it := range st.Items {
+			codes = append(codes, it.Code)
+		}
+	} else if !IsCode(err, CodeReservationNotFound) {
+		return 0, err
+	}
+	for _, code := range codes {
+		if rt := s.routeKnown(ctx, code); rt.v.FlashSale {
+			return 0, Errorf(CodeInvalidRequest, "replacesOrderId of several codes is for standard vouchers only")
+		}
+	}
+	if old.HoldStart().IsZero() {
+		return s.cfg.ReservationTTL, nil
+	}
+	until, err := replacementUntil(&s.cfg, ReserveRequest{Code: req.Codes[0], ReplacesOrderID: req.ReplacesOrderID}, old.HoldStart(), now)
+	if err != nil {
+		return 0, err
+	}
+	req.HeldSince = old.HoldStart()
+	return until.Sub(now), nil
 }
 
 // Stack returns the stack of orderID.
