@@ -253,8 +253,10 @@ func withFailedCode(err error, code string) error {
 
 // ReserveStack takes one use of each code of req for its order, all or
 // none: a refusal of any code is that code's error with FailedCode, and
-// nothing stays held. Standard vouchers only: a stack that names a
-// flash-sale voucher is refused (docs/stacks.md).
+// nothing stays held. Standard vouchers are written by the store's one
+// transaction; flash-sale vouchers are taken in the gate first in
+// flash-sync mode (reserveStackSync) and refused with 400 in Kafka mode
+// (docs/stacks.md).
 func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, error) {
 	start := s.now()
 	if err := req.Validate(); err != nil {
