@@ -282,8 +282,8 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 	}
 	ttl := s.cfg.ReservationTTL
 	if req.ReplacesOrderID != "" {
-		if flash {
-			return Stack{}, Errorf(CodeInvalidRequest, "replacesOrderId of several codes is for standard vouchers only")
+		if code := firstFlash(rts); code != "" {
+			return Stack{}, notStackableHere(code, "a replacement of several codes takes standard vouchers only")
 		}
 		var err error
 		if ttl, err = s.stackReplacement(ctx, &req, start); err != nil {
@@ -303,7 +303,7 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 				return Stack{}, Unavailable(nil, "flash vouchers need Redis, which is not configured")
 			}
 		default:
-			return Stack{}, Errorf(CodeInvalidRequest, "flash-sale vouchers cannot be stacked in Kafka mode yet")
+			return Stack{}, notStackableHere(firstFlash(rts), "flash-sale vouchers are not stacked in Kafka mode")
 		}
 	}
 	wctx, cancel := s.writeContext(ctx)
@@ -334,7 +334,7 @@ func (s *Service) stackReplacement(ctx context.Context, req *StackRequest, now t
 	}
 	for _, code := range codes {
 		if rt := s.routeKnown(ctx, code); rt.v.FlashSale {
-			return 0, Errorf(CodeInvalidRequest, "replacesOrderId of several codes is for standard vouchers only")
+			return 0, notStackableHere(code, "a replacement of several codes replaces standard vouchers only")
 		}
 	}
 	if old.HoldStart().IsZero() {
@@ -424,6 +424,24 @@ func (s *Service) notPartOfStack(ctx context.Context, orderID string) error {
 		return Errorf(CodePartOfStack, "order %s holds several codes: act on it with /reservations/%s", orderID, stack)
 	}
 	return nil
+}
+
+// firstFlash is the first flash-sale voucher's code of rts, "" for none.
+func firstFlash(rts []route) string {
+	for _, rt := range rts {
+		if rt.v.FlashSale {
+			return rt.code
+		}
+	}
+	return ""
+}
+
+// notStackableHere refuses code in an order of several codes that this
+// mode does not serve for it (NOT_ELIGIBLE, NOT_STACKABLE): an answer about
+// the voucher's kind, not the request's form.
+func notStackableHere(code, why string) error {
+	return &Error{Code: CodeNotEligible, Reason: ReasonNotStackable, FailedCode: code,
+		Message: "voucher " + code + " is a flash-sale voucher: " + why}
 }
 
 // errKnownStack tells ReserveStack that the orderId is a known stack,
