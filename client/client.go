@@ -194,6 +194,9 @@ type Voucher struct {
 	BudgetReserved  int64 `json:"budgetReserved,omitempty"`
 	BudgetConfirmed int64 `json:"budgetConfirmed,omitempty"`
 	BudgetRemaining int64 `json:"budgetRemaining,omitempty"`
+	// Stacking says whether the voucher may share an order with other
+	// codes (nil: not given; not stackable at creation).
+	Stacking *Stacking `json:"stacking,omitempty"`
 
 	Reserved  int32     `json:"reserved,omitempty"`
 	Confirmed int32     `json:"confirmed,omitempty"`
@@ -220,8 +223,9 @@ type voucherCreate struct {
 	Currency                string `json:"currency,omitempty"`
 	CustomerID              string `json:"customerId,omitempty"`
 
-	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
-	BudgetShortfall string `json:"budgetShortfall,omitempty"`
+	BudgetAmount    int64     `json:"budgetAmount,omitempty"`
+	BudgetShortfall string    `json:"budgetShortfall,omitempty"`
+	Stacking        *Stacking `json:"stacking,omitempty"`
 }
 
 // VoucherPatch changes some fields of a voucher; nil fields stay as they are.
@@ -246,6 +250,8 @@ type VoucherPatch struct {
 	// BudgetAmount changes the money budget of a voucher that has one; not
 	// below what is held (LimitBelowHeld).
 	BudgetAmount *int64 `json:"budgetAmount,omitempty"`
+	// Stacking replaces the stacking setting.
+	Stacking *Stacking `json:"stacking,omitempty"`
 }
 
 // Redemption states.
@@ -369,7 +375,7 @@ func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error)
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
 		CustomerIDNormalization: v.CustomerIDNormalization, Currency: v.Currency, CustomerID: v.CustomerID,
-		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall,
+		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall, Stacking: v.Stacking,
 	}
 	var out Voucher
 	if err := c.call(ctx, http.MethodPost, "/vouchers", body, &out, false); err != nil {
@@ -587,11 +593,13 @@ func decodeError(resp *http.Response) *Error {
 		OutcomeUnknown  bool   `json:"outcomeUnknown"`
 		Limit           string `json:"limit"`
 		BudgetRemaining int64  `json:"budgetRemaining"`
+		FailedCode      string `json:"failedCode"`
 	}
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		e.Code, e.Message, e.Reason = body.Error, body.Message, body.Reason
 		e.OutcomeUnknown = body.OutcomeUnknown
 		e.Limit, e.BudgetRemaining = body.Limit, body.BudgetRemaining
+		e.FailedCode = body.FailedCode
 		if body.RetryAfter > 0 {
 			e.RetryAfter = time.Duration(body.RetryAfter) * time.Second
 		}

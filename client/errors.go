@@ -58,6 +58,9 @@ const (
 	// BudgetNotSet refuses to change the budgetAmount of a voucher created
 	// without a money budget.
 	BudgetNotSet = "BUDGET_NOT_SET"
+	// PartOfStack refuses a per-code call on an order that presented
+	// several codes: act on it with the stack calls (GetStack, ...).
+	PartOfStack = "PART_OF_STACK"
 )
 
 // The limits a 409 names in Error.Limit.
@@ -87,6 +90,11 @@ const (
 	// ReasonCurrencyMismatch: the voucher has a currency and the request
 	// named another one, or none.
 	ReasonCurrencyMismatch = "CURRENCY_MISMATCH"
+	// ReasonNotStackable: a code of an order of several codes may not be
+	// combined with others (Error.FailedCode names it).
+	ReasonNotStackable = "NOT_STACKABLE"
+	// ReasonExclusiveGroup: two codes of an order share an exclusive group.
+	ReasonExclusiveGroup = "EXCLUSIVE_GROUP"
 )
 
 // Error is an error answered by the server: the HTTP status and the body's
@@ -114,6 +122,9 @@ type Error struct {
 	// BudgetRemaining is, with BudgetExceeded, what is left of the
 	// voucher's money budget in minor units.
 	BudgetRemaining int64
+	// FailedCode names, on the refusal of ReserveStack, the code that was
+	// refused (nothing was taken for any code).
+	FailedCode string
 }
 
 // Error implements error.

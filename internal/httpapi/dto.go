@@ -40,6 +40,15 @@ type voucherJSON struct {
 	// Currency and CustomerID are left out when the voucher has none.
 	Currency   string `json:"currency,omitempty"`
 	CustomerID string `json:"customerId,omitempty"`
+	// Stacking is always answered by GET /vouchers/{code} (a voucher read
+	// another way may leave it out).
+	Stacking *stackingJSON `json:"stacking,omitempty"`
+}
+
+// stackingJSON is a voucher's stacking setting on the wire.
+type stackingJSON struct {
+	Stackable      bool   `json:"stackable"`
+	ExclusiveGroup string `json:"exclusiveGroup,omitempty"`
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
@@ -120,13 +129,15 @@ type createVoucherRequest struct {
 	// "clip") is set at creation only.
 	BudgetAmount    *int64
 	BudgetShortfall *string
+	// Stacking may be set at creation and changed by PATCH.
+	Stacking *voucher.Stacking
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall", "stacking"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
-		"discountPercent", "maxDiscountAmount", "budgetAmount"}
+		"discountPercent", "maxDiscountAmount", "budgetAmount", "stacking"}
 )
 
 // decode reads the members of a voucher body: POST /vouchers's, or PATCH
@@ -153,6 +164,8 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			}
 		case "budgetAmount":
 			r.BudgetAmount, err = int64Ptr(name, v, 1, maxAmount)
+		case "stacking":
+			r.Stacking, err = stackingField(name, v)
 		case "currency":
 			var s string
 			s, err = stringField(name, v)
@@ -269,6 +282,9 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	if err := r.budget(&v.Budget); err != nil {
 		return voucher.Voucher{}, err
 	}
+	if r.Stacking != nil {
+		v.Stacking = *r.Stacking
+	}
 	return v, v.Validate()
 }
 
@@ -297,7 +313,7 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 		DiscountAmount: r.DiscountAmount, DiscountPercentBP: r.DiscountPercentBP, MaxDiscountAmount: r.MaxDiscountAmount,
 		MinOrderAmount: r.MinOrderAmount, TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
 		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
-		BudgetAmount: r.BudgetAmount,
+		BudgetAmount: r.BudgetAmount, Stacking: r.Stacking,
 	}
 }
 
@@ -525,6 +541,8 @@ type errorJSON struct {
 	// with BUDGET_EXCEEDED.
 	Limit           string `json:"limit,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+	// FailedCode names the refused code of an order presenting several.
+	FailedCode string `json:"failedCode,omitempty"`
 }
 
 // warmupJSON is the answer of POST /vouchers/{code}/warmup.
@@ -562,6 +580,10 @@ func (e errorJSON) appendJSON(b []byte) []byte {
 	if e.BudgetRemaining != nil {
 		b = append(b, `,"budgetRemaining":`...)
 		b = strconv.AppendInt(b, *e.BudgetRemaining, 10)
+	}
+	if e.FailedCode != "" {
+		b = append(b, `,"failedCode":`...)
+		b = appendJSONString(b, e.FailedCode)
 	}
 	return append(b, "}\n"...)
 }

@@ -63,6 +63,12 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 			return err
 		}
 		out.Budget = voucher.Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}
+		if v.Stacking.Stackable {
+			if err := writeStacking(ctx, tx, out.Code, v.Stacking); err != nil {
+				return err
+			}
+		}
+		out.Stacking = v.Stacking
 		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))
 	})
 	if err != nil {
@@ -107,6 +113,9 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		if err := readBudget(ctx, tx, &before); err != nil {
 			return err
 		}
+		if err := readStacking(ctx, tx, &before); err != nil {
+			return err
+		}
 		if p.Empty() {
 			after = before
 			return nil
@@ -145,6 +154,12 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		if err := patchBudget(ctx, tx, code, p, budgetHeld, hasBudget); err != nil {
 			return err
 		}
+		if p.Stacking != nil {
+			if err := writeStacking(ctx, tx, code, next.Stacking); err != nil {
+				return err
+			}
+		}
+		after.Stacking = next.Stacking
 		// A patch changes no redemption: the counts read under the lock
 		// describe both versions.
 		after.Reserved, after.Confirmed = before.Reserved, before.Confirmed

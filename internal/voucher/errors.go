@@ -101,6 +101,9 @@ type Error struct {
 	Limit Limit
 	// BudgetRemaining is, for BUDGET_EXCEEDED, what is left of the budget.
 	BudgetRemaining int64
+	// FailedCode is, for the refusal of an order presenting several codes,
+	// the code that was refused.
+	FailedCode string
 	// Err is the cause, kept for logs and errors.Is; it is never shown to clients.
 	Err error
 }

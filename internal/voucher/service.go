@@ -90,7 +90,12 @@ func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
 	if !ValidCode(code) {
 		return Voucher{}, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
 	}
-	return s.store.Voucher(ctx, code)
+	v, err := s.store.Voucher(ctx, code)
+	if err != nil {
+		return Voucher{}, err
+	}
+	v.Stacking, err = s.store.VoucherStacking(ctx, code)
+	return v, err
 }
 
 // PatchVoucher changes a voucher; for a loaded flash voucher the gate's
@@ -152,7 +157,20 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		// A budget is reserved only through its codes.
 		return Reservation{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: req.Code})
 	}
+	if req.ReplacesOrderID != "" {
+		// A stack is replaced whole, through /reservations.
+		if err := s.notPartOfStack(ctx, req.ReplacesOrderID); err != nil {
+			return Reservation{}, err
+		}
+	}
 	res, mode, err = rt.path.reserve(ctx, rt, req, start)
+	if err == nil && res.Replay {
+		// The orderId of a stack (or of one of its members) answers a
+		// per-code reservation as another order's: it holds other codes.
+		if err = s.stackConflict(ctx, req); err != nil {
+			return Reservation{}, err
+		}
+	}
 	if err == nil && rt.v.Budget.Clip {
 		res.Clipped = res.DiscountAmount < rt.v.Discount().Compute(res.OrderAmount)
 	}
@@ -172,6 +190,9 @@ func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redempt
 	if !ValidCode(code) || !ValidOrderID(orderID) {
 		return Redemption{}, reservationNotFound(code, orderID)
 	}
+	if err := s.notPartOfStack(ctx, orderID); err != nil {
+		return Redemption{}, err
+	}
 	rt := s.routeKnown(ctx, code)
 	return rt.path.redemption(ctx, rt, orderID)
 }
@@ -180,6 +201,9 @@ func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redempt
 func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption, error) {
 	if !ValidCode(code) || !ValidOrderID(orderID) {
 		return Redemption{}, reservationNotFound(code, orderID)
+	}
+	if err := s.notPartOfStack(ctx, orderID); err != nil {
+		return Redemption{}, err
 	}
 	rt := s.routeKnown(ctx, code)
 	return rt.path.confirm(ctx, rt, orderID)
@@ -190,6 +214,9 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 func (s *Service) Release(ctx context.Context, code, orderID string) (Redemption, error) {
 	if !ValidCode(code) || !ValidOrderID(orderID) {
 		return Redemption{}, reservationNotFound(code, orderID)
+	}
+	if err := s.notPartOfStack(ctx, orderID); err != nil {
+		return Redemption{}, err
 	}
 	rt := s.routeKnown(ctx, code)
 	return rt.path.release(ctx, rt, orderID)
@@ -206,6 +233,9 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 	for _, r := range released {
 		rt := s.routeKnown(ctx, r.VoucherCode)
 		rt.path.released(ctx, rt, r.OrderID)
+	}
+	if err := s.expireStacks(ctx, released); err != nil {
+		return len(released), err
 	}
 	if len(released) > 0 {
 		s.obs.Expired(len(released))

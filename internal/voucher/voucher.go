@@ -104,6 +104,9 @@ type Voucher struct {
 	CustomerID string
 	// Budget is the voucher's money budget (zero: none).
 	Budget Budget
+	// Stacking says whether the voucher may share an order with other
+	// codes; read by Store.Voucher, CreateVoucher and PatchVoucher only.
+	Stacking Stacking
 
 	// UsedCount is the number of held uses as the voucher row counts them.
 	UsedCount int32
@@ -157,6 +160,9 @@ func (v Voucher) Validate() error {
 	if err := v.Budget.Validate(); err != nil {
 		return err
 	}
+	if err := v.Stacking.Validate(); err != nil {
+		return err
+	}
 	return v.Discount().Validate()
 }
 
@@ -183,13 +189,15 @@ type Patch struct {
 	// BudgetAmount sets the money budget's amount (Budget.Amount); the
 	// store refuses one below what is held (LIMIT_BELOW_HELD).
 	BudgetAmount *int64
+	// Stacking replaces the stacking setting.
+	Stacking *Stacking
 }
 
 // Empty reports whether the patch changes nothing.
 func (p Patch) Empty() bool {
 	return p.DiscountAmount == nil && p.DiscountPercentBP == nil && p.MaxDiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
 		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil &&
-		p.BudgetAmount == nil
+		p.BudgetAmount == nil && p.Stacking == nil
 }
 
 // Apply returns v with the patch applied and validated. It does not check
@@ -236,6 +244,9 @@ func (p Patch) Apply(v Voucher) (Voucher, error) {
 	}
 	if p.BudgetAmount != nil {
 		v.Budget.Amount = *p.BudgetAmount
+	}
+	if p.Stacking != nil {
+		v.Stacking = *p.Stacking
 	}
 	return v, v.Validate()
 }
