@@ -1,4 +1,4 @@
--- 024_stacks: several codes on one order, all or none (docs/stacks.md).
+-- 023_stacks: several codes on one order, all or none (docs/stacks.md).
 --
 -- voucher_stacking: a voucher that may be reserved together with others on
 -- one order has a row here (no row: not stackable, the default); a stack
