@@ -101,7 +101,10 @@ type scenario struct {
 	mode     string
 	campaign bool
 	// budget: a voucher whose money budget binds before its totalLimit.
-	budget   bool
+	budget bool
+	// stack: several hot codes, orders of several codes and single
+	// reservations mixed (runStackScenario).
+	stack    bool
 	seed     uint64
 	long     bool
 	kinds    []string // nil: the form's default faults
@@ -117,6 +120,9 @@ func (sc scenario) path() string {
 	if sc.budget {
 		return fmt.Sprintf("%s/budget/seed=%d", sc.mode, sc.seed)
 	}
+	if sc.stack {
+		return fmt.Sprintf("%s/stack/seed=%d", sc.mode, sc.seed)
+	}
 	return fmt.Sprintf("%s/seed=%d", sc.mode, sc.seed)
 }
 
@@ -128,6 +134,9 @@ func (sc scenario) label() string {
 	}
 	if sc.budget {
 		return sc.mode + "-budget"
+	}
+	if sc.stack {
+		return sc.mode + "-stack"
 	}
 	return sc.mode
 }
@@ -159,9 +168,18 @@ func TestFaults(t *testing.T) {
 				bs.budget = true
 				scs = append(scs, bs)
 			}
+			if slices.Contains(stackModes, mode) {
+				ks := sc
+				ks.stack = true
+				scs = append(scs, ks)
+			}
 			for _, sc := range scs {
 				t.Run(sc.path(), func(t *testing.T) {
 					t.Parallel()
+					if sc.stack {
+						runStackScenario(t, sc)
+						return
+					}
 					runScenario(t, sc, s.report)
 				})
 			}
