@@ -142,8 +142,9 @@ func (sc scenario) label() string {
 }
 
 // TestFaults runs a flash sale per mode (several per mode in the long
-// form), and in the modes of campaignModes a campaign sale with the same
-// seed, while faults are injected, then checks the history and the final
+// form), and with the same seed a campaign sale in the modes of
+// campaignModes, a budget sale in budgetModes and a sale of orders of
+// several codes in stackModes, while faults are injected, then checks the history and the final
 // state. A failure prints the seed that replays the schedule.
 func TestFaults(t *testing.T) {
 	s := suiteFromEnv(t)
