@@ -121,6 +121,7 @@ DECLARE
     -- The money budget: whether the voucher has one, its row as locked, what
     -- the decisions left of it, what they granted, each element's discount.
     b_has boolean := false;
+    v_first record;  -- step 1's read: the voucher x, campaign, l_other, l_any
     b voucher_limit%ROWTYPE;
     b_left bigint;
     b_taken bigint;
@@ -136,16 +137,29 @@ BEGIN
     END IF;
 
     -- 1. The voucher, without a lock, and each element's eligibility with the
-    -- verdict of voucherd_eligibility.
-    SELECT x.* INTO v FROM voucher x WHERE x.code = p_code;
+    -- verdict of voucherd_eligibility. One statement also reads what decides
+    -- whether this function may take the call (a campaign code, a limit it
+    -- does not decide), whether the voucher has a money budget, and the
+    -- reserved event's setting, which the placeholders' insert then takes
+    -- from voucherd.reserved_wanted instead of reading it per row
+    -- (migration 031; set back to '' before every return).
+    SELECT (SELECT x FROM voucher x WHERE x.code = p_code) AS x,
+           EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code) AS campaign,
+           EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code AND l.kind <> 'budget') AS l_other,
+           EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code) AS l_any,
+           set_config('voucherd.reserved_wanted',
+                      coalesce((SELECT s.reserved_wanted FROM voucherd_event_settings s), false)::text, true)
+    INTO v_first;
     -- A campaign code (or budget) is decided by voucherd_reserve alone: the
     -- orders of one campaign code compete for the code itself.
     -- So is a voucher with a limit this function does not decide.
-    IF FOUND AND v.campaign OR NOT FOUND AND EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code)
-       OR FOUND AND EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code AND l.kind <> 'budget') THEN
+    v := v_first.x;
+    b_has := v_first.l_any;
+    IF v.code IS NOT NULL AND (v.campaign OR v_first.l_other) OR v.code IS NULL AND v_first.campaign THEN
         RAISE EXCEPTION USING ERRCODE = 'VD003', MESSAGE = format('campaign code %s: reserve one by one', p_code);
     END IF;
-    IF NOT FOUND THEN
+    IF v.code IS NULL THEN
+        PERFORM set_config('voucherd.reserved_wanted', '', true);
         RETURN QUERY
             SELECT e.u_order, p_code, e.u_customer, e.u_amount, 0::bigint, ''::text, e.u_now, e.u_now, e.u_now,
                    false, 'VOUCHER_NOT_FOUND'::text, ''::text, format('voucher=%s', p_code), e.u_n::integer,
@@ -154,7 +168,6 @@ BEGIN
                  AS e(u_order, u_customer, u_amount, u_now, u_n);
         RETURN;
     END IF;
-    b_has := EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code);
     IF b_has THEN
         PERFORM set_config('voucherd.limits_by_caller', 'on', true);
     END IF;
@@ -213,20 +226,21 @@ BEGIN
         -- when the decisions differ (c_db says what is stored); the
         -- decisions count it from 0 (c_start). When every counter is
         -- created, nothing is left to read.
-        SELECT coalesce(array_agg(DISTINCT e.u_customer ORDER BY e.u_customer), '{}')
-        INTO c_ids
-        FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
-        WHERE e_ok[e.u_n::integer] AND e.u_order = ANY (k_orders);
+        WITH ids AS (
+            SELECT DISTINCT e.u_customer
+            FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
+            WHERE e_ok[e.u_n::integer] AND e.u_order = ANY (k_orders)
+        ), ins AS (
+            INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
+            SELECT p_code, w.u_customer, voucherd_customer_legacy(w.u_customer), 1 FROM ids AS w
+            ORDER BY w.u_customer
+            ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey DO UPDATE SET held = u.held WHERE false
+            RETURNING u.customer
+        )
+        SELECT (SELECT coalesce(array_agg(ids.u_customer ORDER BY ids.u_customer), '{}') FROM ids),
+               (SELECT coalesce(array_agg(ins.customer), '{}') FROM ins)
+        INTO c_ids, c_created;
         IF cardinality(c_ids) > 0 THEN
-            WITH ins AS (
-                INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
-                SELECT p_code, w.u_customer, voucherd_customer_legacy(w.u_customer), 1 FROM unnest(c_ids) AS w(u_customer)
-                ORDER BY w.u_customer
-                ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey DO UPDATE SET held = u.held WHERE false
-                RETURNING u.customer
-            )
-            SELECT coalesce(array_agg(ins.customer), '{}') INTO c_created FROM ins;
-
             IF cardinality(c_created) = cardinality(c_ids) THEN
                 c_start := array_fill(0, ARRAY[cardinality(c_ids)]);
                 c_new := array_fill(true, ARRAY[cardinality(c_ids)]);
@@ -467,6 +481,7 @@ BEGIN
     IF b_has THEN
         PERFORM set_config('voucherd.limits_by_caller', 'off', true);
     END IF;
+    PERFORM set_config('voucherd.reserved_wanted', '', true);
 
     -- Stock rejections: HELD_OUT while some use is RESERVED. The rows now
     -- match the decisions, so the holds read here are the committed ones
