@@ -215,3 +215,32 @@ func TestEventsReplacementAndPrune(t *testing.T) {
 	require.Empty(t, page.Deliveries)
 	require.Empty(t, feed(t, s))
 }
+
+// TestEventsReservedOfAppliedBatches: the Kafka consumer's apply, which reads
+// the reserved event's setting once per call, writes one reserved event per
+// redemption it inserts while the setting is on, and none while it is off.
+func TestEventsReservedOfAppliedBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	newVoucher(t, s, "APPLY", 10, 2)
+
+	_, err := s.ApplyReserved(ctx, []voucher.ReservedEvent{event("APPLY", 1, "a-1"), event("APPLY", 2, "a-2")})
+	require.NoError(t, err)
+	require.NoError(t, s.SetEventSettings(ctx, 0.1, true))
+	_, err = s.ApplyReserved(ctx, []voucher.ReservedEvent{
+		event("APPLY", 3, "a-3"), event("APPLY", 1, "a-1"), event("APPLY", 4, "a-4"),
+	})
+	require.NoError(t, err)
+	var reserved []string
+	for _, e := range feed(t, s) {
+		if e.Type == voucher.EventReserved {
+			var d struct {
+				OrderID string `json:"orderId"`
+			}
+			require.NoError(t, json.Unmarshal(e.Data, &d))
+			reserved = append(reserved, d.OrderID)
+		}
+	}
+	require.ElementsMatch(t, []string{"a-3", "a-4"}, reserved, "one per insert while on; none before, none for a redelivery")
+}

@@ -51,7 +51,11 @@ BEGIN
     END IF;
 
     -- Sorted by orderId (lock order); for a duplicate orderId in the batch the
-    -- first occurrence wins.
+    -- first occurrence wins. The reserved event's setting is read once for
+    -- the rows inserted (voucherd.reserved_wanted, migration 031), for this
+    -- statement only.
+    PERFORM set_config('voucherd.reserved_wanted',
+                       coalesce((SELECT s.reserved_wanted FROM voucherd_event_settings s), false)::text, true);
     WITH ins AS (
         INSERT INTO voucher_redemption AS x
             (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
@@ -68,6 +72,7 @@ BEGIN
     SELECT coalesce(array_agg(ins.order_id), '{}'), coalesce(array_agg(ins.voucher_code), '{}'),
            coalesce(array_agg(ins.customer), '{}')
     INTO v_ins, v_ins_codes, v_ins_customers FROM ins;
+    PERFORM set_config('voucherd.reserved_wanted', '', true);
 
     IF cardinality(v_ins) > 0 THEN
         -- The customers' counters, raised by what was inserted for them, in
