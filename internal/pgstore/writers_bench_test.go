@@ -32,6 +32,21 @@ func BenchmarkReserveHotVoucherWriters(b *testing.B) {
 	}
 }
 
+// BenchmarkReserveHotVoucherWritersDurable is BenchmarkReserveHotVoucherWriters
+// with durable commits (fsync and full-page writes on, synchronous_commit
+// on): each flush then waits for its WAL to reach the disk, the latency a
+// second writer per voucher could overlap.
+//
+//	go test -run '^$' -bench HotVoucherWritersDurable -benchtime 20000x -count 3 ./internal/pgstore/
+func BenchmarkReserveHotVoucherWritersDurable(b *testing.B) {
+	srv := testenv.NewPostgresFsync(b)
+	for _, writers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			benchmarkHotAt(b, srv.NewDatabase(b).URL, pgstore.CombinerConfig{Writers: writers}, 64)
+		})
+	}
+}
+
 // serverCPU returns a reader of the CPU time used so far by the PostgreSQL
 // server s talks to (the postmaster, its exited children and its live
 // ones, from /proc), or of 0 when the server is not a process of this

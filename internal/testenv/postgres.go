@@ -84,6 +84,19 @@ func NewPostgres(t testing.TB) *PGServer {
 	return srv
 }
 
+// NewPostgresFsync is NewPostgres with fsync and full-page writes on: each
+// commit waits until its WAL is flushed to the disk, as in production. For
+// benchmarks that weigh commit latency; slower than NewPostgres.
+func NewPostgresFsync(t testing.TB) *PGServer {
+	t.Helper()
+	srv, err := startPGWith(3, true, nil, "-c", "fsync=on", "-c", "full_page_writes=on")
+	if err != nil {
+		t.Fatalf("testenv: private PostgreSQL with fsync: %v", err)
+	}
+	t.Cleanup(srv.shutdown)
+	return srv
+}
+
 // NewPostgresTLS is NewPostgres with ssl=on and the server certificate of
 // certs. Clients choose: URL keeps sslmode=disable, TLSURL connects with
 // sslmode=verify-full.
@@ -321,8 +334,9 @@ func startPG(tries int, durable bool) (*PGServer, error) { return startPGWith(tr
 
 // startPGWith is startPG with TLS on (ssl=on) when certs is not nil, the
 // server's certificate and key copied into the server's folder, owned by
-// the server's user as PostgreSQL requires.
-func startPGWith(tries int, durable bool, certs *Certs) (*PGServer, error) {
+// the server's user as PostgreSQL requires. extra are more server
+// arguments, after (so overriding) the test settings.
+func startPGWith(tries int, durable bool, certs *Certs, extra ...string) (*PGServer, error) {
 	initdb, postgres, err := localproc.FindPostgres()
 	if err != nil {
 		return nil, err
@@ -400,7 +414,7 @@ func startPGWith(tries int, durable bool, certs *Certs) (*PGServer, error) {
 					"-c", "full_page_writes=off",
 					"-c", "max_connections=400",
 					"-c", "shared_buffers=128MB",
-				}, tlsArgs...),
+				}, append(tlsArgs, extra...)...),
 				LogPath: filepath.Join(dir, "postgres.log"),
 				Cred:    cred,
 			},
