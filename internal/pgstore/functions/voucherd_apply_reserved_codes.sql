@@ -52,7 +52,7 @@ BEGIN
 
     -- Sorted by orderId (lock order); for a duplicate orderId in the batch the
     -- first occurrence wins. The reserved event's setting is read once for
-    -- the rows inserted (voucherd.reserved_wanted, migration 031), for this
+    -- the rows inserted (voucherd.reserved_wanted, migration 024), for this
     -- statement only.
     PERFORM set_config('voucherd.reserved_wanted',
                        coalesce((SELECT s.reserved_wanted FROM voucherd_event_settings s), false)::text, true);

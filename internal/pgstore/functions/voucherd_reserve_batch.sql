@@ -142,7 +142,7 @@ BEGIN
     -- does not decide), whether the voucher has a money budget, and the
     -- reserved event's setting, which the placeholders' insert then takes
     -- from voucherd.reserved_wanted instead of reading it per row
-    -- (migration 031; set back to '' before every return).
+    -- (migration 024; set back to '' before every return).
     SELECT (SELECT x FROM voucher x WHERE x.code = p_code) AS x,
            EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code) AS campaign,
            EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code AND l.kind <> 'budget') AS l_other,

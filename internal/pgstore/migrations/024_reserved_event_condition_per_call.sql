@@ -1,4 +1,4 @@
--- 031_reserved_event_condition_per_call: a write function may read the
+-- 024_reserved_event_condition_per_call: a write function may read the
 -- reserved event's setting once for the rows it inserts.
 --
 -- The WHEN of voucherd_event_redemption_insert called
