@@ -60,6 +60,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeHeldOut:              http.StatusConflict,
 	voucher.CodeBudgetExceeded:       http.StatusConflict,
 	voucher.CodeBudgetNotSet:         http.StatusConflict,
+	voucher.CodeWindowNotSet:         http.StatusConflict,
 	voucher.CodeAlreadyUsed:          http.StatusConflict,
 	voucher.CodeOrderConflict:        http.StatusConflict,
 	voucher.CodeOrderReleased:        http.StatusConflict,

@@ -104,6 +104,14 @@ type Voucher struct {
 	CustomerID string
 	// Budget is the voucher's money budget (zero: none).
 	Budget Budget
+	// Schedule, when set, limits reservations to occurrences of its
+	// recurring windows (OUTSIDE_WINDOW otherwise).
+	Schedule *Schedule
+	// WindowLimit, when positive, is the most uses the held redemptions
+	// taken in one occurrence of Schedule may hold together. Set at creation
+	// only (like a budget: a counter added later could miss a reservation
+	// in flight); a PATCH may change it.
+	WindowLimit int32
 
 	// UsedCount is the number of held uses as the voucher row counts them.
 	UsedCount int32
@@ -157,6 +165,9 @@ func (v Voucher) Validate() error {
 	if err := v.Budget.Validate(); err != nil {
 		return err
 	}
+	if err := v.validateWindows(); err != nil {
+		return err
+	}
 	return v.Discount().Validate()
 }
 
@@ -183,13 +194,20 @@ type Patch struct {
 	// BudgetAmount sets the money budget's amount (Budget.Amount); the
 	// store refuses one below what is held (LIMIT_BELOW_HELD).
 	BudgetAmount *int64
+	// Schedule replaces the recurring windows (a voucher with a
+	// WindowLimit keeps one).
+	Schedule *Schedule
+	// WindowLimit sets the uses per occurrence of a voucher created with
+	// one; the store refuses one below what the current occurrence holds
+	// (LIMIT_BELOW_HELD).
+	WindowLimit *int32
 }
 
 // Empty reports whether the patch changes nothing.
 func (p Patch) Empty() bool {
 	return p.DiscountAmount == nil && p.DiscountPercentBP == nil && p.MaxDiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
 		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil &&
-		p.BudgetAmount == nil
+		p.BudgetAmount == nil && p.Schedule == nil && p.WindowLimit == nil
 }
 
 // Apply returns v with the patch applied and validated. It does not check
@@ -237,6 +255,16 @@ func (p Patch) Apply(v Voucher) (Voucher, error) {
 	if p.BudgetAmount != nil {
 		v.Budget.Amount = *p.BudgetAmount
 	}
+	if p.WindowLimit != nil && v.WindowLimit == 0 {
+		return v, Errorf(CodeWindowNotSet, "voucher %s was created without a windowLimit; a quota per window is set at creation", v.Code)
+	}
+	if p.Schedule != nil {
+		s := *p.Schedule
+		v.Schedule = &s
+	}
+	if p.WindowLimit != nil {
+		v.WindowLimit = *p.WindowLimit
+	}
 	return v, v.Validate()
 }
 
@@ -281,7 +309,11 @@ type Purchase struct {
 // voucher is bound to, its currency and the minimum order amount.
 func (v Voucher) CheckEligible(p Purchase, now time.Time) error {
 	if reason := v.Eligibility(p, now); reason != "" {
-		return Reject(CodeNotEligible, reason, v.EligibilityFacts(p))
+		f := v.EligibilityFacts(p)
+		if reason == ReasonOutsideWindow {
+			f.NextWindowAt = v.NextWindowAt(now)
+		}
+		return Reject(CodeNotEligible, reason, f)
 	}
 	return nil
 }
@@ -304,6 +336,8 @@ func (v Voucher) Eligibility(p Purchase, now time.Time) Reason {
 		return ReasonCurrencyMismatch
 	case p.Amount < v.MinOrderAmount:
 		return ReasonOrderAmountTooLow
+	case v.windowed() && v.Occurrence(now).Zero():
+		return ReasonOutsideWindow
 	}
 	return ""
 }
