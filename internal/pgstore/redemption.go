@@ -77,12 +77,21 @@ func (s *Store) replace(ctx context.Context, r voucher.ReserveRequest, now time.
 		defer conn.Release()
 		return scanRedemption(conn.QueryRow(ctx, qReplace,
 			r.Code, r.CustomerID, r.OrderID, r.ReplacesOrderID, r.OrderAmount, now,
-			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency)), &res.Redemption, &res.Replay, &used, &total)
+			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency), windowArg(r.Window)), &res.Redemption, &res.Replay, &used, &total)
 	})
 	if err != nil {
 		return voucher.Reservation{}, interpretWriteError(err)
 	}
 	return withTaken(res, used, total), nil
+}
+
+// windowArg is a request's occurrence as the functions take it: NULL for
+// none.
+func windowArg(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // currencyArg is a request's currency as the functions take it: NULL for
@@ -105,7 +114,7 @@ func (s *Store) Validate(ctx context.Context, r voucher.ValidateRequest, now tim
 		order = &r.OrderID
 	}
 	var sv voucher.StoreValidation
-	if err := s.pool.QueryRow(ctx, qValidate, r.Code, r.CustomerID, order, r.OrderAmount, now, currencyArg(r.Currency)).
+	if err := s.pool.QueryRow(ctx, qValidate, r.Code, r.CustomerID, order, r.OrderAmount, now, currencyArg(r.Currency), windowArg(r.Window)).
 		Scan(&sv.DiscountAmount, &sv.Replay); err != nil {
 		return voucher.StoreValidation{}, interpretError(err)
 	}

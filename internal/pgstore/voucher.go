@@ -63,6 +63,10 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 			return err
 		}
 		out.Budget = voucher.Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}
+		if err := insertWindows(ctx, tx, v); err != nil {
+			return err
+		}
+		out.Schedule, out.WindowLimit = v.Schedule, v.WindowLimit
 		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))
 	})
 	if err != nil {
@@ -83,6 +87,9 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 		}
 		return voucher.Voucher{}, interpretError(err)
 	}
+	if err := readWindows(ctx, s.pool, &v); err != nil {
+		return voucher.Voucher{}, interpretError(err)
+	}
 	return v, nil
 }
 
@@ -98,6 +105,10 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		if err != nil {
 			return err
 		}
+		windowsHeld, err := lockWindows(ctx, tx, code, p)
+		if err != nil {
+			return err
+		}
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherLock, code), &before); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return voucherNotFound(code)
@@ -105,6 +116,9 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			return err
 		}
 		if err := readBudget(ctx, tx, &before); err != nil {
+			return err
+		}
+		if err := readWindows(ctx, tx, &before); err != nil {
 			return err
 		}
 		if p.Empty() {
@@ -145,6 +159,10 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		if err := patchBudget(ctx, tx, code, p, budgetHeld, hasBudget); err != nil {
 			return err
 		}
+		if err := patchWindows(ctx, tx, next, p, windowsHeld); err != nil {
+			return err
+		}
+		after.Schedule, after.WindowLimit, after.LatestWindow = next.Schedule, next.WindowLimit, before.LatestWindow
 		// A patch changes no redemption: the counts read under the lock
 		// describe both versions.
 		after.Reserved, after.Confirmed = before.Reserved, before.Confirmed

@@ -112,6 +112,9 @@ type Voucher struct {
 	// only (like a budget: a counter added later could miss a reservation
 	// in flight); a PATCH may change it.
 	WindowLimit int32
+	// LatestWindow is the counter of the latest occurrence that has one
+	// (zero: none yet); filled by reads that ask for live counts.
+	LatestWindow WindowCount
 
 	// UsedCount is the number of held uses as the voucher row counts them.
 	UsedCount int32
@@ -201,6 +204,9 @@ type Patch struct {
 	// one; the store refuses one below what the current occurrence holds
 	// (LIMIT_BELOW_HELD).
 	WindowLimit *int32
+	// Now is when the patch is applied, set by the service: the occurrence
+	// covering it is the one a lower WindowLimit is checked against.
+	Now time.Time
 }
 
 // Empty reports whether the patch changes nothing.
@@ -420,6 +426,12 @@ type ReserveRequest struct {
 	ReplacesOrderID string
 	// Currency is the ISO 4217 code of OrderAmount; "" names none.
 	Currency string
+	// Window is the start of the occurrence of the voucher's schedule the
+	// reservation falls in, set by the service from the voucher it read
+	// (zero: none, which a voucher with a schedule refuses OUTSIDE_WINDOW).
+	// The store records it on the redemption, whose use goes back to that
+	// occurrence whenever it is released.
+	Window time.Time
 	// Requester is who sent the request; the code-guessing limit counts
 	// it besides the customer. Nothing stores it.
 	Requester Requester

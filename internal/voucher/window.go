@@ -285,6 +285,27 @@ func (v Voucher) NextWindowAt(now time.Time) time.Time {
 	return next
 }
 
+// WindowCount is the counter of one occurrence: its start and the uses its
+// held redemptions hold.
+type WindowCount struct {
+	Start time.Time
+	Held  int32
+}
+
+// CurrentWindow is the occurrence of v's schedule covering now with the
+// uses it holds (from v.LatestWindow, the latest counter the store has) and
+// whether there is one.
+func (v Voucher) CurrentWindow(now time.Time) (o Occurrence, used int32, ok bool) {
+	o = v.Occurrence(now)
+	if o.Zero() {
+		return o, 0, false
+	}
+	if v.LatestWindow.Start.Equal(o.Start) {
+		used = v.LatestWindow.Held
+	}
+	return o, used, true
+}
+
 // CodeWindowNotSet refuses a PATCH of windowLimit on a voucher created
 // without one: a counter added later could miss a reservation in flight.
 const CodeWindowNotSet ErrorCode = "WINDOW_NOT_SET"
@@ -300,4 +321,17 @@ func (v Voucher) validateWindows() error {
 		return v.Schedule.Validate()
 	}
 	return nil
+}
+
+// withNextWindow fills the NextWindowAt of a refusal of v at now by its
+// windows (OUTSIDE_WINDOW, a full occurrence), which the store and the
+// gate, knowing no schedule, leave zero.
+func withNextWindow(err error, v Voucher, now time.Time) error {
+	e, ok := err.(*Error)
+	if !ok || !v.windowed() || !e.NextWindowAt.IsZero() || e.Limit != LimitWindow && e.Reason != ReasonOutsideWindow {
+		return err
+	}
+	c := *e
+	c.NextWindowAt = v.NextWindowAt(now)
+	return &c
 }

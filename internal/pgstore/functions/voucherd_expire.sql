@@ -5,7 +5,8 @@
 -- the limit counters (voucher_limit) too, sorted by voucher, before the
 -- customers' (the trigger voucherd_limit_count would take them in the order
 -- the rows expire, so the sweep counts them itself:
--- voucherd.limits_by_caller, for the call).
+-- voucherd.limits_by_caller, for the call); a 'window' row gets back the
+-- uses taken in its occurrence only.
 -- The lookups by the array of released orderIds run through EXECUTE, planned
 -- for the table's current size on each call, for the reason
 -- voucherd_apply_reserved_codes gives.
@@ -42,7 +43,8 @@ BEGIN
             'UPDATE voucher_limit l
              SET held = l.held - (SELECT coalesce(sum(voucherd_limit_weight(l.kind, ''RESERVED'', x.discount_amount)), 0)
                                   FROM voucher_redemption x
-                                  WHERE x.order_id = ANY ($1) AND x.voucher_code = l.voucher_code)
+                                  WHERE x.order_id = ANY ($1) AND x.voucher_code = l.voucher_code
+                                    AND (l.kind <> ''window'' OR x.window_start = l.period_start))
              WHERE l.voucher_code = $2' USING v_ids, c.voucher_code;
     END LOOP;
     PERFORM set_config('voucherd.limits_by_caller', 'off', true);

@@ -142,7 +142,8 @@ BEGIN
     -- orders of one campaign code compete for the code itself.
     -- So is a voucher with a limit this function does not decide.
     IF FOUND AND v.campaign OR NOT FOUND AND EXISTS (SELECT 1 FROM campaign_code c WHERE c.code = p_code)
-       OR FOUND AND EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code AND l.kind <> 'budget') THEN
+       OR FOUND AND EXISTS (SELECT 1 FROM voucher_limit l WHERE l.voucher_code = p_code AND l.kind <> 'budget')
+       OR FOUND AND v.schedule IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'VD003', MESSAGE = format('campaign code %s: reserve one by one', p_code);
     END IF;
     IF NOT FOUND THEN
@@ -339,7 +340,7 @@ BEGIN
             e_row[v_i] := ROW(p_orders[v_i], p_code, voucherd_customer_legacy(p_customers[v_i]), p_amounts[v_i],
                               e_discount[v_i],
                               'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL,
-                              p_customers[v_i], NULL)::voucher_redemption;
+                              p_customers[v_i], NULL, NULL)::voucher_redemption;
         END LOOP;
 
         -- 5. The rows as decided. A placeholder is usually kept as inserted or
