@@ -40,6 +40,45 @@ type voucherJSON struct {
 	// Currency and CustomerID are left out when the voucher has none.
 	Currency   string `json:"currency,omitempty"`
 	CustomerID string `json:"customerId,omitempty"`
+
+	// The recurring windows, when the voucher has them: the quota per
+	// occurrence, the occurrence covering now (GET, with its counts) or
+	// when the next one starts.
+	Schedule      *voucher.Schedule  `json:"schedule,omitempty"`
+	WindowLimit   int32              `json:"windowLimit,omitempty"`
+	CurrentWindow *currentWindowJSON `json:"currentWindow,omitempty"`
+	NextWindowAt  *time.Time         `json:"nextWindowAt,omitempty"`
+}
+
+// currentWindowJSON is the occurrence of a voucher's windows covering now;
+// Used and Remaining are set with a windowLimit.
+type currentWindowJSON struct {
+	StartsAt  time.Time `json:"startsAt"`
+	EndsAt    time.Time `json:"endsAt"`
+	Used      *int32    `json:"used,omitempty"`
+	Remaining *int32    `json:"remaining,omitempty"`
+}
+
+// withWindows adds to out the occurrence of v's windows covering now, or
+// when the next starts.
+func (out *voucherJSON) withWindows(v voucher.Voucher, now time.Time) {
+	if v.Schedule == nil {
+		return
+	}
+	o, used, ok := v.CurrentWindow(now)
+	if !ok {
+		if next := v.NextWindowAt(now); !next.IsZero() {
+			next = next.UTC()
+			out.NextWindowAt = &next
+		}
+		return
+	}
+	cw := &currentWindowJSON{StartsAt: o.Start.UTC(), EndsAt: o.End.UTC()}
+	if v.WindowLimit > 0 {
+		remaining := max(v.WindowLimit-used, 0)
+		cw.Used, cw.Remaining = &used, &remaining
+	}
+	out.CurrentWindow = cw
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
@@ -60,6 +99,7 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 		out.BudgetAmount, out.BudgetShortfall = b.Amount, shortfallName(b.Clip)
 		out.BudgetReserved, out.BudgetConfirmed, out.BudgetRemaining = &b.Reserved, &b.Confirmed, &remaining
 	}
+	out.Schedule, out.WindowLimit = v.Schedule, v.WindowLimit
 	return out
 }
 
@@ -120,13 +160,18 @@ type createVoucherRequest struct {
 	// "clip") is set at creation only.
 	BudgetAmount    *int64
 	BudgetShortfall *string
+	// Schedule and WindowLimit may be changed by PATCH (a windowLimit only
+	// on a voucher created with one).
+	Schedule    *voucher.Schedule
+	WindowLimit *int32
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall",
+		"schedule", "windowLimit"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
-		"discountPercent", "maxDiscountAmount", "budgetAmount"}
+		"discountPercent", "maxDiscountAmount", "budgetAmount", "schedule", "windowLimit"}
 )
 
 // decode reads the members of a voucher body: POST /vouchers's, or PATCH
@@ -153,6 +198,10 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			}
 		case "budgetAmount":
 			r.BudgetAmount, err = int64Ptr(name, v, 1, maxAmount)
+		case "schedule":
+			r.Schedule, err = scheduleField(v)
+		case "windowLimit":
+			r.WindowLimit, err = int32Ptr(name, v)
 		case "currency":
 			var s string
 			s, err = stringField(name, v)
@@ -269,6 +318,10 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	if err := r.budget(&v.Budget); err != nil {
 		return voucher.Voucher{}, err
 	}
+	v.Schedule = r.Schedule
+	if r.WindowLimit != nil {
+		v.WindowLimit = *r.WindowLimit
+	}
 	return v, v.Validate()
 }
 
@@ -297,8 +350,29 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 		DiscountAmount: r.DiscountAmount, DiscountPercentBP: r.DiscountPercentBP, MaxDiscountAmount: r.MaxDiscountAmount,
 		MinOrderAmount: r.MinOrderAmount, TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
 		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
-		BudgetAmount: r.BudgetAmount,
+		BudgetAmount: r.BudgetAmount, Schedule: r.Schedule, WindowLimit: r.WindowLimit,
 	}
+}
+
+// scheduleField decodes the member schedule: an object of timeZone and
+// windows, each of days, from and to, nothing else; its rules are checked
+// by voucher.Schedule.Validate.
+func scheduleField(v jsonValue) (*voucher.Schedule, error) {
+	bad := voucher.Errorf(voucher.CodeInvalidRequest,
+		`schedule must be {"timeZone": "Europe/Berlin", "windows": [{"days": ["MON"], "from": "13:00", "to": "14:00"}]}`)
+	if v.kind != kindObject {
+		return nil, bad
+	}
+	d := json.NewDecoder(bytes.NewReader(v.raw))
+	d.DisallowUnknownFields()
+	var s voucher.Schedule
+	if err := d.Decode(&s); err != nil {
+		return nil, bad
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }
 
 // reserveRequest is the body of POST /vouchers/{code}/reservations, and of
@@ -431,6 +505,8 @@ type validationJSON struct {
 	// BUDGET_EXCEEDED.
 	Limit           string `json:"limit,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+	// NextWindowAt is set with OUTSIDE_WINDOW and a full window.
+	NextWindowAt *time.Time `json:"nextWindowAt,omitempty"`
 }
 
 func toValidationJSON(v voucher.Validation) validationJSON {
@@ -442,6 +518,10 @@ func toValidationJSON(v voucher.Validation) validationJSON {
 	}
 	if out.Reason == "" {
 		out.Reason = out.Code
+	}
+	if !v.NextWindowAt.IsZero() {
+		next := v.NextWindowAt.UTC()
+		out.NextWindowAt = &next
 	}
 	if v.RetryAfter > 0 {
 		out.RetryAfterSeconds = int64((v.RetryAfter + time.Second - 1) / time.Second)
@@ -525,6 +605,8 @@ type errorJSON struct {
 	// with BUDGET_EXCEEDED.
 	Limit           string `json:"limit,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+	// NextWindowAt is set with OUTSIDE_WINDOW and a full window.
+	NextWindowAt *time.Time `json:"nextWindowAt,omitempty"`
 }
 
 // warmupJSON is the answer of POST /vouchers/{code}/warmup.
@@ -562,6 +644,11 @@ func (e errorJSON) appendJSON(b []byte) []byte {
 	if e.BudgetRemaining != nil {
 		b = append(b, `,"budgetRemaining":`...)
 		b = strconv.AppendInt(b, *e.BudgetRemaining, 10)
+	}
+	if e.NextWindowAt != nil {
+		b = append(b, `,"nextWindowAt":"`...)
+		b = e.NextWindowAt.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
 	}
 	return append(b, "}\n"...)
 }

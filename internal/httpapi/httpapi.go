@@ -426,6 +426,10 @@ func encodeError(e *voucher.Error, status int) *encodedError {
 		remaining := e.BudgetRemaining
 		body.BudgetRemaining = &remaining
 	}
+	if !e.NextWindowAt.IsZero() {
+		next := e.NextWindowAt.UTC()
+		body.NextWindowAt = &next
+	}
 	enc := &encodedError{err: e}
 	if e.RetryAfter > 0 {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var weekdayNames = []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
+
+// windowedVoucher creates a voucher of this stack's mode whose one window
+// runs all day on the weekday (UTC) of the instant day, with windowLimit
+// limit (0: none) and the total limit total.
+func (s *stack) windowedVoucher(day time.Time, limit, total int) string {
+	s.t.Helper()
+	code := fmt.Sprintf("W%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
+	body := map[string]any{
+		"code": code, "discountAmount": 500, "totalLimit": total, "perUserLimit": 1000,
+		"startsAt": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
+		"endsAt":   time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339),
+		"flashSale": s.opts.flash,
+		"schedule": map[string]any{"timeZone": "UTC", "windows": []any{
+			map[string]any{"days": []string{weekdayNames[day.UTC().Weekday()]}, "from": "00:00", "to": "24:00"}}},
+	}
+	if limit > 0 {
+		body["windowLimit"] = limit
+	}
+	r := s.do(http.MethodPost, "/vouchers", body)
+	require.Equal(s.t, http.StatusCreated, r.status, string(r.raw))
+	require.EqualValues(s.t, limit, r.num("windowLimit"))
+	return code
+}
+
+// currentWindow is GET /vouchers/{code}'s currentWindow (nil outside) and
+// nextWindowAt.
+func (s *stack) currentWindow(code string) (map[string]any, string) {
+	s.t.Helper()
+	r := s.do(http.MethodGet, "/vouchers/"+code, nil)
+	require.Equal(s.t, http.StatusOK, r.status, string(r.raw))
+	cw, _ := r.body["currentWindow"].(map[string]any)
+	return cw, r.str("nextWindowAt")
+}
+
+// The answers of recurring windows in every mode: a window covering now
+// takes windowLimit uses and refuses the next (HELD_OUT, limit window, with
+// nextWindowAt; validation the same), a release frees one; GET shows the
+// occurrence's counts; a window that does not cover now refuses
+// OUTSIDE_WINDOW with nextWindowAt, taking nothing; PATCH lowers the quota
+// no further than the occurrence holds.
+func TestWindowAnswers(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		now := time.Now().UTC()
+		if now.Hour() == 23 && now.Minute() >= 55 {
+			time.Sleep(time.Until(now.Truncate(time.Hour).Add(time.Hour + time.Second)))
+			now = time.Now().UTC()
+		}
+		code := s.windowedVoucher(now, 3, 100)
+		cw, _ := s.currentWindow(code)
+		require.NotNil(t, cw)
+		require.EqualValues(t, 3, cw["remaining"])
+		for i := range 3 {
+			r := s.reserve(code, 1, fmt.Sprintf("%s-%d", code, i), 50_000)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		}
+		s.settle(code, 3)
+		r := s.reserve(code, 2, code+"-3", 50_000)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "HELD_OUT", r.str("error"))
+		require.Equal(t, "window", r.str("limit"))
+		require.Positive(t, r.num("retryAfter"))
+		next, err := time.Parse(time.RFC3339, r.str("nextWindowAt"))
+		require.NoError(t, err, string(r.raw))
+		require.Equal(t, now.Truncate(24*time.Hour).Add(7*24*time.Hour), next.UTC())
+		v := s.do(http.MethodPost, "/vouchers/"+code+"/validation", map[string]any{"customerId": 2, "orderAmount": 50_000})
+		require.Equal(t, http.StatusOK, v.status, string(v.raw))
+		require.Equal(t, false, v.body["valid"])
+		require.Equal(t, "window", v.str("limit"))
+		require.Equal(t, r.str("nextWindowAt"), v.str("nextWindowAt"))
+
+		cw, _ = s.currentWindow(code)
+		require.EqualValues(t, 3, cw["used"])
+		require.EqualValues(t, 0, cw["remaining"])
+
+		r = s.do(http.MethodPatch, "/vouchers/"+code, map[string]any{"windowLimit": 2})
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "LIMIT_BELOW_HELD", r.str("error"))
+		require.Equal(t, "window", r.str("limit"))
+
+		r = s.do(http.MethodDelete, "/vouchers/"+code+"/reservations/"+code+"-0", nil)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		r = s.reserve(code, 2, code+"-4", 50_000)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		s.settle(code, 4)
+		s.assertConsistent(code)
+
+		// A window that does not cover now.
+		other := s.windowedVoucher(now.Add(48*time.Hour), 3, 100)
+		r = s.reserve(other, 1, other+"-0", 50_000)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+		require.Equal(t, "OUTSIDE_WINDOW", r.str("reason"))
+		require.Equal(t, now.Truncate(24*time.Hour).Add(48*time.Hour).Format(time.RFC3339), r.str("nextWindowAt"))
+		v = s.do(http.MethodPost, "/vouchers/"+other+"/validation", map[string]any{"customerId": 1, "orderAmount": 50_000})
+		require.Equal(t, "OUTSIDE_WINDOW", v.str("reason"), string(v.raw))
+		cw, nextAt := s.currentWindow(other)
+		require.Nil(t, cw)
+		require.Equal(t, r.str("nextWindowAt"), nextAt)
+		r = s.do(http.MethodGet, "/vouchers/"+other+"/reservations/"+other+"-0", nil)
+		require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
+		s.assertConsistent(other)
+	})
+}
+
+// A quota of 100 per window under a race of 64 connections: exactly 100
+// answers 201, every other 409 naming the window, and the stores agree.
+func TestWindowRace(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		now := time.Now().UTC()
+		if now.Hour() == 23 && now.Minute() >= 55 {
+			time.Sleep(time.Until(now.Truncate(time.Hour).Add(time.Hour + time.Second)))
+			now = time.Now().UTC()
+		}
+		code := s.windowedVoucher(now, 100, 1000)
+		var created, refused atomic.Int64
+		parallel(400, 64, func(i int) {
+			r := s.reserve(code, int64(i%50+1), fmt.Sprintf("%s-%d", code, i), 50_000)
+			switch {
+			case r.status == http.StatusCreated:
+				created.Add(1)
+			case r.status == http.StatusConflict && r.str("limit") == "window":
+				refused.Add(1)
+			default:
+				t.Errorf("unexpected answer %d %s", r.status, r.raw)
+			}
+		})
+		require.EqualValues(t, 100, created.Load())
+		require.EqualValues(t, 300, refused.Load())
+		s.settle(code, 100)
+		cw, _ := s.currentWindow(code)
+		require.EqualValues(t, 100, cw["used"])
+		s.assertConsistent(code)
+	})
+}
+
+// Bad schedules are 400, naming what is wrong.
+func TestWindowBadSchedules(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	for _, sched := range []any{
+		map[string]any{"timeZone": "Mars/Olympus", "windows": []any{map[string]any{"days": []string{"MON"}, "from": "13:00", "to": "14:00"}}},
+		map[string]any{"timeZone": "UTC", "windows": []any{map[string]any{"days": []string{"MON", "MON"}, "from": "13:00", "to": "14:00"}}},
+		map[string]any{"timeZone": "UTC", "windows": []any{map[string]any{"days": []string{"MON"}, "from": "22:00", "to": "02:00"}}},
+		map[string]any{"timeZone": "UTC", "windows": []any{}},
+		map[string]any{"timeZone": "UTC", "windows": []any{map[string]any{"days": []string{"MON"}, "from": "13:00", "to": "14:00", "x": 1}}},
+		"MON 13:00",
+	} {
+		r := s.do(http.MethodPost, "/vouchers", map[string]any{
+			"code": "BADWIN", "discountAmount": 500, "totalLimit": 10,
+			"startsAt": time.Now().UTC().Format(time.RFC3339), "endsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+			"schedule": sched,
+		})
+		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+	}
+	r := s.do(http.MethodPost, "/vouchers", map[string]any{
+		"code": "BADWIN", "discountAmount": 500, "totalLimit": 10, "windowLimit": 3,
+		"startsAt": time.Now().UTC().Format(time.RFC3339), "endsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+	})
+	require.Equal(t, http.StatusBadRequest, r.status, "windowLimit needs a schedule: %s", r.raw)
+}
