@@ -20,8 +20,8 @@ func (s *stack) windowedVoucher(day time.Time, limit, total int) string {
 	code := fmt.Sprintf("W%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
 	body := map[string]any{
 		"code": code, "discountAmount": 500, "totalLimit": total, "perUserLimit": 1000,
-		"startsAt": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
-		"endsAt":   time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339),
+		"startsAt":  time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
+		"endsAt":    time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339),
 		"flashSale": s.opts.flash,
 		"schedule": map[string]any{"timeZone": "UTC", "windows": []any{
 			map[string]any{"days": []string{weekdayNames[day.UTC().Weekday()]}, "from": "00:00", "to": "24:00"}}},
