@@ -210,9 +210,12 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot
 			}
 			orders, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
 				var r voucher.Redemption
-				var since *time.Time
-				err := scanRedemption(row, &r, &since)
+				var since, window *time.Time
+				err := scanRedemption(row, &r, &since, &window)
 				r.HeldSince = heldSince(since)
+				if window != nil {
+					r.Window = window.UTC()
+				}
 				return r, err
 			})
 			if err != nil {

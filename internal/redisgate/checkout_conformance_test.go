@@ -34,7 +34,7 @@ func TestConformanceValidateScript(t *testing.T) {
 		before, err := g.Inspect(ctx, code)
 		require.NoError(t, err)
 		r := c.Requests[last]
-		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex))
+		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex), voucher.WindowQuota{})
 		require.NoError(t, err)
 		requireGateAnswer(t, c, last, d.Outcome)
 		after, err := g.Inspect(ctx, code)

@@ -16,8 +16,9 @@ const replaceNotHeld = 8
 // Validate answers what Reserve would decide for orderID ("" leaves the
 // orderId checks out), customerID and campaignCode ("" for a voucher) with
 // validate.lua, which writes nothing. While the voucher is in the sold-out
-// cache the copy answers, as it does for Reserve.
-func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (voucher.GateDecision, error) {
+// cache the copy answers, as it does for Reserve. q.Limit > 0 checks the
+// count of occurrence q.Window (GateWindowFull).
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q voucher.WindowQuota) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
 	}
@@ -46,8 +47,9 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes},
-		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10), campaignCode}).ToArray()
+	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes, k.budget},
+		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10), campaignCode,
+			windowLimitArg(q.Limit), windowArg(q.Window)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "validate", code)
 	}
@@ -72,6 +74,8 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 		d.Outcome = voucher.GateSoldOut
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveWindowFull:
+		d.Outcome = voucher.GateWindowFull
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown validate status %d", status), "validate", code)
 	}
@@ -114,7 +118,7 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	defer cancel()
 	res, err := replaceScript.Exec(ctx, client, k.takeBudgeted(),
 		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, attemptToken(hold),
-			budgetMode(hold.Budget)}).ToArray()
+			budgetMode(hold.Budget), windowLimitArg(hold.WindowLimit)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretTakeError(err, "replace", code)
 	}
@@ -148,6 +152,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
 			return voucher.GateDecision{}, interpretError(err, "replace", code)
 		}
+	case reserveWindowFull:
+		d.Outcome = voucher.GateWindowFull
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown replace status %d", status), "replace", code)
 	}

@@ -150,4 +150,7 @@ const (
 	reserveCodeUsed  = 9
 	reserveVoided    = 10
 	reserveBudget    = 11
+	// reserveWindowFull: the hold's occurrence of the voucher's windows
+	// holds its quota (lib/budget.lua).
+	reserveWindowFull = 12
 )

@@ -122,6 +122,7 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: at, ExpiresAt: at.Add(p.cfg.ReservationTTL),
 		Pending: p.writes.pending(), Owner: p.cfg.Instance, Replaces: req.ReplacesOrderID, Code: rt.campaignCode,
 		Budget: Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip},
+		Window: req.Window, WindowLimit: v.WindowLimit,
 	}
 	for attempt := 0; ; attempt++ {
 		var dec GateDecision
@@ -212,6 +213,8 @@ func (p *flashPath) refusal(ctx context.Context, rt route, o gateOrder, dec Gate
 		return Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: rt.code, OrderID: o.replaces, CustomerID: o.customerID})
 	case GateBudgetExceeded:
 		return p.budgetExceeded(ctx, rt, dec.BudgetLeft, now)
+	case GateWindowFull:
+		return p.windowFull(ctx, rt, now)
 	}
 	return Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
 }
@@ -284,7 +287,8 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 		return StoreValidation{DiscountAmount: h.DiscountAmount, Replay: true}, nil
 	}
 	for attempt := 0; ; attempt++ {
-		dec, err := p.gate.Validate(ctx, rt.gateCode(), v.PerUserLimit, req.OrderID, req.CustomerID, rt.campaignCode)
+		dec, err := p.gate.Validate(ctx, rt.gateCode(), v.PerUserLimit, req.OrderID, req.CustomerID, rt.campaignCode,
+			WindowQuota{Limit: v.WindowLimit, Window: req.Window})
 		if err != nil {
 			if p.writes.fallback() {
 				return p.store.Validate(ctx, req, now)

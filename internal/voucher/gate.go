@@ -57,6 +57,9 @@ const (
 	// GateBudgetExceeded: the hold's discount does not fit what is left of
 	// the voucher's money budget (GateDecision.BudgetLeft).
 	GateBudgetExceeded
+	// GateWindowFull: the occurrence of the voucher's windows the hold is
+	// taken in (Hold.Window) holds Hold.WindowLimit uses.
+	GateWindowFull
 )
 
 // String names the outcome for logs and metrics.
@@ -82,6 +85,8 @@ func (o GateOutcome) String() string {
 		return "code_used"
 	case GateBudgetExceeded:
 		return "budget_exceeded"
+	case GateWindowFull:
+		return "window_full"
 	}
 	return "unknown"
 }
@@ -127,6 +132,13 @@ type Hold struct {
 	// DiscountAmount to what is left of it (Budget.Fit). Not kept with the
 	// hold.
 	Budget Budget
+	// Window is the start of the occurrence of the voucher's windows the
+	// hold was taken in (zero: none); the gate keeps it with the hold and
+	// counts the hold against that occurrence until it gives the use back.
+	Window time.Time
+	// WindowLimit is, for a take, the voucher's quota per occurrence as the
+	// caller's definition has it (0: none). Not kept with the hold.
+	WindowLimit int32
 }
 
 // HoldStart is when h's hold began: HeldSince, else ReservedAt.
@@ -202,8 +214,10 @@ type GateTakes interface {
 	// Validate answers what Reserve would decide for orderID (optional: ""
 	// skips the orderId checks), customerID and campaignCode ("" for a
 	// voucher), taking nothing: GateTaken for a use it would take, the
-	// other outcomes as Reserve gives them.
-	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (GateDecision, error)
+	// other outcomes as Reserve gives them; q is the voucher's quota per
+	// occurrence and the occurrence (zero: none), GateWindowFull when it is
+	// held.
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q WindowQuota) (GateDecision, error)
 	// Replace takes the use of replaces, customerID's held (not pending,
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the

@@ -167,7 +167,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		r := rows[id]
 		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
 			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, snap.Voucher)}
+			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, snap.Voucher), Window: r.Window}
 		if r.HeldSince.Before(r.CreatedAt) {
 			h.HeldSince = r.HeldSince
 		}

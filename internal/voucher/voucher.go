@@ -403,6 +403,10 @@ type Redemption struct {
 	// HoldStart). Only the reads that bound a replacement or load the gate
 	// fill it (Store.Order, Store.GateSnapshot); zero elsewhere.
 	HeldSince time.Time
+	// Window is the start of the occurrence of the voucher's windows the
+	// redemption was taken in (zero: none); filled by the reads that load
+	// the gate (Store.GateSnapshot).
+	Window time.Time
 }
 
 // HoldStart is r.HeldSince, or r.CreatedAt when it is not known.

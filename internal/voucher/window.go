@@ -1,6 +1,7 @@
 package voucher
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -334,4 +335,31 @@ func withNextWindow(err error, v Voucher, now time.Time) error {
 	c := *e
 	c.NextWindowAt = v.NextWindowAt(now)
 	return &c
+}
+
+// windowFull is the flash paths' answer to a take refused by the quota of
+// its occurrence: HELD_OUT while the store knows a RESERVED hold of the
+// voucher (the holds read for HELD_OUT, cached the same way; a hold of
+// another occurrence may be among them, so Retry-After is a lower bound of
+// when this occurrence may free a use), or while the store cannot be read;
+// OUT_OF_STOCK otherwise. Both name the window and the next occurrence.
+func (p *flashPath) windowFull(ctx context.Context, rt route, now time.Time) error {
+	f := Facts{Voucher: rt.code, Window: true, NextWindowAt: rt.v.NextWindowAt(now)}
+	_, sum, err := p.holds(ctx, rt.gateCode(), now)
+	switch {
+	case err != nil:
+		f.RetryAfter = p.cfg.ReservationTTL
+	case !sum.EarliestExpiry.IsZero():
+		f.RetryAfter = max(sum.EarliestExpiry.Sub(now), time.Second)
+	default:
+		return Reject(CodeOutOfStock, "", f)
+	}
+	return Reject(CodeHeldOut, "", f)
+}
+
+// WindowQuota is what a gate validation checks of a voucher's windows: its
+// quota per occurrence (0: none) and the occurrence asked in.
+type WindowQuota struct {
+	Limit  int32
+	Window time.Time
 }
