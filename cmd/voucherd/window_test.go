@@ -95,7 +95,7 @@ func TestWindowAnswers(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.status, string(r.raw))
 		r = s.reserve(code, 2, code+"-4", 50_000)
 		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
-		s.settle(code, 4)
+		s.settle(code, 3)
 		s.assertConsistent(code)
 
 		// A window that does not cover now.

@@ -283,14 +283,16 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 		reservedAt = make([]time.Time, n)
 		expiresAt  = make([]time.Time, n)
 		unique     = make([]string, n)
+		windows    = make([]*time.Time, n)
 	)
 	for i, e := range events {
 		orderIDs[i], codes[i], customers[i] = e.OrderID, e.Code, e.CustomerID
 		amounts[i], discounts[i] = e.OrderAmount, e.DiscountAmount
 		reservedAt[i], expiresAt[i] = e.ReservedAt, e.ExpiresAt
 		unique[i] = e.CampaignCode
+		windows[i] = windowArg(e.Window)
 	}
-	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, unique)
+	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, unique, windows)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +346,7 @@ func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (vouc
 	)
 	err := s.rerunRolledBack(ctx, func() error {
 		return s.pool.QueryRow(ctx, qApplyReplace, e.OrderID, e.Code, e.CustomerID, e.OrderAmount, e.DiscountAmount,
-			e.ReservedAt, e.ExpiresAt, e.ReplacesOrderID, e.CampaignCode).Scan(&inserted, &code, &customer)
+			e.ReservedAt, e.ExpiresAt, e.ReplacesOrderID, e.CampaignCode, windowArg(e.Window)).Scan(&inserted, &code, &customer)
 	})
 	if err != nil {
 		if reason, refused := refusal(err, e); refused {

@@ -18,6 +18,7 @@ const (
 	MismatchOrderAmount    = "order_amount_too_low"
 	MismatchFuture         = "reserved_in_future"
 	MismatchHoldTooLong    = "hold_too_long"
+	MismatchOccurrence     = "occurrence_mismatch"
 )
 
 // EventMismatch is an EventChecker's verdict on one event: Reason is empty
@@ -277,7 +278,27 @@ func definitionMismatch(v Voucher, e ReservedEvent) EventMismatch {
 	case e.OrderAmount < v.MinOrderAmount:
 		return EventMismatch{Reason: MismatchOrderAmount, Detail: fmt.Sprintf("orderAmount %d is below %d", e.OrderAmount, v.MinOrderAmount)}
 	}
+	return occurrenceMismatch(v, e)
+}
+
+// occurrenceMismatch compares the occurrence e names with the one of v's
+// windows covering its reservedAt: none outside every window (or without a
+// schedule), that one's start inside.
+func occurrenceMismatch(v Voucher, e ReservedEvent) EventMismatch {
+	o := v.Occurrence(e.ReservedAt)
+	if v.windowed() && o.Zero() || !o.Start.Equal(e.Window) {
+		return EventMismatch{Reason: MismatchOccurrence, Detail: fmt.Sprintf("window %s, the voucher's windows give %s at reservedAt %s",
+			formatInstant(e.Window), formatInstant(o.Start), e.ReservedAt.UTC().Format(time.RFC3339Nano))}
+	}
 	return EventMismatch{}
+}
+
+// formatInstant is t in RFC 3339, "none" for the zero time.
+func formatInstant(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // definition returns code's voucher, cached for CacheTTL unless fresh;

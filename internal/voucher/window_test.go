@@ -1,6 +1,7 @@
 package voucher
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -165,4 +166,40 @@ func TestVoucherOutsideWindow(t *testing.T) {
 	require.Equal(t, LimitWindow, full.Limit)
 	require.Equal(t, now, full.NextWindowAt)
 	require.Equal(t, LimitTotal, Reject(CodeOutOfStock, "", Facts{Voucher: "W"}).Limit)
+}
+
+// The consumer's check refuses an event whose occurrence is not the one
+// the voucher's windows give at its reservedAt: another occurrence, none
+// for a windowed voucher, one for a voucher without windows.
+func TestEventCheckerOccurrence(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 9, 30, 0, 0, time.UTC) // a Monday
+	sched := &Schedule{TimeZone: "UTC", Windows: []Window{{Days: []string{"MON"}, From: "09:00", To: "10:00"}}}
+	win := Voucher{Code: "WIN", DiscountAmount: 500, TotalLimit: 10, PerUserLimit: 1, FlashSale: true,
+		StartsAt: now.Add(-48 * time.Hour), EndsAt: now.Add(48 * time.Hour), UpdatedAt: now.Add(-48 * time.Hour),
+		Schedule: sched, WindowLimit: 5}
+	plain := win
+	plain.Code, plain.Schedule, plain.WindowLimit = "PLAIN", nil, 0
+	c, err := NewEventChecker(EventCheckConfig{Store: checkStore{vouchers: map[string]Voucher{"WIN": win, "PLAIN": plain}},
+		Clock: func() time.Time { return now }})
+	require.NoError(t, err)
+	o := win.Occurrence(now).Start
+	ev := func(code string, at, window time.Time) ReservedEvent {
+		return ReservedEvent{Version: EventVersionWindow, Code: code, CustomerID: "c", OrderID: "o", OrderAmount: 1000,
+			DiscountAmount: 500, ReservedAt: at, ExpiresAt: at.Add(time.Minute), Window: window}
+	}
+	got, err := c.Check(context.Background(), []ReservedEvent{
+		ev("WIN", now, o),
+		ev("WIN", now, o.Add(-7*24*time.Hour)),
+		ev("WIN", now.Add(-time.Hour), time.Time{}),
+		ev("WIN", now, time.Time{}),
+		ev("PLAIN", now, o),
+		ev("PLAIN", now, time.Time{}),
+	})
+	require.NoError(t, err)
+	reasons := make([]string, len(got))
+	for i, m := range got {
+		reasons[i] = m.Reason
+	}
+	require.Equal(t, []string{"", MismatchOccurrence, MismatchOccurrence, MismatchOccurrence, MismatchOccurrence, ""}, reasons)
 }

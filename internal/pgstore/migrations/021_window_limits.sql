@@ -29,3 +29,5 @@ DROP FUNCTION IF EXISTS voucherd_limit_fit(text, bigint, timestamptz, text, bool
 DROP FUNCTION IF EXISTS voucherd_reserve_one(text, text, text, bigint, timestamptz, interval, text);
 DROP FUNCTION IF EXISTS voucherd_validate(text, text, text, bigint, timestamptz, text);
 DROP FUNCTION IF EXISTS voucherd_replace(text, text, text, text, bigint, timestamptz, interval, text);
+DROP FUNCTION IF EXISTS voucherd_apply_reserved_codes(text[], text[], text[], bigint[], bigint[], timestamptz[], timestamptz[], text[]);
+DROP FUNCTION IF EXISTS voucherd_apply_replace_code(text, text, text, bigint, bigint, timestamptz, timestamptz, text, text);
