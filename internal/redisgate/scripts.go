@@ -43,6 +43,7 @@ var (
 	replaceScript   = newScript("replace.lua", false)
 	unreplaceScript = newScript("unreplace.lua", false)
 	voidScript      = newScript("void.lua", false)
+	raiseScript     = newScript("raise.lua", false)
 )
 
 // scriptNames maps the SHA-1 (hex) and the source of each script to its

@@ -319,6 +319,11 @@ type GateRepairs interface {
 	// (its held count, in one step with remaining), if it is above; it
 	// never raises it. It returns remaining before and after.
 	Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error)
+	// RaiseCounters raises the gate's money budget counter to budgetHeld
+	// (negative: left alone) and each occurrence's counter to its count in
+	// windows, where they are below; it never lowers one (the gate then
+	// hands out less). It returns how many it raised.
+	RaiseCounters(ctx context.Context, code string, budgetHeld int64, windows map[time.Time]int64) (int, error)
 }
 
 // GateInstances keeps the registry of live instances, so that the holds
@@ -359,6 +364,9 @@ type GateState struct {
 	// and the discounts of the orders holding a use), read after the
 	// orders; BudgetAmount is 0 for a voucher without a budget.
 	BudgetAmount, BudgetHeld int64
+	// Windows are the gate's counters of the occurrences of the voucher's
+	// windows (start -> uses held), read after the orders; nil when none.
+	Windows map[time.Time]int64
 }
 
 // BudgetHeldOrders is the sum of the discounts of the orders holding a use

@@ -64,11 +64,28 @@ type ReconcileReport struct {
 	DatabaseBudgetHeld int64 `json:"databaseBudgetHeld,omitempty"`
 	RedisBudgetHeld    int64 `json:"redisBudgetHeld,omitempty"`
 	BudgetDrift        int64 `json:"budgetDrift,omitempty"`
+	// Windows lists the occurrences of the voucher's windows whose gate
+	// counter differs from the uses PostgreSQL's held rows hold in them
+	// (Drift: the database's minus the gate's, as BudgetDrift).
+	Windows []WindowDrift `json:"windows,omitempty"`
+	// RaisedCounters is how many gate counters (the money budget's, the
+	// occurrences') the repair raised to the database's count: a positive
+	// drift means the gate would give out more than the store allows.
+	// Counters are raised, never lowered.
+	RaisedCounters int `json:"raisedCounters,omitempty"`
+}
+
+// WindowDrift is one occurrence's counters in a ReconcileReport.
+type WindowDrift struct {
+	Start        time.Time `json:"start"`
+	DatabaseHeld int64     `json:"databaseHeld"`
+	RedisHeld    int64     `json:"redisHeld"`
+	Drift        int64     `json:"drift"`
 }
 
 // Consistent reports whether the report found nothing to repair or report.
 func (r ReconcileReport) Consistent() bool {
-	return r.Drift == 0 && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
+	return r.Drift == 0 && r.BudgetDrift <= 0 && !r.windowBelow() && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
 		len(r.Unconfirmed) == 0
 }
 
@@ -120,6 +137,8 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 		rep.BudgetDrift = rep.DatabaseBudgetHeld - rep.RedisBudgetHeld
 	}
+	dbWindows := windowCounts(snap.Orders)
+	rep.Windows = windowDrifts(dbWindows, gs.Windows)
 
 	rows := make(map[string]Redemption, len(snap.Orders))
 	for _, r := range snap.Orders {
@@ -210,6 +229,15 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			}
 		}
 	}
+	if rep.BudgetDrift > 0 || rep.windowBelow() {
+		budgetHeld := int64(-1)
+		if rep.BudgetDrift > 0 {
+			budgetHeld = rep.DatabaseBudgetHeld
+		}
+		if rep.RaisedCounters, err = s.gate.RaiseCounters(ctx, code, budgetHeld, dbWindows); err != nil {
+			return rep, err
+		}
+	}
 	before, after, err := s.gate.Clamp(ctx, code, snap.Voucher.TotalLimit)
 	if err != nil {
 		return rep, err
@@ -271,4 +299,47 @@ func (s *Service) ReconcileAll(ctx context.Context, repair bool, grace, keep tim
 		reports = append(reports, rep)
 	}
 	return reports, nil
+}
+
+// windowBelow reports whether a gate counter of an occurrence is below the
+// database's count (the gate would give out more than the store allows).
+func (r ReconcileReport) windowBelow() bool {
+	for _, w := range r.Windows {
+		if w.Drift > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// windowCounts counts the held redemptions per occurrence.
+func windowCounts(orders []Redemption) map[time.Time]int64 {
+	var out map[time.Time]int64
+	for _, r := range orders {
+		if !r.Status.Held() || r.Window.IsZero() {
+			continue
+		}
+		if out == nil {
+			out = map[time.Time]int64{}
+		}
+		out[r.Window.UTC()]++
+	}
+	return out
+}
+
+// windowDrifts lists the occurrences whose counts differ, sorted by start.
+func windowDrifts(db, gate map[time.Time]int64) []WindowDrift {
+	var out []WindowDrift
+	seen := map[time.Time]bool{}
+	for _, m := range []map[time.Time]int64{db, gate} {
+		for w := range m {
+			if seen[w] || db[w] == gate[w] {
+				continue
+			}
+			seen[w] = true
+			out = append(out, WindowDrift{Start: w, DatabaseHeld: db[w], RedisHeld: gate[w], Drift: db[w] - gate[w]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
 }
