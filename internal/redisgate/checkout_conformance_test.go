@@ -34,7 +34,8 @@ func TestConformanceValidateScript(t *testing.T) {
 		before, err := g.Inspect(ctx, code)
 		require.NoError(t, err)
 		r := c.Requests[last]
-		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex), voucher.WindowQuota{})
+		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex),
+			voucher.WindowQuota{Limit: c.Voucher.WindowLimit, Window: c.Voucher.Occurrence(conformance.Now)})
 		require.NoError(t, err)
 		requireGateAnswer(t, c, last, d.Outcome)
 		after, err := g.Inspect(ctx, code)
