@@ -69,6 +69,10 @@ const (
 	// LimitBudget: the money budget (BudgetExceeded, or LimitBelowHeld of
 	// budgetAmount).
 	LimitBudget = "budget"
+	// LimitWindow: the quota of the occurrence of the voucher's windows
+	// (OutOfStock, HeldOut; Error.NextWindowAt says when the next starts),
+	// or LimitBelowHeld of windowLimit.
+	LimitWindow = "window"
 )
 
 // Reasons that refine NotEligible, found in Error.Reason.
@@ -87,6 +91,10 @@ const (
 	// ReasonCurrencyMismatch: the voucher has a currency and the request
 	// named another one, or none.
 	ReasonCurrencyMismatch = "CURRENCY_MISMATCH"
+	// ReasonOutsideWindow: the voucher has a schedule and no occurrence of
+	// its windows covers now (Error.NextWindowAt says when the next
+	// starts).
+	ReasonOutsideWindow = "OUTSIDE_WINDOW"
 )
 
 // Error is an error answered by the server: the HTTP status and the body's
@@ -114,6 +122,9 @@ type Error struct {
 	// BudgetRemaining is, with BudgetExceeded, what is left of the
 	// voucher's money budget in minor units.
 	BudgetRemaining int64
+	// NextWindowAt is, with ReasonOutsideWindow and LimitWindow, when the
+	// voucher's next occurrence starts (zero: none before it ends).
+	NextWindowAt time.Time
 }
 
 // Error implements error.
