@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,4 +234,33 @@ func TestWindowReconciliation(t *testing.T) {
 			s.assertConsistent(code)
 		})
 	}
+}
+
+// The CLI creates a voucher with windows and a quota per window, shows the
+// current occurrence's counts, and patches the quota.
+func TestWindowCLI(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	cli := func(args ...string) string {
+		var out, errOut strings.Builder
+		args = append(args[:2:2], append([]string{"--url", s.base, "--token", testAdminToken}, args[2:]...)...)
+		require.NoError(t, run(t.Context(), args, &out, &errOut), errOut.String())
+		return out.String()
+	}
+	now := time.Now().UTC()
+	if now.Hour() == 23 && now.Minute() >= 55 {
+		time.Sleep(time.Until(now.Truncate(time.Hour).Add(time.Hour + time.Second)))
+		now = time.Now().UTC()
+	}
+	code := fmt.Sprintf("WCLI%d", time.Now().UnixNano()%1_000_000_000)
+	day := weekdayNames[now.Weekday()]
+	out := cli("voucher", "create", "--code", code, "--discount", "300", "--total", "10", "--per-user", "5",
+		"--time-zone", "UTC", "--window", day+"/00:00-24:00", "--window", strings.ToLower(weekdayNames[(now.Weekday()+1)%7])+"/00:00-00:01", "--window-limit", "2")
+	require.Contains(t, out, "windows")
+	require.Contains(t, out, "per window  2 uses")
+	require.Equal(t, http.StatusCreated, s.reserve(code, 77, code+"-o1", 1000).status)
+	out = cli("voucher", "get", code)
+	require.Contains(t, out, "1 used, 1 remaining", out)
+	out = cli("voucher", "patch", "--window-limit", "3", code)
+	require.Contains(t, out, "per window  3 uses", out)
 }
