@@ -195,6 +195,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 					a.metrics.BudgetRemaining.WithLabelValues(r.Code).Set(float64(max(r.BudgetAmount-r.DatabaseBudgetHeld, 0)))
 					a.metrics.BudgetDrift.WithLabelValues(r.Code).Set(float64(r.BudgetDrift))
 				}
+				var windowDrift int64
+				for _, w := range r.Windows {
+					windowDrift += w.Drift
+				}
+				a.metrics.WindowDrift.WithLabelValues(r.Code).Set(float64(windowDrift))
 				if r.Repaired {
 					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(len(r.Orphans)))
 					a.metrics.DriftRepairs.WithLabelValues("abandoned").Add(float64(len(r.Abandoned)))
@@ -202,6 +207,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
 					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))
 					a.metrics.DriftRepairs.WithLabelValues("unconfirmed").Add(float64(len(r.Unconfirmed)))
+					a.metrics.DriftRepairs.WithLabelValues("raised").Add(float64(r.RaisedCounters))
 				}
 			},
 		})
