@@ -264,3 +264,39 @@ func TestWindowCLI(t *testing.T) {
 	out = cli("voucher", "patch", "--window-limit", "3", code)
 	require.Contains(t, out, "per window  3 uses", out)
 }
+
+// A campaign's windows and quota per window hold across its codes, in
+// every mode; GET shows the occurrence's counts.
+func TestWindowCampaign(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, s *stack) {
+		now := time.Now().UTC()
+		if now.Hour() == 23 && now.Minute() >= 55 {
+			time.Sleep(time.Until(now.Truncate(time.Hour).Add(time.Hour + time.Second)))
+			now = time.Now().UTC()
+		}
+		r := s.createCampaign(map[string]any{
+			"name": "drop", "codeCount": 4, "discountAmount": 100, "totalLimit": 10, "perUserLimit": 10,
+			"endsAt": now.Add(30 * 24 * time.Hour).Format(time.RFC3339), "flashSale": s.opts.flash, "windowLimit": 2,
+			"schedule": map[string]any{"timeZone": "UTC", "windows": []any{
+				map[string]any{"days": []string{weekdayNames[now.Weekday()]}, "from": "00:00", "to": "24:00"}}},
+		})
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		require.EqualValues(t, 2, r.num("windowLimit"))
+		id := r.str("id")
+		codes := s.campaignCodes(id, 10)
+		for i, code := range codes[:2] {
+			r := s.reserve(code, int64(i+1), fmt.Sprintf("%s-%d", code, i), 5000)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		}
+		r = s.reserve(codes[2], 3, codes[2]+"-x", 5000)
+		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+		require.Equal(t, "window", r.str("limit"))
+		s.settle(id, 2)
+		r = s.doToken(http.MethodGet, "/campaigns/"+id, nil, testAdminToken)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		cw, _ := r.body["currentWindow"].(map[string]any)
+		require.EqualValues(t, 2, cw["used"], string(r.raw))
+		s.assertConsistent(id)
+	})
+}
