@@ -300,3 +300,38 @@ func TestWindowCampaign(t *testing.T) {
 		s.assertConsistent(id)
 	})
 }
+
+// A flash validation of a voucher with a money budget is answered by the
+// gate (validate.lua), which takes the budget as reserve.lua does: what the
+// gate holds, even before Kafka mode's consumer wrote it, and a clipping
+// budget's remainder as the discount; it takes nothing.
+func TestBudgetValidationFromTheGate(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes[1:] {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, m.opts)
+			code := s.createBudgetVoucher(map[string]any{"discountAmount": 3000}, 10_000, false, 100)
+			for i := range 3 {
+				r := s.reserve(code, 1, fmt.Sprintf("%s-%d", code, i), 50_000)
+				require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			}
+			v := s.do(http.MethodPost, "/vouchers/"+code+"/validation", map[string]any{"customerId": 2, "orderAmount": 50_000})
+			require.Equal(t, http.StatusOK, v.status, string(v.raw))
+			require.Equal(t, false, v.body["valid"], string(v.raw))
+			require.Equal(t, "BUDGET_EXCEEDED", v.str("code"))
+			require.EqualValues(t, 1000, v.num("budgetRemaining"))
+			// (Kafka mode loads another voucher once the consumer caught up.)
+			s.settle(code, 3)
+
+			clip := s.createBudgetVoucher(map[string]any{"discountAmount": 3000}, 4_000, true, 100)
+			r := s.reserve(clip, 1, clip+"-0", 50_000)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			v = s.do(http.MethodPost, "/vouchers/"+clip+"/validation", map[string]any{"customerId": 2, "orderAmount": 50_000})
+			require.Equal(t, true, v.body["valid"], string(v.raw))
+			require.EqualValues(t, 1000, v.num("discountAmount"))
+			s.settle(clip, 1)
+			require.Equal(t, [3]int64{9000, 0, 1000}, s.budgetOf(code))
+		})
+	}
+}

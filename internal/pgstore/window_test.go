@@ -38,7 +38,7 @@ func requireWindow(t *testing.T, s *pgstore.Store, code string, start time.Time,
 // occurrence has its own quota; a hold released after its occurrence ended
 // gives its use back to that occurrence, not to the current one; outside
 // every window OUTSIDE_WINDOW, with nothing taken.
-func TestWindowQuotaPerOccurrence(t *testing.T) {
+func TestTakeLimitsPerOccurrence(t *testing.T) {
 	t.Parallel()
 	forEachCombining(t, func(t *testing.T, s *pgstore.Store) {
 		ctx := context.Background()

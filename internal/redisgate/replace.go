@@ -16,9 +16,12 @@ const replaceNotHeld = 8
 // Validate answers what Reserve would decide for orderID ("" leaves the
 // orderId checks out), customerID and campaignCode ("" for a voucher) with
 // validate.lua, which writes nothing. While the voucher is in the sold-out
-// cache the copy answers, as it does for Reserve. q.Limit > 0 checks the
-// count of occurrence q.Window (GateWindowFull).
-func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q voucher.WindowQuota) (voucher.GateDecision, error) {
+// cache the copy answers, as it does for Reserve. q.Budget fits
+// q.Discount to the money budget as Reserve fits a hold's
+// (GateBudgetExceeded with BudgetLeft, or GateTaken with Discount clipped),
+// q.WindowLimit > 0 checks the count of occurrence q.Window
+// (GateWindowFull).
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q voucher.TakeLimits) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
 	}
@@ -49,7 +52,7 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 	defer cancel()
 	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes, k.budget},
 		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10), campaignCode,
-			windowLimitArg(q.Limit), windowArg(q.Window)}).ToArray()
+			windowLimitArg(q.WindowLimit), windowArg(q.Window), budgetMode(q.Budget), strconv.FormatInt(q.Discount, 10)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "validate", code)
 	}
@@ -61,6 +64,14 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 	switch status {
 	case reserveTaken:
 		d.Outcome = voucher.GateTaken
+		if d.Discount, err = clippedDiscount(res); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "validate", code)
+		}
+	case reserveBudget:
+		d.Outcome = voucher.GateBudgetExceeded
+		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "validate", code)
+		}
 	case reserveReplay, reserveConflict, reserveReleased:
 		d.Outcome = knownOrderOutcome(status)
 		if d.Hold, err = decodeHold(orderID, third); err != nil {

@@ -54,10 +54,10 @@ func TestReserveWindow(t *testing.T) {
 	require.Equal(t, voucher.GateWindowFull, d.Outcome)
 	require.Equal(t, int64(98), d.Remaining, "nothing taken")
 	require.Nil(t, g.soldOut.get("WIN"), "a full occurrence is not a sold-out voucher")
-	vd, err := g.Validate(ctx, "WIN", 10, "", "1", "", voucher.WindowQuota{Limit: 2, Window: w1})
+	vd, err := g.Validate(ctx, "WIN", 10, "", "1", "", voucher.TakeLimits{WindowLimit: 2, Window: w1})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateWindowFull, vd.Outcome)
-	vd, err = g.Validate(ctx, "WIN", 10, "", "1", "", voucher.WindowQuota{Limit: 2, Window: w2})
+	vd, err = g.Validate(ctx, "WIN", 10, "", "1", "", voucher.TakeLimits{WindowLimit: 2, Window: w2})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, vd.Outcome)
 

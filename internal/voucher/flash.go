@@ -288,7 +288,8 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 	}
 	for attempt := 0; ; attempt++ {
 		dec, err := p.gate.Validate(ctx, rt.gateCode(), v.PerUserLimit, req.OrderID, req.CustomerID, rt.campaignCode,
-			WindowQuota{Limit: v.WindowLimit, Window: req.Window})
+			TakeLimits{Budget: Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}, Discount: v.Discount().Compute(req.OrderAmount),
+				WindowLimit: v.WindowLimit, Window: req.Window})
 		if err != nil {
 			if p.writes.fallback() {
 				return p.store.Validate(ctx, req, now)
@@ -297,11 +298,9 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 		}
 		switch dec.Outcome {
 		case GateTaken:
-			if v.Budget.Amount > 0 {
-				// The gate's validation knows no money budget: the store's
-				// read-only answer tells whether the discount fits (in
-				// Kafka mode as far as the consumer has applied).
-				return p.store.Validate(ctx, req, now)
+			if dec.Discount > 0 {
+				// A clipping budget's remainder.
+				return StoreValidation{DiscountAmount: dec.Discount}, nil
 			}
 			return StoreValidation{DiscountAmount: v.Discount().Compute(req.OrderAmount)}, nil
 		case GateReplay:

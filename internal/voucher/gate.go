@@ -214,10 +214,11 @@ type GateTakes interface {
 	// Validate answers what Reserve would decide for orderID (optional: ""
 	// skips the orderId checks), customerID and campaignCode ("" for a
 	// voucher), taking nothing: GateTaken for a use it would take, the
-	// other outcomes as Reserve gives them; q is the voucher's quota per
-	// occurrence and the occurrence (zero: none), GateWindowFull when it is
-	// held.
-	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q WindowQuota) (GateDecision, error)
+	// other outcomes as Reserve gives them; q is the voucher's money
+	// budget with the order's discount (GateBudgetExceeded, or GateTaken
+	// with Discount clipped) and its quota per occurrence in the
+	// occurrence asked in (GateWindowFull).
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q TakeLimits) (GateDecision, error)
 	// Replace takes the use of replaces, customerID's held (not pending,
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the

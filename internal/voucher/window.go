@@ -357,9 +357,13 @@ func (p *flashPath) windowFull(ctx context.Context, rt route, now time.Time) err
 	return Reject(CodeHeldOut, "", f)
 }
 
-// WindowQuota is what a gate validation checks of a voucher's windows: its
-// quota per occurrence (0: none) and the occurrence asked in.
-type WindowQuota struct {
-	Limit  int32
-	Window time.Time
+// TakeLimits is what a gate validation checks besides the uses: the
+// voucher's money budget (Amount 0: none) against the discount the order
+// would get, and its quota per occurrence (0: none) in the occurrence
+// asked in.
+type TakeLimits struct {
+	Budget      Budget
+	Discount    int64
+	WindowLimit int32
+	Window      time.Time
 }

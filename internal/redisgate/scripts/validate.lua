@@ -13,6 +13,8 @@
 -- ARGV[4] -> the campaign code presented, '' for a voucher
 -- ARGV[5] -> the quota per occurrence as in reserve.lua ('' none)
 -- ARGV[6] -> the occurrence's windowMs ('' none)
+-- ARGV[7] -> the money budget as in reserve.lua: '' none, 'reject' or 'clip'
+-- ARGV[8] -> the discount the order would get
 --
 -- Returns the statuses of reserve.lua, in the same order of checks:
 --   {1, remaining}        a use would be taken
@@ -23,6 +25,9 @@
 --   {6, remaining}        quota held
 --   {7, remaining}        sold out
 --   {9, remaining}        code used by another order
+--   {11, remaining, left} budget: the discount does not fit what is left
+--   {1, remaining, '', discount}  a use would be taken with the discount
+--                         clipped to what is left of the budget
 --   {12, remaining}       window full
 --
 -- include: known_order, take_checks, budget
@@ -35,7 +40,25 @@ local refused = refuseTake(KEYS[2], KEYS[4], ARGV[2], ARGV[3], ARGV[4], r)
 if refused then
   return refused
 end
+local clipped = nil
+if ARGV[7] ~= '' then
+  local left = budgetLeft(KEYS[5])
+  if not left then
+    return {5, 0}
+  end
+  local want = tonumber(ARGV[8])
+  local d = fitBudget(left, want, ARGV[7] == 'clip')
+  if not d then
+    return {11, r, tostring(left)}
+  end
+  if d ~= want then
+    clipped = tostring(d)
+  end
+end
 if ARGV[5] ~= '' and (ARGV[6] == '' or windowHeld(KEYS[5], ARGV[6]) >= tonumber(ARGV[5])) then
   return {12, r}
+end
+if clipped then
+  return {1, r, '', clipped}
 end
 return {1, r}
