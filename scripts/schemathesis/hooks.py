@@ -35,7 +35,19 @@ of POST /campaigns/{id}/codes is exactly one of count and codes (a rule the
 schema states in prose): one with both loses codes, one with neither gets
 count 1.
 
-Only these dates, cursors, replaced orderIds, discounts and code counts change; every other part of every
+A voucher's or campaign's schedule names a zone of the IANA database, each
+window's from is before its to, and windows sharing a day do not overlap;
+windowLimit needs a schedule: rules the schema states in prose (a zone name
+is not a pattern, the others are between fields) and the server enforces
+with 400. A body of POST /vouchers, POST /campaigns or PATCH
+/vouchers/{code} that breaks them gets the zone UTC unless it names one of
+a few known zones, a window's from and to in order (an empty window ends at
+24:00), the days another window of the body already covers at the same
+time dropped (and a window left with no day dropped, keeping at least the
+first), and no windowLimit without a schedule (POST only: a PATCH of
+windowLimit alone applies to the stored schedule).
+
+Only these dates, cursors, replaced orderIds, discounts, code counts and schedules change; every other part of every
 generated request is sent as is.
 """
 import base64
@@ -83,6 +95,49 @@ def _fix_discount(body):
         body["discountAmount"] = 1
 
 
+KNOWN_ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe")
+
+
+def _minutes(hhmm):
+    return int(hhmm[:2]) * 60 + int(hhmm[3:])
+
+
+def _fix_schedule(body, patch):
+    sched = body.get("schedule")
+    if not isinstance(sched, dict):
+        if not patch and "windowLimit" in body:
+            del body["windowLimit"]
+        return
+    if sched.get("timeZone") not in KNOWN_ZONES:
+        sched["timeZone"] = "UTC"
+    windows = sched.get("windows")
+    if not isinstance(windows, list):
+        return
+    taken = {}  # day -> [(from, to)]
+    kept = []
+    for w in windows:
+        if not isinstance(w, dict) or not isinstance(w.get("from"), str) or not isinstance(w.get("to"), str):
+            kept.append(w)
+            continue
+        f, t = _minutes(w["from"]), _minutes(w["to"])
+        if f > t:
+            w["from"], w["to"], f, t = w["to"], w["from"], t, f
+        if f == t:
+            w["to"], t = "24:00", 24 * 60
+        if f >= t:  # from was 24:00
+            w["from"], f = "00:00", 0
+        days = w.get("days")
+        if isinstance(days, list):
+            free = [d for d in days if not any(f < b and a < t for a, b in taken.get(d, []))]
+            if not free and kept:
+                continue
+            w["days"] = free or days[:1]
+            for d in w["days"]:
+                taken.setdefault(d, []).append((f, t))
+        kept.append(w)
+    sched["windows"] = kept
+
+
 def _server_cursor(value):
     if not isinstance(value, str) or value == "":
         return False
@@ -108,6 +163,7 @@ def before_call(ctx, case, kwargs):
     if op.path in ("/vouchers", "/campaigns") and op.method.upper() == "POST":
         _fix_window(case.body, patch=False)
         _fix_discount(case.body)
+        _fix_schedule(case.body, patch=False)
     # Generating codes is bounded work, not a rule; a small count keeps the
     # run short.
     if op.method.upper() == "POST":
@@ -122,6 +178,7 @@ def before_call(ctx, case, kwargs):
                 case.body["count"] = 1
     elif op.path == "/vouchers/{code}" and op.method.upper() == "PATCH":
         _fix_window(case.body, patch=True)
+        _fix_schedule(case.body, patch=True)
     else:
         return
     if isinstance(kwargs, dict) and isinstance(kwargs.get("json"), dict):
