@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/bench"
+	"github.com/voucherd/voucherd/internal/benchcmd"
 )
 
 // The scale scenario in small: 10 flash vouchers and a hot one beside them,
@@ -80,6 +81,39 @@ func TestBenchJSONStdoutIsTheReportAlone(t *testing.T) {
 	require.True(t, rep.OK(), "%v", rep.Violations())
 	require.Contains(t, stderr.String(), "warm-up   flash-kafka on a throwaway voucher")
 	require.Contains(t, stderr.String(), "stages of flash-kafka")
+}
+
+// The big-voucher scenario in small, with --json: stdout is one JSON
+// document (the two runs of flash-sync, without and with reconciliation
+// during the load, each with Redis's longest voucherd command), the phases
+// and progress go to stderr, and both runs keep the invariants.
+func TestBenchBigVoucherJSON(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := runBench(ctx, []string{"--scenario=big-voucher", "--total=1500", "--customers=3000", "--requests=1500",
+		"--concurrency=8", "--reconcile-every=100ms", "--max-duration=90s", "--json"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	var res benchcmd.BigVoucherResult
+	require.NoError(t, dec.Decode(&res), "stdout:\n%s", stdout.String())
+	require.False(t, dec.More(), "one JSON document; stdout:\n%s", stdout.String())
+	require.Len(t, res.Runs, 2)
+	for i, r := range res.Runs {
+		require.Equal(t, "flash-sync", r.Mode)
+		require.Equal(t, i == 1, r.Reconciling)
+		require.NotNil(t, r.Report)
+		require.True(t, r.Report.OK(), "%v", r.Report.Violations())
+		require.EqualValues(t, 1500, r.Report.Reserved, "the voucher sells out")
+		require.Positive(t, r.Report.Latency.P99)
+		require.Positive(t, r.RedisSlowThresholdMs)
+	}
+	require.Positive(t, res.Runs[1].Passes, "reconciliation ran during the load")
+	require.Zero(t, res.Runs[1].PassFailures)
+	require.Contains(t, stderr.String(), "voucherd bench: flash-sync, without reconciliation")
+	require.Contains(t, stderr.String(), "voucherd bench: flash-sync, with reconciliation every 100ms")
 }
 
 // A budget-limited flash sale: the budget ends it before the uses run out,

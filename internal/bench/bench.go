@@ -49,6 +49,11 @@ const (
 	RouteNoop Route = "noop"
 )
 
+// RedisClientName is the client name of the bench's own Redis
+// connections (the verification's), so that a reader of SLOWLOG or CLIENT
+// LIST can tell them from voucherd's.
+const RedisClientName = "voucherd-bench"
+
 // Defaults applied to zero fields of Config.
 const (
 	DefaultTotalLimit     = 1000

@@ -99,7 +99,7 @@ func Verify(ctx context.Context, cfg VerifyConfig, rep *Report) (*Verification, 
 
 	var rdb rueidis.Client
 	if len(cfg.RedisAddrs) > 0 && rep.FlashSale {
-		rdb, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: cfg.RedisAddrs, DisableCache: true})
+		rdb, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: cfg.RedisAddrs, DisableCache: true, ClientName: RedisClientName})
 		if err != nil {
 			return nil, fmt.Errorf("bench: verify: connect to Redis: %w", err)
 		}

@@ -63,8 +63,11 @@ type Options struct {
 	// ReconcileEvery, when positive, runs each mode twice on fresh
 	// vouchers, without and then with a repairing reconciliation of the
 	// run's vouchers this often during the load, and reports Redis's
-	// longest command (SLOWLOG) of each run; it needs a started stack or
-	// the workload's Verify.RedisAddrs, and no Compare.
+	// longest voucherd command (SLOWLOG) of each run and the reserve p99
+	// of both side by side (with JSON, one BigVoucherResult); it needs a
+	// started stack or the workload's Verify.RedisAddrs, and no Compare.
+	// It changes the SLOWLOG settings of the stack's Redis for the runs
+	// and puts them back after.
 	ReconcileEvery time.Duration
 	// OTLPSink, with a started stack, has the servers export their spans
 	// to an OTLP/HTTP endpoint in this process that discards them (the cost
@@ -211,7 +214,7 @@ func runReconciling(ctx context.Context, o Options, cfg bench.Config, targets []
 	if o.Compare || len(redisAddrs) == 0 {
 		return errors.New("--reconcile-every needs a started stack or --redis-addr, and no --compare")
 	}
-	reports, err := runBigVoucher(ctx, stdout, cfg, targets, redisAddrs, o.ReconcileEvery)
+	reports, err := runBigVoucher(ctx, stdout, stderr, o.JSON, cfg, targets, redisAddrs, o.ReconcileEvery)
 	if err != nil {
 		return err
 	}

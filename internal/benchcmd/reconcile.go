@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/voucherd/voucherd/internal/bench"
+	"github.com/voucherd/voucherd/internal/redisgate"
 )
 
 // reconcilePasses reconciles (with repairs, as the background job does)
@@ -89,18 +91,25 @@ func (p *reconcilePasses) write(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// slowlogWatch reads the longest command of a run from the SLOWLOG of
-// every Redis node of the stack (each node its own client).
+// slowlogThreshold is the slowlog-log-slower-than of a run that reads
+// Redis's longest command: every command of at least this long is logged.
+const slowlogThreshold = time.Millisecond
+
+// slowlogWatch reads the longest voucherd command of a run from the
+// SLOWLOG of every Redis node of the stack (each node its own client),
+// and puts the nodes' SLOWLOG settings back when closed.
 type slowlogWatch struct {
 	nodes []rueidis.Client
+	saved [][]string // per node: the settings before, as CONFIG SET pairs
 }
 
 func newSlowlogWatch(addrs []string) (*slowlogWatch, error) {
 	w := &slowlogWatch{}
 	for _, a := range addrs {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, ForceSingleClient: true, DisableCache: true})
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, ForceSingleClient: true,
+			DisableCache: true, ClientName: bench.RedisClientName})
 		if err != nil {
-			w.close()
+			w.close(context.Background())
 			return nil, err
 		}
 		w.nodes = append(w.nodes, c)
@@ -108,17 +117,42 @@ func newSlowlogWatch(addrs []string) (*slowlogWatch, error) {
 	return w, nil
 }
 
-func (w *slowlogWatch) close() {
-	for _, c := range w.nodes {
+// close restores each node's SLOWLOG settings as they were before the
+// first reset, empties its SLOWLOG and closes the clients.
+func (w *slowlogWatch) close(ctx context.Context) {
+	for i, c := range w.nodes {
+		if i < len(w.saved) && len(w.saved[i]) > 0 {
+			b := c.B().ConfigSet().ParameterValue()
+			for j := 0; j+1 < len(w.saved[i]); j += 2 {
+				b = b.ParameterValue(w.saved[i][j], w.saved[i][j+1])
+			}
+			_ = c.Do(ctx, b.Build()).Error()
+			_ = c.Do(ctx, c.B().SlowlogReset().Build()).Error()
+		}
 		c.Close()
 	}
 }
 
-// reset empties the SLOWLOG and logs every command of 1ms or more from now
-// on (up to 100,000 of them).
+// reset empties the SLOWLOG and logs every command of slowlogThreshold or
+// more from now on (up to 100,000 of them). The first reset remembers the
+// settings close puts back.
 func (w *slowlogWatch) reset(ctx context.Context) error {
-	for _, c := range w.nodes {
-		if err := c.Do(ctx, c.B().ConfigSet().ParameterValue().ParameterValue("slowlog-log-slower-than", "1000").
+	for i, c := range w.nodes {
+		if i >= len(w.saved) {
+			var kept []string
+			for _, name := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
+				m, err := c.Do(ctx, c.B().ConfigGet().Parameter(name).Build()).AsStrMap()
+				if err != nil {
+					return err
+				}
+				if v, ok := m[name]; ok {
+					kept = append(kept, name, v)
+				}
+			}
+			w.saved = append(w.saved, kept)
+		}
+		if err := c.Do(ctx, c.B().ConfigSet().ParameterValue().
+			ParameterValue("slowlog-log-slower-than", fmt.Sprint(slowlogThreshold.Microseconds())).
 			ParameterValue("slowlog-max-len", "100000").Build()).Error(); err != nil {
 			return err
 		}
@@ -129,8 +163,10 @@ func (w *slowlogWatch) reset(ctx context.Context) error {
 	return nil
 }
 
-// longest returns the longest command logged since reset, its first words
-// and how many commands took 1ms or more.
+// longest returns the longest command logged since reset that is not the
+// bench's own (its SLOWLOG and CONFIG calls, its verification's reads),
+// its first words, and how many such commands took slowlogThreshold or
+// more.
 func (w *slowlogWatch) longest(ctx context.Context) (took time.Duration, what string, slow int, err error) {
 	for _, c := range w.nodes {
 		entries, err := c.Do(ctx, c.B().SlowlogGet().Count(-1).Build()).ToArray()
@@ -144,29 +180,89 @@ func (w *slowlogWatch) longest(ctx context.Context) (took time.Duration, what st
 			}
 			us, _ := f[2].AsInt64()
 			args, _ := f[3].AsStrSlice()
-			if len(args) > 0 && (args[0] == "CONFIG" || args[0] == "SLOWLOG") {
+			if len(args) > 0 && (strings.EqualFold(args[0], "CONFIG") || strings.EqualFold(args[0], "SLOWLOG")) {
 				continue
+			}
+			if len(f) > 5 {
+				if name, _ := f[5].ToString(); name == bench.RedisClientName {
+					continue
+				}
 			}
 			slow++
 			if d := time.Duration(us) * time.Microsecond; d > took {
-				took, what = d, strings.Join(args[:min(len(args), 2)], " ")
+				took, what = d, commandWords(args)
 			}
 		}
 	}
 	return took, what, slow, nil
 }
 
+// commandWords is the first words of a SLOWLOG entry's command, a gate
+// script named by its file (SLOWLOG keeps the first 32 arguments).
+func commandWords(args []string) string {
+	if len(args) >= 2 && (strings.EqualFold(args[0], "EVALSHA") || strings.EqualFold(args[0], "EVAL")) {
+		if name := redisgate.ScriptName(args[1]); name != "" {
+			return args[0] + " " + name + ".lua"
+		}
+	}
+	return strings.Join(args[:min(len(args), 2)], " ")
+}
+
+// BigVoucherRun is one run of Options.ReconcileEvery: the report, and what
+// Redis and the reconciliation passes did meanwhile.
+type BigVoucherRun struct {
+	// Mode is the write mode the run targeted.
+	Mode string `json:"mode"`
+	// Reconciling says whether reconciliation ran during the load.
+	Reconciling bool `json:"reconciling"`
+	// Report is the run's report.
+	Report *bench.Report `json:"report"`
+	// RedisLongestMs is the longest voucherd command Redis ran during the
+	// run (SLOWLOG), RedisLongestCommand its first words; 0 and "" when
+	// none took RedisSlowThresholdMs.
+	RedisLongestMs      float64 `json:"redisLongestMs"`
+	RedisLongestCommand string  `json:"redisLongestCommand,omitempty"`
+	// RedisSlowCommands counts voucherd's commands of RedisSlowThresholdMs
+	// or more.
+	RedisSlowCommands    int     `json:"redisSlowCommands"`
+	RedisSlowThresholdMs float64 `json:"redisSlowThresholdMs"`
+	// Passes, PassFailures and LongestPassMs are the reconciliation passes
+	// made during the load (Reconciling only).
+	Passes        int     `json:"passes,omitempty"`
+	PassFailures  int     `json:"passFailures,omitempty"`
+	LongestPassMs float64 `json:"longestPassMs,omitempty"`
+	PassEvery     string  `json:"passEvery,omitempty"`
+}
+
+// BigVoucherResult is the JSON document of Options.ReconcileEvery with
+// Options.JSON: every run, each mode without then with reconciliation.
+type BigVoucherResult struct {
+	Runs []BigVoucherRun `json:"runs"`
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // runBigVoucher runs each target twice on fresh vouchers, without and
-// then with reconciliation every passes.every, and prints after each report
-// the longest Redis command of the run (SLOWLOG) and the passes made.
-func runBigVoucher(ctx context.Context, stdout io.Writer, cfg bench.Config, targets []bench.Target,
+// then with reconciliation every passesEvery, reads the longest Redis
+// command of each run (SLOWLOG), and writes the runs: with asJSON one
+// BigVoucherResult on stdout, else each report and a side-by-side table.
+// Progress goes to stderr.
+func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, cfg bench.Config, targets []bench.Target,
 	redisAddrs []string, passesEvery time.Duration) ([]*bench.Report, error) {
 	watch, err := newSlowlogWatch(redisAddrs)
 	if err != nil {
 		return nil, err
 	}
-	defer watch.close()
+	defer watch.close(context.WithoutCancel(ctx))
 	var reports []*bench.Report
+	var runs []BigVoucherRun
+	defer func() {
+		if asJSON {
+			_ = writeJSON(stdout, BigVoucherResult{Runs: runs})
+		} else if len(runs) > 0 {
+			writeBigVoucher(stdout, runs)
+		}
+	}()
 	for _, t := range targets {
 		for _, reconcile := range []bool{false, true} {
 			run := cfg
@@ -176,18 +272,20 @@ func runBigVoucher(ctx context.Context, stdout io.Writer, cfg bench.Config, targ
 				run.Verify = *t.Verify
 			}
 			var passes *reconcilePasses
+			phase := "without reconciliation"
 			if reconcile {
 				run.Name += "+reconcile"
 				passes = &reconcilePasses{every: passesEvery, token: cfg.AdminToken, client: &http.Client{Timeout: time.Minute}}
 				run.Alongside = passes.alongside(t.BaseURLs[0])
+				phase = "with reconciliation every " + passesEvery.String()
 			}
+			fmt.Fprintf(stderr, "voucherd bench: %s, %s\n", t.Name, phase)
 			if err := watch.reset(ctx); err != nil {
 				return reports, err
 			}
 			rep, err := bench.Run(ctx, run)
 			if rep != nil {
 				reports = append(reports, rep)
-				_ = rep.WriteTable(stdout)
 			}
 			if err != nil {
 				return reports, err
@@ -196,12 +294,50 @@ func runBigVoucher(ctx context.Context, stdout io.Writer, cfg bench.Config, targ
 			if err != nil {
 				return reports, err
 			}
-			fmt.Fprintf(stdout, "  %-13s longest %s (%s), %d commands of 1ms or more\n", "redis", took.Round(10*time.Microsecond), what, slow)
+			r := BigVoucherRun{Mode: t.Name, Reconciling: reconcile, Report: rep, RedisLongestMs: ms(took),
+				RedisLongestCommand: what, RedisSlowCommands: slow, RedisSlowThresholdMs: ms(slowlogThreshold)}
 			if passes != nil {
-				passes.write(stdout)
+				passes.mu.Lock()
+				r.Passes, r.PassFailures, r.LongestPassMs, r.PassEvery = passes.passes, passes.failures, ms(passes.longest), passes.every.String()
+				passes.mu.Unlock()
 			}
-			fmt.Fprintln(stdout)
+			runs = append(runs, r)
+			if !asJSON {
+				_ = rep.WriteTable(stdout)
+				fmt.Fprintf(stdout, "  %-13s longest %s (%s), %d commands of %s or more\n", "redis",
+					took.Round(10*time.Microsecond), what, slow, slowlogThreshold)
+				if passes != nil {
+					passes.write(stdout)
+				}
+				fmt.Fprintln(stdout)
+			}
 		}
 	}
 	return reports, nil
+}
+
+// writeBigVoucher writes the runs side by side: per mode, the reserve p99
+// without and with reconciliation, their ratio, and Redis's longest
+// voucherd command in each.
+func writeBigVoucher(w io.Writer, runs []BigVoucherRun) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "mode\tp99 alone\tp99 reconciling\tratio\tlongest Redis command alone\tlongest reconciling\tpasses")
+	for i := 0; i+1 < len(runs); i += 2 {
+		alone, with := runs[i], runs[i+1]
+		ratio := "-"
+		if alone.Report.Latency.P99 > 0 {
+			ratio = fmt.Sprintf("%.2f", with.Report.Latency.P99/alone.Report.Latency.P99)
+		}
+		fmt.Fprintf(tw, "%s\t%.2fms\t%.2fms\t%s\t%s\t%s\t%d\n", alone.Mode, alone.Report.Latency.P99, with.Report.Latency.P99,
+			ratio, longestCell(alone), longestCell(with), with.Passes)
+	}
+	_ = tw.Flush()
+}
+
+// longestCell is a run's longest Redis command for the side-by-side table.
+func longestCell(r BigVoucherRun) string {
+	if r.RedisSlowCommands == 0 {
+		return fmt.Sprintf("none of %gms", r.RedisSlowThresholdMs)
+	}
+	return fmt.Sprintf("%.2fms (%s)", r.RedisLongestMs, r.RedisLongestCommand)
 }

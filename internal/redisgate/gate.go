@@ -77,15 +77,17 @@ type Config struct {
 	// SoldOutMaxOrders bounds the orders (held, pending and released) the
 	// sold-out cache copies from Redis for a voucher (default 10,000). A
 	// voucher with more is not cached: every request goes to Redis. A copy
-	// is one HGETALL, during which Redis serves nothing else, and it is read
-	// again by every instance after every change of the orders: measured on
-	// a development machine, 10,000 orders took about 4ms of Redis time and
-	// kept 1.3MB in this process, 100,000 orders 55-100ms and 13MB.
+	// is read with HSCAN, ScanCount entries a call, and it is read again by
+	// every instance after every change of the orders: measured on a
+	// development machine (read whole), 10,000 orders took about 4ms of
+	// Redis time and kept 1.3MB in this process, 100,000 orders 55-100ms
+	// and 13MB.
 	SoldOutMaxOrders int
 	// ScanCount is how many entries of a voucher's hashes one call reads or
 	// writes when the gate handles a whole voucher in chunks (Inspect,
 	// counting the held count of a voucher loaded without one, Load of a
-	// bigger snapshot); default DefaultScanCount. Each call holds Redis for
+	// bigger snapshot, the sold-out cache's copy of the orders); default
+	// DefaultScanCount. Each call holds Redis for
 	// a time proportional to it.
 	ScanCount int
 	// KeyGrace is how long after a voucher's end its keys stay in Redis

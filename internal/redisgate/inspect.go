@@ -93,19 +93,45 @@ func interpretError0(err error, op, code string) error {
 	return interpretError(err, op, code)
 }
 
-// counts reads whether code is loaded, its remaining uses and its held
-// count in one step; held is -1 while the gate has no exact count.
+// counts reads whether code is loaded, its remaining uses, its held count
+// and its version in one step; held is -1 while the gate has no exact
+// count.
 func (g *Gate) counts(ctx context.Context, client rueidis.Client, k keys) (loaded bool, remaining, held int64, err error) {
+	c, err := g.countsOf(ctx, client, k)
+	return c.Loaded, c.Remaining, c.HeldCount, err
+}
+
+// countsOf is counts as a voucher.GateCounts (HeldCount -1 while
+// uncounted).
+func (g *Gate) countsOf(ctx context.Context, client rueidis.Client, k keys) (voucher.GateCounts, error) {
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := countsScript.Exec(ctx, client, []string{k.remaining, k.held, k.heldScan}, nil).AsIntSlice()
-	if err == nil && len(res) != 3 {
+	res, err := countsScript.Exec(ctx, client, []string{k.remaining, k.held, k.heldScan, k.version}, nil).AsIntSlice()
+	if err == nil && len(res) != 4 {
 		err = errBadReply
 	}
 	if err != nil {
-		return false, 0, 0, err
+		return voucher.GateCounts{}, err
 	}
-	return res[0] == 1, res[1], res[2], nil
+	return voucher.GateCounts{Loaded: res[0] == 1, Remaining: res[1], HeldCount: res[2], HeldCounted: res[0] == 1 && res[2] >= 0,
+		Version: res[3]}, nil
+}
+
+// Counts reads a voucher's remaining uses, held count and version in one
+// step (counts.lua, O(1)).
+func (g *Gate) Counts(ctx context.Context, code string) (voucher.GateCounts, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.GateCounts{}, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.GateCounts{}, interpretError(err, "counts", code)
+	}
+	c, err := g.countsOf(ctx, client, keysFor(g.cfg.KeyPrefix, code))
+	if err != nil {
+		return voucher.GateCounts{}, interpretError(err, "counts", code)
+	}
+	return c, nil
 }
 
 // scanHash calls fn for each field and value of the hash at key, read with
@@ -264,7 +290,8 @@ func (g *Gate) Forget(ctx context.Context, code string) error {
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	err = client.Do(ctx, client.B().Del().Key(append(append(k.all(), k.counts()...), k.staging()...)...).Build()).Error()
+	// UNLINK: a sale's hashes are freed in the background, not in this call.
+	err = client.Do(ctx, client.B().Unlink().Key(append(append(k.all(), k.counts()...), k.staging()...)...).Build()).Error()
 	g.soldOut.clear(code)
 	if err != nil {
 		return interpretError(err, "forget", code)

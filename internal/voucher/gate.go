@@ -320,11 +320,33 @@ type GateRepairs interface {
 	// (its held count, in one step with remaining), if it is above; it
 	// never raises it. It returns remaining before and after.
 	Clamp(ctx context.Context, code string, totalLimit int32) (before, after int64, err error)
+	// Counts reads a voucher's remaining uses, held count and version in
+	// one step, without its orders (O(1)).
+	Counts(ctx context.Context, code string) (GateCounts, error)
 	// RaiseCounters raises the gate's money budget counter to budgetHeld
 	// (negative: left alone) and each occurrence's counter to its count in
 	// windows, where they are below; it never lowers one (the gate then
 	// hands out less). It returns how many it raised.
 	RaiseCounters(ctx context.Context, code string, budgetHeld int64, windows map[time.Time]int64) (int, error)
+}
+
+// GateCounts is what Counts reads of a voucher in one step.
+type GateCounts struct {
+	// Loaded is false when the voucher is not in the gate; the other
+	// fields are then zero.
+	Loaded bool
+	// Remaining is the number of uses left.
+	Remaining int64
+	// HeldCount is the number of orders holding a use, when HeldCounted
+	// (a voucher loaded before the gate kept the count has none until a
+	// clamp counts it).
+	HeldCount   int64
+	HeldCounted bool
+	// Version moves by one with every change of the voucher's orders, and
+	// each such change moves HeldCount by one at most and Remaining the
+	// other way by as much; only a limit change or a clamp moves Remaining
+	// + HeldCount.
+	Version int64
 }
 
 // GateInstances keeps the registry of live instances, so that the holds

@@ -10,7 +10,10 @@ import (
 // did. Drift is RedisRemaining minus ExpectedRemaining: positive means the
 // gate would hand out more than the database allows (repaired by adopting
 // holds and clamping the counter), negative means undersell (repaired only
-// by releasing specific orderIds, never by raising the counter).
+// by releasing specific orderIds, never by raising the counter). While the
+// voucher changes under the reads, Drift is only what is certain whatever
+// changed meanwhile, 0 when that is nothing (readDrift), and may then
+// differ from RedisRemaining minus ExpectedRemaining.
 type ReconcileReport struct {
 	Code              string    `json:"code"`
 	At                time.Time `json:"at"`
@@ -128,6 +131,9 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	rep.RedisRemaining = gs.Remaining
 	rep.Drift = gs.Remaining - rep.ExpectedRemaining
+	if _, err := s.readDrift(ctx, code, &rep); err != nil {
+		return rep, err
+	}
 	if b := snap.Voucher.Budget.Amount; b > 0 {
 		rep.BudgetAmount, rep.RedisBudgetHeld = b, gs.BudgetHeld
 		for _, r := range snap.Orders {
@@ -171,6 +177,9 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		if _, known := gs.Orders[id]; !known {
 			rep.Missing = append(rep.Missing, id)
 		}
+	}
+	if rep.Missing, err = s.dropKnown(ctx, code, rep.Missing); err != nil {
+		return rep, err
 	}
 	for _, l := range [][]string{rep.InFlight, rep.Abandoned, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted, rep.Unconfirmed} {
 		sort.Strings(l)

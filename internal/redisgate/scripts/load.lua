@@ -42,10 +42,9 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 -- Leftovers of an earlier load (a key evicted or deleted by hand) must not
--- mix with the snapshot.
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[8], KEYS[9])
--- A count under way may be a set of every orderId: freed in the background.
-redis.call('UNLINK', KEYS[7])
+-- mix with the snapshot. They may be as big as a sale (a count under way is
+-- a set of every orderId): freed in the background.
+redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[5], KEYS[7], KEYS[8], KEYS[9])
 
 local expireAt = ARGV[1]
 redis.call('SET', KEYS[1], ARGV[2])

@@ -72,10 +72,11 @@ end
 -- finish: move the staging hashes into place, then publish remaining.
 local moves = {{KEYS[10], KEYS[2]}, {KEYS[11], KEYS[3]}, {KEYS[12], KEYS[5]}}
 for _, m in ipairs(moves) do
+  -- RENAME would free a key in its place in this step: UNLINK frees it in
+  -- the background (begin dropped it; this covers one written since).
+  redis.call('UNLINK', m[2])
   if redis.call('EXISTS', m[1]) == 1 then
     redis.call('RENAME', m[1], m[2])
-  else
-    redis.call('UNLINK', m[2])
   end
 end
 redis.call('UNLINK', KEYS[7], KEYS[8])
