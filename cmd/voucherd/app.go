@@ -207,7 +207,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
 					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))
 					a.metrics.DriftRepairs.WithLabelValues("unconfirmed").Add(float64(len(r.Unconfirmed)))
-					a.metrics.DriftRepairs.WithLabelValues("raised").Add(float64(r.RaisedCounters))
+					a.metrics.DriftRepairs.WithLabelValues("restored").Add(float64(r.RestoredCounters))
 				}
 			},
 		})

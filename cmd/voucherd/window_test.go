@@ -217,10 +217,11 @@ func TestWindowReconciliation(t *testing.T) {
 			require.EqualValues(t, 2, w["databaseHeld"])
 			require.EqualValues(t, 0, w["redisHeld"])
 			require.EqualValues(t, 2, w["drift"])
+			require.Equal(t, true, w["lost"])
 
 			r = s.do(http.MethodPost, "/vouchers/"+code+"/reconciliation", nil)
 			require.Equal(t, http.StatusOK, r.status, string(r.raw))
-			require.EqualValues(t, 1, r.num("raisedCounters"), string(r.raw))
+			require.EqualValues(t, 1, r.num("restoredCounters"), string(r.raw))
 			r = s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil)
 			require.Nil(t, r.body["windows"], string(r.raw))
 

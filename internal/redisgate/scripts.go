@@ -39,11 +39,11 @@ var (
 	lookupScript   = newScript("lookup.lua", true)
 	countsScript   = newScript("counts.lua", true)
 
-	validateScript  = newScript("validate.lua", true)
-	replaceScript   = newScript("replace.lua", false)
-	unreplaceScript = newScript("unreplace.lua", false)
-	voidScript      = newScript("void.lua", false)
-	raiseScript     = newScript("raise.lua", false)
+	validateScript       = newScript("validate.lua", true)
+	replaceScript        = newScript("replace.lua", false)
+	unreplaceScript      = newScript("unreplace.lua", false)
+	voidScript           = newScript("void.lua", false)
+	restoreWindowsScript = newScript("restorewindows.lua", false)
 )
 
 // scriptNames maps the SHA-1 (hex) and the source of each script to its

@@ -53,36 +53,28 @@ func snapshotWindows(s voucher.Snapshot) string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
-// RaiseCounters raises the gate's money budget counter to budgetHeld (< 0:
-// leave it) and each occurrence's counter to its count in windows, where
-// they are below, with raise.lua; it never lowers one. It returns how many
-// it raised; a voucher that is not loaded raises nothing.
-func (g *Gate) RaiseCounters(ctx context.Context, code string, budgetHeld int64, windows map[time.Time]int64) (int, error) {
+// RestoreWindows gives each occurrence of windows whose counter the gate
+// lost (absent) the count windows has for it, with restorewindows.lua; a counter
+// present is left alone. It returns how many it put back; a voucher that is
+// not loaded gets none.
+func (g *Gate) RestoreWindows(ctx context.Context, code string, windows map[time.Time]int64) (int, error) {
 	if err := checkCode(code); err != nil {
 		return 0, err
 	}
 	client, err := g.conn()
 	if err != nil {
-		return 0, interpretError(err, "raise", code)
+		return 0, interpretError(err, "restore windows", code)
 	}
-	args := make([]string, 1, 1+2*len(windows))
-	if budgetHeld >= 0 {
-		args[0] = strconv.FormatInt(budgetHeld, 10)
-	}
+	args := make([]string, 0, 2*len(windows))
 	for w, n := range windows {
 		args = append(args, windowArg(w), strconv.FormatInt(n, 10))
 	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	n, err := raiseScript.Exec(ctx, client, []string{k.remaining, k.budget}, args).AsInt64()
+	n, err := restoreWindowsScript.Exec(ctx, client, []string{k.remaining, k.budget}, args).AsInt64()
 	if err != nil {
-		return 0, interpretError(err, "raise", code)
-	}
-	if n > 0 {
-		// A copy that refused from the lower counter is still right; one
-		// that took from it is gone with the take. Drop it all the same.
-		g.soldOut.clear(code)
+		return 0, interpretError(err, "restore windows", code)
 	}
 	return int(max(n, 0)), nil
 }

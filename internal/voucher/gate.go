@@ -323,11 +323,11 @@ type GateRepairs interface {
 	// Counts reads a voucher's remaining uses, held count and version in
 	// one step, without its orders (O(1)).
 	Counts(ctx context.Context, code string) (GateCounts, error)
-	// RaiseCounters raises the gate's money budget counter to budgetHeld
-	// (negative: left alone) and each occurrence's counter to its count in
-	// windows, where they are below; it never lowers one (the gate then
-	// hands out less). It returns how many it raised.
-	RaiseCounters(ctx context.Context, code string, budgetHeld int64, windows map[time.Time]int64) (int, error)
+	// RestoreWindows gives each occurrence of windows whose counter the
+	// gate lost (absent) the count windows has for it, the uses the
+	// store's held rows took in it; a counter present is left alone. It
+	// returns how many it put back.
+	RestoreWindows(ctx context.Context, code string, windows map[time.Time]int64) (int, error)
 }
 
 // GateCounts is what Counts reads of a voucher in one step.

@@ -71,11 +71,12 @@ type ReconcileReport struct {
 	// counter differs from the uses PostgreSQL's held rows hold in them
 	// (Drift: the database's minus the gate's, as BudgetDrift).
 	Windows []WindowDrift `json:"windows,omitempty"`
-	// RaisedCounters is how many gate counters (the money budget's, the
-	// occurrences') the repair raised to the database's count: a positive
-	// drift means the gate would give out more than the store allows.
-	// Counters are raised, never lowered.
-	RaisedCounters int `json:"raisedCounters,omitempty"`
+	// RestoredCounters is how many occurrences' counters the gate had
+	// lost (Lost) and the repair put back with the database's count. A
+	// counter present is only reported: it moves with every take and
+	// give-back, and a difference between reads of the two stores at two
+	// moments may be a change in flight.
+	RestoredCounters int `json:"restoredCounters,omitempty"`
 }
 
 // WindowDrift is one occurrence's counters in a ReconcileReport.
@@ -84,11 +85,13 @@ type WindowDrift struct {
 	DatabaseHeld int64     `json:"databaseHeld"`
 	RedisHeld    int64     `json:"redisHeld"`
 	Drift        int64     `json:"drift"`
+	// Lost: the gate has no counter for the occurrence.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Consistent reports whether the report found nothing to repair or report.
 func (r ReconcileReport) Consistent() bool {
-	return r.Drift == 0 && r.BudgetDrift <= 0 && !r.windowBelow() && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
+	return r.Drift == 0 && !r.windowLost() && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
 		len(r.Unconfirmed) == 0
 }
 
@@ -143,8 +146,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 		rep.BudgetDrift = rep.DatabaseBudgetHeld - rep.RedisBudgetHeld
 	}
-	dbWindows := windowCounts(snap.Orders)
-	rep.Windows = windowDrifts(dbWindows, gs.Windows)
+	rep.Windows = windowDrifts(windowCounts(snap.Orders), gs.Windows)
 
 	rows := make(map[string]Redemption, len(snap.Orders))
 	for _, r := range snap.Orders {
@@ -238,12 +240,8 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			}
 		}
 	}
-	if rep.BudgetDrift > 0 || rep.windowBelow() {
-		budgetHeld := int64(-1)
-		if rep.BudgetDrift > 0 {
-			budgetHeld = rep.DatabaseBudgetHeld
-		}
-		if rep.RaisedCounters, err = s.gate.RaiseCounters(ctx, code, budgetHeld, dbWindows); err != nil {
+	if lost := rep.lostWindows(); len(lost) > 0 {
+		if rep.RestoredCounters, err = s.gate.RestoreWindows(ctx, code, lost); err != nil {
 			return rep, err
 		}
 	}
@@ -310,15 +308,23 @@ func (s *Service) ReconcileAll(ctx context.Context, repair bool, grace, keep tim
 	return reports, nil
 }
 
-// windowBelow reports whether a gate counter of an occurrence is below the
-// database's count (the gate would give out more than the store allows).
-func (r ReconcileReport) windowBelow() bool {
+// windowLost reports whether the gate lost the counter of an occurrence
+// whose uses the database holds.
+func (r ReconcileReport) windowLost() bool { return len(r.lostWindows()) > 0 }
+
+// lostWindows are the occurrences whose counter the gate lost, with the
+// database's count.
+func (r ReconcileReport) lostWindows() map[time.Time]int64 {
+	var out map[time.Time]int64
 	for _, w := range r.Windows {
-		if w.Drift > 0 {
-			return true
+		if w.Lost && w.DatabaseHeld > 0 {
+			if out == nil {
+				out = map[time.Time]int64{}
+			}
+			out[w.Start] = w.DatabaseHeld
 		}
 	}
-	return false
+	return out
 }
 
 // windowCounts counts the held redemptions per occurrence.
@@ -346,7 +352,8 @@ func windowDrifts(db, gate map[time.Time]int64) []WindowDrift {
 				continue
 			}
 			seen[w] = true
-			out = append(out, WindowDrift{Start: w, DatabaseHeld: db[w], RedisHeld: gate[w], Drift: db[w] - gate[w]})
+			_, kept := gate[w]
+			out = append(out, WindowDrift{Start: w, DatabaseHeld: db[w], RedisHeld: gate[w], Drift: db[w] - gate[w], Lost: !kept})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
