@@ -52,6 +52,7 @@ generated request is sent as is.
 """
 import base64
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import schemathesis
@@ -99,6 +100,9 @@ KNOWN_ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Aust
 
 
 def _minutes(hhmm):
+    """Minutes of the day of "HH:MM" (00:00-24:00), None for anything else."""
+    if not isinstance(hhmm, str) or not re.fullmatch(r"([01][0-9]|2[0-3]):[0-5][0-9]|24:00", hhmm):
+        return None
     return int(hhmm[:2]) * 60 + int(hhmm[3:])
 
 
@@ -116,10 +120,10 @@ def _fix_schedule(body, patch):
     taken = {}  # day -> [(from, to)]
     kept = []
     for w in windows:
-        if not isinstance(w, dict) or not isinstance(w.get("from"), str) or not isinstance(w.get("to"), str):
+        f, t = (_minutes(w.get("from")), _minutes(w.get("to"))) if isinstance(w, dict) else (None, None)
+        if f is None or t is None:
             kept.append(w)
             continue
-        f, t = _minutes(w["from"]), _minutes(w["to"])
         if f > t:
             w["from"], w["to"], f, t = w["to"], w["from"], t, f
         if f == t:
