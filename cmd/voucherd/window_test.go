@@ -336,3 +336,73 @@ func TestBudgetValidationFromTheGate(t *testing.T) {
 		})
 	}
 }
+
+// A use counts against the occurrence it was taken in whenever it is given
+// back: a confirmed use of one day's occurrence refunded during the next
+// day's goes back to the first day's, in every mode (the service's clock
+// moved a day on; the stores record the occurrence, never recompute it).
+func TestWindowGiveBackToItsOccurrence(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			var shift atomic.Int64
+			opts := m.opts
+			opts.tweak = func(c *Config) {
+				c.clock = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+			}
+			s := newStack(t, opts)
+			code := fmt.Sprintf("WDAY%d%d", time.Now().UnixNano()%1_000_000_000, s.codes.Add(1))
+			r := s.do(http.MethodPost, "/vouchers", map[string]any{
+				"code": code, "discountAmount": 500, "totalLimit": 100, "perUserLimit": 100, "windowLimit": 1,
+				"startsAt":  time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
+				"endsAt":    time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339),
+				"flashSale": s.opts.flash,
+				"schedule": map[string]any{"timeZone": "UTC", "windows": []any{map[string]any{
+					"days": []string{"MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"}, "from": "00:00", "to": "24:00"}}},
+			})
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			r = s.reserve(code, 1, code+"-d1", 5000)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			r = s.do(http.MethodPost, "/vouchers/"+code+"/reservations/"+code+"-d1/confirm", nil)
+			require.Equal(t, http.StatusOK, r.status, string(r.raw))
+			r = s.reserve(code, 2, code+"-x1", 5000)
+			require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+			require.Equal(t, "OUT_OF_STOCK", r.str("error"))
+			require.Equal(t, "window", r.str("limit"))
+			s.settle(code, 1)
+
+			// The next day's occurrence has its own use.
+			shift.Store(int64(24 * time.Hour))
+			r = s.reserve(code, 3, code+"-d2", 5000)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			s.settle(code, 2)
+			// The first day's use, refunded now, goes back to the first day:
+			// the second day's occurrence stays full.
+			r = s.do(http.MethodDelete, "/vouchers/"+code+"/reservations/"+code+"-d1", nil)
+			require.Equal(t, http.StatusOK, r.status, string(r.raw))
+			r = s.reserve(code, 4, code+"-x2", 5000)
+			require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+			require.Equal(t, "window", r.str("limit"), string(r.raw))
+			cw, _ := s.currentWindow(code)
+			require.EqualValues(t, 1, cw["used"])
+			s.settle(code, 1)
+			s.assertConsistent(code)
+			var first, second int64
+			require.NoError(t, s.db.QueryRow(context.Background(), `SELECT
+				coalesce((SELECT held FROM voucher_limit WHERE voucher_code = $1 AND kind = 'window' ORDER BY period_start LIMIT 1), -1),
+				coalesce((SELECT held FROM voucher_limit WHERE voucher_code = $1 AND kind = 'window' ORDER BY period_start DESC LIMIT 1), -1)`,
+				code).Scan(&first, &second))
+			require.Equal(t, []int64{0, 1}, []int64{first, second}, "the first day's occurrence got its use back")
+			if s.opts.flash {
+				st, err := s.app.gate.Inspect(context.Background(), code)
+				require.NoError(t, err)
+				var counts []int64
+				for _, n := range st.Windows {
+					counts = append(counts, n)
+				}
+				require.ElementsMatch(t, []int64{0, 1}, counts, "the gate's counters: %v", st.Windows)
+			}
+		})
+	}
+}
