@@ -131,7 +131,7 @@ def _fix_schedule(body, patch):
         if f >= t:  # from was 24:00
             w["from"], f = "00:00", 0
         days = w.get("days")
-        if isinstance(days, list):
+        if isinstance(days, list) and all(isinstance(d, str) for d in days):
             free = [d for d in days if not any(f < b and a < t for a, b in taken.get(d, []))]
             if not free and kept:
                 continue
