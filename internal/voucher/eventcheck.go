@@ -154,7 +154,7 @@ func (c *EventChecker) Check(ctx context.Context, events []ReservedEvent) ([]Eve
 		if err != nil {
 			return nil, err
 		}
-		if m := definitionMismatch(v, e); found && m.Reason != "" && !reread[e.Code] {
+		if m := definitionMismatch(v, e); found && (m.Reason != "" || occurrenceMismatch(v, e).Reason != "") && !reread[e.Code] {
 			if reread == nil {
 				reread = map[string]bool{}
 			}
@@ -168,6 +168,14 @@ func (c *EventChecker) Check(ctx context.Context, events []ReservedEvent) ([]Eve
 			continue
 		}
 		if out[i] = c.checkBounds(e, now); out[i].Reason != "" {
+			continue
+		}
+		// The audit trail keeps no schedule: an occurrence is checked
+		// against the current definition only, and only once it is settled
+		// (a schedule changed more recently may be the one the event's
+		// producer used).
+		if m := occurrenceMismatch(v, e); m.Reason != "" && c.settled(v, e) {
+			out[i] = m
 			continue
 		}
 		if out[i] = definitionMismatch(v, e); out[i].Reason == "" || c.settled(v, e) {
@@ -278,7 +286,7 @@ func definitionMismatch(v Voucher, e ReservedEvent) EventMismatch {
 	case e.OrderAmount < v.MinOrderAmount:
 		return EventMismatch{Reason: MismatchOrderAmount, Detail: fmt.Sprintf("orderAmount %d is below %d", e.OrderAmount, v.MinOrderAmount)}
 	}
-	return occurrenceMismatch(v, e)
+	return EventMismatch{}
 }
 
 // occurrenceMismatch compares the occurrence e names with the one of v's

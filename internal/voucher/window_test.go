@@ -203,3 +203,30 @@ func TestEventCheckerOccurrence(t *testing.T) {
 	}
 	require.Equal(t, []string{"", MismatchOccurrence, MismatchOccurrence, MismatchOccurrence, MismatchOccurrence, ""}, reasons)
 }
+
+// An occurrence is checked against a settled definition only: a voucher
+// changed within the staleness (its schedule may be new) lets the event
+// through, and a change of its discount decided from the audit trail, which
+// keeps no schedule, does not refuse a windowed event.
+func TestEventCheckerOccurrenceOfAChangedVoucher(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 9, 30, 0, 0, time.UTC)
+	sched := &Schedule{TimeZone: "UTC", Windows: []Window{{Days: []string{"MON"}, From: "09:00", To: "10:00"}}}
+	v := Voucher{Code: "WIN", DiscountAmount: 600, TotalLimit: 10, PerUserLimit: 1, FlashSale: true,
+		StartsAt: now.Add(-48 * time.Hour), EndsAt: now.Add(48 * time.Hour), UpdatedAt: now.Add(-time.Second),
+		Schedule: sched, WindowLimit: 5}
+	before := v
+	before.DiscountAmount, before.Schedule, before.WindowLimit = 500, nil, 0 // as the audit trail has it
+	c, err := NewEventChecker(EventCheckConfig{Store: checkStore{vouchers: map[string]Voucher{"WIN": v}},
+		History: checkHistory{{At: now.Add(-time.Second), Before: before, HasBefore: true, After: before}},
+		Clock: func() time.Time { return now }})
+	require.NoError(t, err)
+	o := v.Occurrence(now).Start
+	ev := ReservedEvent{Version: EventVersionWindow, Code: "WIN", CustomerID: "c", OrderID: "o", OrderAmount: 1000,
+		DiscountAmount: 500, ReservedAt: now, ExpiresAt: now.Add(time.Minute), Window: o}
+	other := ev
+	other.OrderID, other.DiscountAmount, other.Window = "p", 600, o.Add(-7*24*time.Hour)
+	got, err := c.Check(context.Background(), []ReservedEvent{ev, other})
+	require.NoError(t, err)
+	require.Equal(t, []EventMismatch{{}, {}}, got)
+}
