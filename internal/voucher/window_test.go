@@ -219,7 +219,7 @@ func TestEventCheckerOccurrenceOfAChangedVoucher(t *testing.T) {
 	before.DiscountAmount, before.Schedule, before.WindowLimit = 500, nil, 0 // as the audit trail has it
 	c, err := NewEventChecker(EventCheckConfig{Store: checkStore{vouchers: map[string]Voucher{"WIN": v}},
 		History: checkHistory{{At: now.Add(-time.Second), Before: before, HasBefore: true, After: before}},
-		Clock: func() time.Time { return now }})
+		Clock:   func() time.Time { return now }})
 	require.NoError(t, err)
 	o := v.Occurrence(now).Start
 	ev := ReservedEvent{Version: EventVersionWindow, Code: "WIN", CustomerID: "c", OrderID: "o", OrderAmount: 1000,
