@@ -172,3 +172,27 @@ func TestWindowPatch(t *testing.T) {
 	_, _, err = s.PatchVoucher(ctx, "WPLAIN", voucher.Patch{WindowLimit: &two, Now: day1})
 	requireCode(t, err, voucher.CodeWindowNotSet)
 }
+
+// A hold that expires after its occurrence ended gives its use back to that
+// occurrence, whoever sweeps it (the expiry job counts the rows itself).
+func TestWindowExpiryAfterTheOccurrence(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	v := newVoucher(t, s, "WEXP", 100, 5, func(v *voucher.Voucher) {
+		v.Schedule, v.WindowLimit = everyDay("09:00", "10:00"), 1
+	})
+	late := time.Date(base.Year(), base.Month(), base.Day()+1, 9, 55, 0, 0, time.UTC)
+	o := v.Occurrence(late)
+	_, err := s.Reserve(ctx, windowRequest(v, 1, "e-1", late), late, ttl)
+	require.NoError(t, err)
+	requireWindow(t, s, "WEXP", o.Start, 1)
+	swept := late.Add(ttl + time.Minute)
+	require.True(t, swept.After(o.End), "the hold expires after its occurrence ended")
+	n, err := s.ExpireDue(ctx, swept, 100)
+	require.NoError(t, err)
+	require.Len(t, n, 1)
+	requireWindow(t, s, "WEXP", o.Start, 0)
+	_, err = s.Reserve(ctx, windowRequest(v, 2, "e-2", late.Add(time.Minute)), late.Add(time.Minute), ttl)
+	require.NoError(t, err, "the occurrence has its use again")
+}
