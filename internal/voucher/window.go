@@ -172,15 +172,16 @@ func (s Schedule) At(now time.Time) Occurrence {
 }
 
 // Next returns the start of the first occurrence that starts after now, or
-// the zero time when none does within the next eight days (a valid
-// schedule always has one).
+// the zero time when none does within the next fifteen days (a valid
+// schedule has one every week, unless a daylight-saving change skips that
+// week's only window: then the week after).
 func (s Schedule) Next(now time.Time) time.Time {
 	loc, err := loadZone(s.TimeZone)
 	if err != nil {
 		return time.Time{}
 	}
 	y, m, d := now.In(loc).Date()
-	for i := 0; i <= 8; i++ {
+	for i := 0; i <= 15; i++ {
 		var best time.Time
 		for _, o := range s.occurrencesOn(loc, y, m, d+i) {
 			if o.Start.After(now) && (best.IsZero() || o.Start.Before(best)) {
