@@ -32,11 +32,15 @@ func scanVoucherCounts(row pgx.Row, v *voucher.Voucher) error {
 }
 
 // scanVoucherGet scans voucher_get's columns: the voucher, its live counts,
-// its campaign flag and its money budget.
+// its campaign flag, its money budget and its windows.
 func scanVoucherGet(row pgx.Row, v *voucher.Voucher) error {
 	b := &v.Budget
-	return scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign,
-		&b.Amount, &b.Held, &b.Clip, &b.Reserved, &b.Confirmed)
+	var w windowColumns
+	if err := scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign,
+		&b.Amount, &b.Held, &b.Clip, &b.Reserved, &b.Confirmed, &w.schedule, &v.WindowLimit, &w.start, &w.held); err != nil {
+		return err
+	}
+	return w.fill(v)
 }
 
 func voucherNotFound(code string) error {
@@ -85,9 +89,6 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 		if errors.Is(err, pgx.ErrNoRows) {
 			return voucher.Voucher{}, voucherNotFound(code)
 		}
-		return voucher.Voucher{}, interpretError(err)
-	}
-	if err := readWindows(ctx, s.pool, &v); err != nil {
 		return voucher.Voucher{}, interpretError(err)
 	}
 	return v, nil

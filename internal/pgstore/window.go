@@ -51,26 +51,36 @@ func insertWindows(ctx context.Context, tx pgx.Tx, v voucher.Voucher) error {
 	return err
 }
 
-// readWindows fills v's Schedule, WindowLimit and LatestWindow.
-func readWindows(ctx context.Context, q rowQuerier, v *voucher.Voucher) error {
-	var (
-		b     []byte
-		start *time.Time
-		held  int32
-	)
-	if err := q.QueryRow(ctx, qVoucherWindows, v.Code).Scan(&b, &v.WindowLimit, &start, &held); err != nil {
-		return err
-	}
-	s, err := parseSchedule(b)
+// windowColumns are the columns of a voucher's windows as voucher_get and
+// voucher_windows read them: the schedule, and the latest occurrence's
+// counter (start NULL: none).
+type windowColumns struct {
+	schedule []byte
+	start    *time.Time
+	held     int32
+}
+
+// fill sets v's Schedule and LatestWindow from w.
+func (w windowColumns) fill(v *voucher.Voucher) error {
+	s, err := parseSchedule(w.schedule)
 	if err != nil {
 		return err
 	}
 	v.Schedule = s
 	v.LatestWindow = voucher.WindowCount{}
-	if start != nil {
-		v.LatestWindow = voucher.WindowCount{Start: start.UTC(), Held: held}
+	if w.start != nil {
+		v.LatestWindow = voucher.WindowCount{Start: w.start.UTC(), Held: w.held}
 	}
 	return nil
+}
+
+// readWindows fills v's Schedule, WindowLimit and LatestWindow.
+func readWindows(ctx context.Context, q rowQuerier, v *voucher.Voucher) error {
+	var w windowColumns
+	if err := q.QueryRow(ctx, qVoucherWindows, v.Code).Scan(&w.schedule, &v.WindowLimit, &w.start, &w.held); err != nil {
+		return err
+	}
+	return w.fill(v)
 }
 
 // lockWindows locks the counters of voucher code's occurrences, before the
