@@ -106,7 +106,10 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		}
 		gate = a.gate
 	}
-	counts := metrics.Counts{StatementReruns: a.store.StatementReruns}
+	counts := metrics.Counts{StatementReruns: a.store.StatementReruns,
+		CombinedFlushes:      func() uint64 { return a.store.CombinerStats().Flushes },
+		CombinedReservations: func() uint64 { return a.store.CombinerStats().Reservations },
+		CombinedFlushSeconds: func() float64 { return a.store.CombinerStats().FlushTime.Seconds() }}
 	if a.gate != nil {
 		counts.SoldOutHits = a.gate.SoldOutHits
 	}

@@ -56,6 +56,13 @@ type Metrics struct {
 	// (ReconcileReport.Windows) at the last reconciliation.
 	WindowDrift *prometheus.GaugeVec
 
+	// CombinedFlushes, CombinedReservations and CombinedFlushSeconds are
+	// the write combiner's totals: their rates give the mean batch size
+	// and the mean latency of a flush (Counts).
+	CombinedFlushes      prometheus.CounterFunc
+	CombinedReservations prometheus.CounterFunc
+	CombinedFlushSeconds prometheus.CounterFunc
+
 	// Children of the vectors observed on every request (children.go).
 	requestDuration children[requestKey, prometheus.Observer]
 	reservations    children[modeOutcome, reserveChildren]
@@ -75,6 +82,14 @@ type Counts struct {
 	// StatementReruns reads how many PostgreSQL write statements were run
 	// again after the server rolled them back (pgstore.Store.StatementReruns).
 	StatementReruns func() uint64
+
+	// CombinedFlushes, CombinedReservations and CombinedFlushSeconds read
+	// the write combiner's totals (pgstore.Store.CombinerStats): the
+	// transactions written, the reservations in them, and the seconds from
+	// sending each one to its answer.
+	CombinedFlushes      func() uint64
+	CombinedReservations func() uint64
+	CombinedFlushSeconds func() float64
 }
 
 // New registers the collectors on a fresh registry.
@@ -107,6 +122,23 @@ func New(counts Counts) *Metrics {
 		Namespace: "voucherd", Name: "postgres_statement_reruns_total",
 		Help: "PostgreSQL write statements run again because the server rolled them back for a reason of its own (deadlock, serialization failure, multixact check).",
 	}, readCount(counts.StatementReruns))
+	m.CombinedFlushes = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "postgres_combined_flushes_total",
+		Help: "Transactions the write combiner sent (a batch of one included).",
+	}, readCount(counts.CombinedFlushes))
+	m.CombinedReservations = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "postgres_combined_reservations_total",
+		Help: "Reservations the write combiner sent; divided by the flushes, the mean batch size.",
+	}, readCount(counts.CombinedReservations))
+	m.CombinedFlushSeconds = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "voucherd", Name: "postgres_combined_flush_seconds_total",
+		Help: "Seconds from sending each combined write to its answer, commit included; divided by the flushes, the mean flush latency.",
+	}, func() float64 {
+		if counts.CombinedFlushSeconds == nil {
+			return 0
+		}
+		return counts.CombinedFlushSeconds()
+	})
 	m.Compensations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "gate_compensations_total",
 		Help: "Uses given back to the gate because the durable write failed.",
@@ -159,7 +191,7 @@ func New(counts Counts) *Metrics {
 	for _, c := range []prometheus.Collector{m.RequestDuration, m.Reservations, m.ReserveDuration, m.GateDecisions,
 		m.SoldOutCacheHits, m.StatementReruns, m.Compensations, m.ExpiryReleases, m.DependencyErrors, m.DependencyTime,
 		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.ConsumerMismatches, m.Drift, m.DriftRepairs, m.ThresholdEvents,
-		m.BudgetRemaining, m.BudgetDrift, m.WindowDrift} {
+		m.BudgetRemaining, m.BudgetDrift, m.WindowDrift, m.CombinedFlushes, m.CombinedReservations, m.CombinedFlushSeconds} {
 		f(c)
 	}
 	m.checkout = newCheckoutMetrics(f)

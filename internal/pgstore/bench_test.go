@@ -33,28 +33,22 @@ func BenchmarkReserveHotVoucher(b *testing.B) {
 	for _, c := range combinings {
 		for _, clients := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/clients=%d", c.name, clients), func(b *testing.B) {
-				benchmarkHot(b, c.cfg, clients, false)
+				benchmarkHot(b, c.cfg, clients)
 			})
 		}
 	}
 }
 
-// BenchmarkReserveHotWindow is BenchmarkReserveHotVoucher for a voucher with
-// a quota per occurrence of its windows (every use counted against one
-// occurrence's row; the combined batch hands such a voucher back to be
-// reserved one by one).
-func BenchmarkReserveHotWindow(b *testing.B) {
-	for _, clients := range []int{8, 64} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			benchmarkHot(b, pgstore.CombinerConfig{}, clients, true)
-		})
-	}
+func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int) {
+	benchmarkHotAt(b, testenv.Postgres(b).URL, combining, clients)
 }
 
-func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int, windowed bool) {
+// benchmarkHotAt is benchmarkHot against the database at url. When the
+// server runs on this machine it also reports the server's CPU per
+// reservation (serverCPU).
+func benchmarkHotAt(b *testing.B, url string, combining pgstore.CombinerConfig, clients int) {
 	ctx := context.Background()
-	pg := testenv.Postgres(b)
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: int32(clients), MinConns: int32(clients), Combining: combining})
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxConns: int32(clients), MinConns: int32(clients), Combining: combining})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,11 +56,7 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int, w
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	v := newVoucher(b, s, "HOT", math.MaxInt32, 1, func(v *voucher.Voucher) {
-		if windowed {
-			v.Schedule, v.WindowLimit = everyDay("00:00", "24:00"), math.MaxInt32
-		}
-	})
+	newVoucher(b, s, "HOT", math.MaxInt32, 1)
 	var seq atomic.Int64
 	var failed atomic.Int64
 	var mu sync.Mutex
@@ -74,6 +64,9 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int, w
 	procs := runtime.GOMAXPROCS(0)
 	b.SetParallelism((clients + procs - 1) / procs)
 	before := s.Queries()
+	flushedBefore := s.CombinerStats()
+	cpu := serverCPU(b, s)
+	cpuBefore := cpu()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
@@ -85,9 +78,7 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int, w
 		for pb.Next() {
 			n := seq.Add(1)
 			start := time.Now()
-			r := request("HOT", n, fmt.Sprintf("bench-%d", n))
-			r.Window = v.Occurrence(now).Start
-			if _, err := s.Reserve(ctx, r, now, ttl); err != nil {
+			if _, err := s.Reserve(ctx, request("HOT", n, fmt.Sprintf("bench-%d", n)), now, ttl); err != nil {
 				failed.Add(1)
 				b.Error(err)
 				return
@@ -97,6 +88,11 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int, w
 	})
 	b.StopTimer()
 	statements := s.Queries() - before
+	flushed := s.CombinerStats()
+	flushes := flushed.Flushes - flushedBefore.Flushes
+	if used := cpu() - cpuBefore; used > 0 {
+		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "pg-µs/op")
+	}
 	if failed.Load() == 0 {
 		c := readCounts(b, s, "HOT")
 		if int64(c.UsedCount) != seq.Load() {
@@ -114,6 +110,10 @@ func benchmarkHot(b *testing.B, combining pgstore.CombinerConfig, clients int, w
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(statements)/float64(b.N), "stmts/op")
+	if flushes > 0 {
+		b.ReportMetric(float64(flushed.Reservations-flushedBefore.Reservations)/float64(flushes), "takes/flush")
+		b.ReportMetric(float64((flushed.FlushTime-flushedBefore.FlushTime).Microseconds())/1000/float64(flushes), "ms/flush")
+	}
 }
 
 // BenchmarkReserveSoldOut measures the rejection of a voucher with no free

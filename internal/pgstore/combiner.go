@@ -41,11 +41,17 @@ type CombinerConfig struct {
 	// write in flight is the only wait). The first reservation of a voucher
 	// with no write in flight is never delayed.
 	MaxWait time.Duration
+	// Writers bounds the batches of one voucher in flight at once (default
+	// 1). With more than one, a reservation that finds every write of its
+	// voucher in flight starts another; the batches then meet at the
+	// voucher's row lock, as the writes of several instances do
+	// (docs/storage.md weighs the choice).
+	Writers int
 }
 
 func (c CombinerConfig) withDefaults() (CombinerConfig, error) {
-	if c.MaxBatch < 0 || c.MaxWait < 0 {
-		return c, errors.New("pgstore: Config.Combining.MaxBatch and MaxWait must be >= 0")
+	if c.MaxBatch < 0 || c.MaxWait < 0 || c.Writers < 0 {
+		return c, errors.New("pgstore: Config.Combining.MaxBatch, MaxWait and Writers must be >= 0")
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
@@ -53,13 +59,14 @@ func (c CombinerConfig) withDefaults() (CombinerConfig, error) {
 	return c, nil
 }
 
-// combiner batches the reservations of each voucher. One goroutine per
-// voucher with a write in flight sends the batches, one at a time; it exits
-// when the voucher's queue is empty.
+// combiner batches the reservations of each voucher. Up to writers
+// goroutines per voucher with a write in flight send the batches, each one
+// at a time; each exits when the voucher's queue is empty.
 type combiner struct {
 	write    func(code string, batch []*pending)
 	maxBatch int
 	maxWait  time.Duration
+	writers  int
 	// beforeWrite, when set (by tests, before the first reservation), is
 	// called with each batch just before it is written.
 	beforeWrite func(code string, batch []*pending)
@@ -72,6 +79,8 @@ type combiner struct {
 
 type queue struct {
 	waiting []*pending
+	// running counts the goroutines sending this queue's batches.
+	running int
 	// full is signalled when waiting reaches maxBatch, to end a MaxWait early.
 	full chan struct{}
 }
@@ -100,7 +109,11 @@ func newCombiner(cfg CombinerConfig, write func(code string, batch []*pending)) 
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
 	}
-	return &combiner{write: write, maxBatch: cfg.MaxBatch, maxWait: cfg.MaxWait, queues: map[string]*queue{}}
+	if cfg.Writers <= 0 {
+		cfg.Writers = 1
+	}
+	return &combiner{write: write, maxBatch: cfg.MaxBatch, maxWait: cfg.MaxWait, writers: cfg.Writers,
+		queues: map[string]*queue{}}
 }
 
 // reserve queues the reservation and waits for its answer. A caller whose
@@ -113,10 +126,14 @@ func (c *combiner) reserve(ctx context.Context, req voucher.ReserveRequest, now 
 	}
 	p := &pending{ctx: ctx, req: req, now: now, ttl: ttl, done: make(chan struct{})}
 	c.mu.Lock()
-	q, running := c.queues[req.Code]
-	if !running {
+	q := c.queues[req.Code]
+	if q == nil {
 		q = &queue{full: make(chan struct{}, 1)}
 		c.queues[req.Code] = q
+	}
+	start := q.running < c.writers
+	if start {
+		q.running++
 	}
 	q.waiting = append(q.waiting, p)
 	if len(q.waiting) >= c.maxBatch {
@@ -126,7 +143,7 @@ func (c *combiner) reserve(ctx context.Context, req voucher.ReserveRequest, now 
 		}
 	}
 	c.mu.Unlock()
-	if !running {
+	if start {
 		go c.run(req.Code, q)
 	}
 
@@ -157,7 +174,9 @@ func (c *combiner) run(code string, q *queue) {
 		c.mu.Lock()
 		batch := c.take(q)
 		if len(batch) == 0 {
-			delete(c.queues, code)
+			if q.running--; q.running == 0 {
+				delete(c.queues, code)
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -279,6 +298,32 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 	}
 }
 
+// flushCounts are the running totals behind CombinerStats.
+type flushCounts struct {
+	flushes, reservations atomic.Uint64
+	nanos                 atomic.Int64
+}
+
+// CombinerStats are running totals of the combiner's writes since the store
+// was opened: Flushes transactions written (batches, a batch of one
+// included), Reservations in them, and FlushTime, the time from sending
+// each one to its answer (its commit included). Reservations / Flushes is
+// the mean batch size, FlushTime / Flushes the mean write latency.
+type CombinerStats struct {
+	Flushes      uint64
+	Reservations uint64
+	FlushTime    time.Duration
+}
+
+// CombinerStats returns the combiner's totals (zero with combining off).
+func (s *Store) CombinerStats() CombinerStats {
+	return CombinerStats{
+		Flushes:      s.flushes.flushes.Load(),
+		Reservations: s.flushes.reservations.Load(),
+		FlushTime:    time.Duration(s.flushes.nanos.Load()),
+	}
+}
+
 // writeBatch writes the reservations of one voucher, all with the same TTL,
 // in one statement (voucherd_reserve_batch) and sets each one's answer. When
 // the voucher's rules changed under the batch (VD003) each reservation is
@@ -289,6 +334,12 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 func (s *Store) writeBatch(code string, batch []*pending) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
+	start := time.Now()
+	defer func() {
+		s.flushes.flushes.Add(1)
+		s.flushes.reservations.Add(uint64(len(batch)))
+		s.flushes.nanos.Add(int64(time.Since(start)))
+	}()
 	if s.batchContext != nil {
 		carried := make([]context.Context, len(batch))
 		for i, p := range batch {

@@ -171,3 +171,39 @@ func TestCombinerQueueDropsLeftCallers(t *testing.T) {
 	_, err := c.reserve(ctx, voucher.ReserveRequest{Code: "A", OrderID: "late"}, time.Now(), time.Minute)
 	require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), "a caller that already left is not queued")
 }
+
+// With Writers 2, a reservation that finds one write of its voucher in
+// flight is sent at once by a second writer; the next ones wait for
+// either, and both writers exit once the queue is empty.
+func TestCombinerQueueTwoWriters(t *testing.T) {
+	t.Parallel()
+	w := &fakeWriter{gate: make(chan struct{})}
+	c := newCombiner(CombinerConfig{Writers: 2}, w.write)
+	var wg sync.WaitGroup
+	reserve := func(order string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: order}, time.Now(), time.Minute)
+			if err != nil || res.OrderID != order {
+				t.Errorf("%s: got %v, %v", order, res, err)
+			}
+		}()
+	}
+	reserve("a0")
+	waitUntil(t, func() bool { return len(w.written()) == 1 })
+	reserve("a1")
+	waitUntil(t, func() bool { return len(w.written()) == 2 })
+	for i := 2; i < 5; i++ {
+		reserve(fmt.Sprintf("a%d", i))
+		waitUntil(t, func() bool { return c.waiting("A") == i-1 })
+	}
+	for range 3 {
+		w.gate <- struct{}{}
+	}
+	wg.Wait()
+	written := w.written()
+	require.Len(t, written, 3)
+	require.Equal(t, [][]string{{"A/a0/1m0s"}, {"A/a1/1m0s"}, {"A/a2/1m0s", "A/a3/1m0s", "A/a4/1m0s"}}, written)
+	waitUntil(t, func() bool { return c.active() == 0 })
+}

@@ -99,6 +99,7 @@ type Store struct {
 	comb    *combiner // nil when combining is disabled
 	reads   orderReads
 	reruns  atomic.Uint64
+	flushes flushCounts
 	// batchContext is Config.BatchContext.
 	batchContext func(ctx context.Context, carried []context.Context) (context.Context, func())
 }

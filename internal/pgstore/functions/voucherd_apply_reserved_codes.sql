@@ -16,11 +16,14 @@
 -- 23505 voucher_redemption_code_live_idx) fails the whole call, and the
 -- caller retries the events one by one.
 --
--- The statements that look redemptions up by an array of orderIds run
--- through EXECUTE, so that each call plans them for the table's current
--- size: a plan cached while the table was nearly empty (the first events of
--- a database autovacuum has not analyzed yet) scans the whole table, and
--- PL/pgSQL would keep reusing it on every later call.
+-- What was inserted is taken from the INSERT's RETURNING, and the counters
+-- and the limit check from the upsert's, so the common call (every event
+-- new) looks nothing up by an array of keys. The one statement that does
+-- (the answer when some orderId was known) runs through EXECUTE, so that
+-- each call plans it for the table's current size: a plan cached while the
+-- table was nearly empty (the first events of a database autovacuum has not
+-- analyzed yet) scans the whole table, and PL/pgSQL would keep reusing it
+-- on every later call.
 CREATE OR REPLACE FUNCTION voucherd_apply_reserved_codes(
     p_order_ids text[], p_codes text[], p_customers text[], p_amounts bigint[],
     p_discounts bigint[], p_reserved_at timestamptz[], p_expires_at timestamptz[], p_unique text[],
@@ -28,9 +31,13 @@ CREATE OR REPLACE FUNCTION voucherd_apply_reserved_codes(
 RETURNS TABLE (o_order_id text, o_inserted boolean, o_voucher_code text, o_customer text)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_ins text[];
+    v_ins text[];             -- the orderIds inserted, with their vouchers and customers
+    v_ins_codes text[];
+    v_ins_customers text[];
+    v_held_codes text[];      -- the counters raised, and their counts now
+    v_held_customers text[];
+    v_held integer[];
     v_limit integer;
-    v_over bigint;    -- customers over the limit found (0 or 1)
     c record;
     b record;
 BEGIN
@@ -73,45 +80,46 @@ BEGIN
              WITH ORDINALITY AS e(order_id, code, customer, amount, discount, reserved_at, expires_at, u, w, n)
         ORDER BY e.order_id, e.n
         ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
-        RETURNING x.order_id
+        RETURNING x.order_id, x.voucher_code, x.customer
     )
-    SELECT coalesce(array_agg(ins.order_id), '{}') INTO v_ins FROM ins;
+    SELECT coalesce(array_agg(ins.order_id), '{}'), coalesce(array_agg(ins.voucher_code), '{}'),
+           coalesce(array_agg(ins.customer), '{}')
+    INTO v_ins, v_ins_codes, v_ins_customers FROM ins;
 
     IF cardinality(v_ins) > 0 THEN
-        FOR c IN EXECUTE
-            'SELECT x.voucher_code, x.customer, x.customer_id, count(*)::integer AS n
-             FROM voucher_redemption x WHERE x.order_id = ANY ($1)
-             GROUP BY x.voucher_code, x.customer, x.customer_id
-             ORDER BY x.voucher_code, x.customer' USING v_ins
-        LOOP
+        -- The customers' counters, raised by what was inserted for them, in
+        -- one statement sorted by (voucher, customer): the lock order. The
+        -- rows stay locked, so the counts RETURNING gives are still theirs
+        -- when the limit is checked below.
+        WITH up AS (
             INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
-            VALUES (c.voucher_code, c.customer, c.customer_id, c.n)
+            SELECT e.code, e.customer, voucherd_customer_legacy(e.customer), count(*)::integer
+            FROM unnest(v_ins_codes, v_ins_customers) AS e(code, customer)
+            GROUP BY e.code, e.customer
+            ORDER BY e.code, e.customer
             ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey
-                DO UPDATE SET held = u.held + excluded.held;
-        END LOOP;
+                DO UPDATE SET held = u.held + excluded.held
+            RETURNING u.voucher_code, u.customer, u.held
+        )
+        SELECT array_agg(up.voucher_code), array_agg(up.customer), array_agg(up.held)
+        INTO v_held_codes, v_held_customers, v_held FROM up;
 
-        FOR c IN EXECUTE
-            'SELECT x.voucher_code, count(*)::integer AS n
-             FROM voucher_redemption x WHERE x.order_id = ANY ($1)
-             GROUP BY x.voucher_code
-             ORDER BY x.voucher_code' USING v_ins
+        FOR c IN SELECT e.code AS voucher_code, count(*)::integer AS n
+                 FROM unnest(v_ins_codes) AS e(code)
+                 GROUP BY e.code
+                 ORDER BY e.code
         LOOP
             UPDATE voucher v SET used_count = v.used_count + c.n
             WHERE v.code = c.voucher_code
             RETURNING v.per_user_limit INTO v_limit;
 
             -- Checked under the voucher row lock, so a concurrent PATCH of
-            -- per_user_limit is seen.
-            EXECUTE 'SELECT u.customer, u.held FROM voucher_customer_usage u
-                     WHERE u.voucher_code = $1 AND u.held > $2
-                       AND u.customer IN (
-                           SELECT x.customer FROM voucher_redemption x
-                           WHERE x.order_id = ANY ($3) AND x.voucher_code = $1)
-                     LIMIT 1'
-            INTO b USING c.voucher_code, v_limit, v_ins;
-            -- EXECUTE leaves FOUND as it was; ROW_COUNT is its own.
-            GET DIAGNOSTICS v_over = ROW_COUNT;
-            IF v_over > 0 THEN
+            -- per_user_limit is seen; the counters are this call's, locked.
+            SELECT h.customer, h.held INTO b
+            FROM unnest(v_held_codes, v_held_customers, v_held) AS h(code, customer, held)
+            WHERE h.code = c.voucher_code AND h.held > v_limit
+            LIMIT 1;
+            IF FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'VD002',
                     MESSAGE = format('customer %s would hold %s uses of voucher %s, above its perUserLimit %s',
                                      b.customer, b.held, c.voucher_code, v_limit);
@@ -119,6 +127,13 @@ BEGIN
         END LOOP;
     END IF;
 
+    -- Every orderId inserted: the answer is what was inserted. Otherwise
+    -- the known ones are read.
+    IF p_order_ids <@ v_ins THEN
+        RETURN QUERY SELECT i.order_id, true, i.code, i.customer
+                     FROM unnest(v_ins, v_ins_codes, v_ins_customers) AS i(order_id, code, customer);
+        RETURN;
+    END IF;
     RETURN QUERY EXECUTE
         'SELECT x.order_id, x.order_id = ANY ($1), x.voucher_code, x.customer
          FROM voucher_redemption x WHERE x.order_id = ANY ($2)' USING v_ins, p_order_ids;

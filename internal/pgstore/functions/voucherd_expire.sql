@@ -7,13 +7,13 @@
 -- the rows expire, so the sweep counts them itself:
 -- voucherd.limits_by_caller, for the call); a 'window' row gets back the
 -- uses taken in its occurrence only.
--- The lookups by the array of released orderIds run through EXECUTE, planned
--- for the table's current size on each call, for the reason
--- voucherd_apply_reserved_codes gives.
+-- The released rows are kept from the UPDATE's RETURNING, so every count
+-- below is taken from them, with no lookup by the array of orderIds (no
+-- plan to make per call, no index probe per row and statement).
 CREATE OR REPLACE FUNCTION voucherd_expire(p_now timestamptz, p_limit integer)
 RETURNS SETOF voucher_redemption LANGUAGE plpgsql AS $$
 DECLARE
-    v_ids text[];
+    v_rows voucher_redemption[];
     c record;
 BEGIN
     PERFORM set_config('voucherd.limits_by_caller', 'on', true);
@@ -26,34 +26,30 @@ BEGIN
     ), done AS (
         UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now
         FROM due WHERE x.order_id = due.order_id
-        RETURNING x.order_id
+        RETURNING x AS r
     )
-    SELECT coalesce(array_agg(done.order_id), '{}') INTO v_ids FROM done;
+    SELECT coalesce(array_agg(done.r), '{}') INTO v_rows FROM done;
 
-    IF cardinality(v_ids) = 0 THEN
+    IF cardinality(v_rows) = 0 THEN
         PERFORM set_config('voucherd.limits_by_caller', 'off', true);
         RETURN;
     END IF;
 
-    FOR c IN EXECUTE
-        'SELECT DISTINCT x.voucher_code FROM voucher_redemption x
-         WHERE x.order_id = ANY ($1) ORDER BY x.voucher_code' USING v_ids
+    FOR c IN SELECT DISTINCT x.voucher_code FROM unnest(v_rows) AS x ORDER BY x.voucher_code
     LOOP
-        EXECUTE
-            'UPDATE voucher_limit l
-             SET held = l.held - (SELECT coalesce(sum(voucherd_limit_weight(l.kind, ''RESERVED'', x.discount_amount)), 0)
-                                  FROM voucher_redemption x
-                                  WHERE x.order_id = ANY ($1) AND x.voucher_code = l.voucher_code
-                                    AND (l.kind <> ''window'' OR x.window_start = l.period_start))
-             WHERE l.voucher_code = $2' USING v_ids, c.voucher_code;
+        UPDATE voucher_limit l
+        SET held = l.held - (SELECT coalesce(sum(voucherd_limit_weight(l.kind, 'RESERVED', x.discount_amount)), 0)
+                             FROM unnest(v_rows) AS x
+                             WHERE x.voucher_code = l.voucher_code
+                               AND (l.kind <> 'window' OR x.window_start = l.period_start))
+        WHERE l.voucher_code = c.voucher_code;
     END LOOP;
     PERFORM set_config('voucherd.limits_by_caller', 'off', true);
 
-    FOR c IN EXECUTE
-        'SELECT x.voucher_code, x.customer, count(*)::integer AS n
-         FROM voucher_redemption x WHERE x.order_id = ANY ($1)
-         GROUP BY x.voucher_code, x.customer
-         ORDER BY x.voucher_code, x.customer' USING v_ids
+    FOR c IN SELECT x.voucher_code, x.customer, count(*)::integer AS n
+             FROM unnest(v_rows) AS x
+             GROUP BY x.voucher_code, x.customer
+             ORDER BY x.voucher_code, x.customer
     LOOP
         UPDATE voucher_customer_usage u SET held = u.held - c.n
         WHERE u.voucher_code = c.voucher_code AND u.customer = c.customer;
@@ -63,17 +59,14 @@ BEGIN
         END IF;
     END LOOP;
 
-    FOR c IN EXECUTE
-        'SELECT x.voucher_code, count(*)::integer AS n
-         FROM voucher_redemption x WHERE x.order_id = ANY ($1)
-         GROUP BY x.voucher_code
-         ORDER BY x.voucher_code' USING v_ids
+    FOR c IN SELECT x.voucher_code, count(*)::integer AS n
+             FROM unnest(v_rows) AS x
+             GROUP BY x.voucher_code
+             ORDER BY x.voucher_code
     LOOP
         UPDATE voucher v SET used_count = v.used_count - c.n WHERE v.code = c.voucher_code;
     END LOOP;
 
-    RETURN QUERY EXECUTE
-        'SELECT x.* FROM voucher_redemption x WHERE x.order_id = ANY ($1)
-         ORDER BY x.expires_at, x.order_id' USING v_ids;
+    RETURN QUERY SELECT x.* FROM unnest(v_rows) AS x ORDER BY x.expires_at, x.order_id;
 END
 $$;

@@ -1,5 +1,6 @@
--- voucherd_limit_count is the triggers voucher_redemption_limits and
--- voucher_redemption_limits_update (migration 020): it moves
+-- voucherd_limit_count is the row trigger voucher_redemption_limits_update
+-- (migration 020; inserts and deletes are counted per statement by
+-- voucherd_limit_count_rows, migration 021, the same way): it moves
 -- every voucher_limit counter of the redemption's voucher by what the
 -- redemption weighs now minus what it weighed before (voucherd_limit_weight),
 -- in the statement that changed it, so that no writer (reservation, batch,

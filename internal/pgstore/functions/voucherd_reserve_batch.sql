@@ -209,7 +209,11 @@ BEGIN
         -- eligible elements whose orderId has a placeholder. ON CONFLICT DO
         -- UPDATE locks the existing row even though its WHERE is false, so
         -- existing rows are locked without a new row version; RETURNING
-        -- lists the rows this call created.
+        -- lists the rows this call created. A created counter starts at 1,
+        -- what its customer usually takes, so that step 5 rewrites it only
+        -- when the decisions differ (c_db says what is stored); the
+        -- decisions count it from 0 (c_start). When every counter is
+        -- created, nothing is left to read.
         SELECT coalesce(array_agg(DISTINCT e.u_customer ORDER BY e.u_customer), '{}')
         INTO c_ids
         FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
@@ -217,24 +221,32 @@ BEGIN
         IF cardinality(c_ids) > 0 THEN
             WITH ins AS (
                 INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
-                SELECT p_code, w.u_customer, voucherd_customer_legacy(w.u_customer), 0 FROM unnest(c_ids) AS w(u_customer)
+                SELECT p_code, w.u_customer, voucherd_customer_legacy(w.u_customer), 1 FROM unnest(c_ids) AS w(u_customer)
                 ORDER BY w.u_customer
                 ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey DO UPDATE SET held = u.held WHERE false
                 RETURNING u.customer
             )
             SELECT coalesce(array_agg(ins.customer), '{}') INTO c_created FROM ins;
 
-            EXECUTE 'SELECT coalesce(array_agg(u.held ORDER BY u.customer), ''{}'')
-                     FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer = ANY ($2)'
-            INTO c_start USING p_code, c_ids;
-            IF cardinality(c_start) <> cardinality(c_ids) THEN
-                RAISE EXCEPTION USING ERRCODE = 'VD900',
-                    MESSAGE = format('a usage counter of voucher %s vanished under its lock', p_code);
+            IF cardinality(c_created) = cardinality(c_ids) THEN
+                c_start := array_fill(0, ARRAY[cardinality(c_ids)]);
+                c_new := array_fill(true, ARRAY[cardinality(c_ids)]);
+            ELSE
+                EXECUTE 'SELECT coalesce(array_agg(u.held ORDER BY u.customer), ''{}'')
+                         FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer = ANY ($2)'
+                INTO c_start USING p_code, c_ids;
+                IF cardinality(c_start) <> cardinality(c_ids) THEN
+                    RAISE EXCEPTION USING ERRCODE = 'VD900',
+                        MESSAGE = format('a usage counter of voucher %s vanished under its lock', p_code);
+                END IF;
+                c_new := array_fill(false, ARRAY[cardinality(c_ids)]);
+                FOR v_m IN 1..cardinality(c_ids) LOOP
+                    c_new[v_m] := c_ids[v_m] = ANY (c_created);
+                    IF c_new[v_m] THEN
+                        c_start[v_m] := 0;
+                    END IF;
+                END LOOP;
             END IF;
-            c_new := array_fill(false, ARRAY[cardinality(c_ids)]);
-            FOR v_m IN 1..cardinality(c_ids) LOOP
-                c_new[v_m] := c_ids[v_m] = ANY (c_created);
-            END LOOP;
         END IF;
 
         -- 3b. The stock as it is now that the counters are locked (a fresh
@@ -246,12 +258,24 @@ BEGIN
         END IF;
     END IF;
     c_db := c_start;
+    FOR v_m IN 1..coalesce(cardinality(c_ids), 0) LOOP
+        IF c_new[v_m] THEN
+            c_db[v_m] := 1;
+        END IF;
+    END LOOP;
 
     -- The committed redemptions of the batch's orderIds, read after phase 2
     -- so that an orderId another transaction committed meanwhile is seen.
-    EXECUTE 'SELECT coalesce(array_agg(x.order_id), ''{}''), coalesce(array_agg(x), ''{}'')
-             FROM voucher_redemption x WHERE x.order_id = ANY ($1) AND NOT (x.order_id = ANY ($2))'
-    INTO r_orders, r_rows USING p_orders, k_orders;
+    -- An orderId this call inserted is no other transaction's: when every
+    -- one was, there is nothing to read.
+    IF p_orders <@ k_orders THEN
+        r_orders := '{}';
+        r_rows := '{}';
+    ELSE
+        EXECUTE 'SELECT coalesce(array_agg(x.order_id), ''{}''), coalesce(array_agg(x), ''{}'')
+                 FROM voucher_redemption x WHERE x.order_id = ANY ($1) AND NOT (x.order_id = ANY ($2))'
+        INTO r_orders, r_rows USING p_orders, k_orders;
+    END IF;
 
     <<attempt>>
     LOOP
@@ -378,6 +402,16 @@ BEGIN
         IF cardinality(v_delete) > 0 THEN
             EXECUTE 'DELETE FROM voucher_redemption x WHERE x.order_id = ANY ($1)' USING v_delete;
         END IF;
+        -- A counter created for a customer who took nothing goes again, as
+        -- voucherd_reserve_one's rollback would leave no row.
+        v_delete_customers := '{}';
+        FOR v_m IN 1..coalesce(cardinality(c_ids), 0) LOOP
+            IF c_new[v_m] AND c_held[v_m] = 0 THEN
+                v_delete_customers := v_delete_customers || c_ids[v_m];
+                c_new[v_m] := false;
+                c_db[v_m] := 0;
+            END IF;
+        END LOOP;
         IF c_held IS DISTINCT FROM c_db THEN
             EXECUTE 'UPDATE voucher_customer_usage u SET held = d.u_held
                      FROM unnest($2::text[], $3::integer[], $4::integer[]) AS d(u_customer, u_held, u_db)
@@ -386,15 +420,6 @@ BEGIN
             USING p_code, c_ids, c_held, c_db;
             c_db := c_held;
         END IF;
-        -- A counter created for a customer who took nothing goes again, as
-        -- voucherd_reserve_one's rollback would leave no row.
-        v_delete_customers := '{}';
-        FOR v_m IN 1..coalesce(cardinality(c_ids), 0) LOOP
-            IF c_new[v_m] AND c_held[v_m] = 0 THEN
-                v_delete_customers := v_delete_customers || c_ids[v_m];
-                c_new[v_m] := false;
-            END IF;
-        END LOOP;
         IF cardinality(v_delete_customers) > 0 THEN
             EXECUTE 'DELETE FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer = ANY ($2)'
             USING p_code, v_delete_customers;

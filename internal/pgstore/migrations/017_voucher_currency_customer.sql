@@ -1,4 +1,4 @@
--- 020_voucher_currency_customer: a voucher may name its currency (ISO 4217)
+-- 017_voucher_currency_customer: a voucher may name its currency (ISO 4217)
 -- and the one customer it serves; both are set at creation only. The
 -- eligibility rule gains both (voucherd_eligibility), so the functions that
 -- apply it take the request's currency: their old signatures are dropped

@@ -1,4 +1,4 @@
--- 021_campaign_code_customer: a campaign code may be bound to one customer
+-- 018_campaign_code_customer: a campaign code may be bound to one customer
 -- (a shop's own code imported with a customerId): the reservation rule
 -- then takes the code's customer as the voucher's (voucherd_eligibility,
 -- CUSTOMER_MISMATCH). NULL serves every customer, as every generated code.
