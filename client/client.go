@@ -204,6 +204,9 @@ type Voucher struct {
 	// Voucher.
 	CurrentWindow *CurrentWindow `json:"currentWindow,omitempty"`
 	NextWindowAt  time.Time      `json:"nextWindowAt,omitzero"`
+	// Stacking says whether the voucher may share an order with other
+	// codes (nil: not given; not stackable at creation).
+	Stacking *Stacking `json:"stacking,omitempty"`
 
 	Reserved  int32     `json:"reserved,omitempty"`
 	Confirmed int32     `json:"confirmed,omitempty"`
@@ -230,11 +233,11 @@ type voucherCreate struct {
 	Currency                string `json:"currency,omitempty"`
 	CustomerID              string `json:"customerId,omitempty"`
 
-	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
-	BudgetShortfall string `json:"budgetShortfall,omitempty"`
-
-	Schedule    *Schedule `json:"schedule,omitempty"`
-	WindowLimit int32     `json:"windowLimit,omitempty"`
+	BudgetAmount    int64     `json:"budgetAmount,omitempty"`
+	BudgetShortfall string    `json:"budgetShortfall,omitempty"`
+	Stacking        *Stacking `json:"stacking,omitempty"`
+	Schedule        *Schedule `json:"schedule,omitempty"`
+	WindowLimit     int32     `json:"windowLimit,omitempty"`
 }
 
 // Schedule is a voucher's recurring windows: wall-clock times in TimeZone
@@ -290,6 +293,8 @@ type VoucherPatch struct {
 	// current occurrence holds: LimitBelowHeld).
 	Schedule    *Schedule `json:"schedule,omitempty"`
 	WindowLimit *int32    `json:"windowLimit,omitempty"`
+	// Stacking replaces the stacking setting.
+	Stacking *Stacking `json:"stacking,omitempty"`
 }
 
 // Redemption states.
@@ -414,7 +419,7 @@ func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error)
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
 		CustomerIDNormalization: v.CustomerIDNormalization, Currency: v.Currency, CustomerID: v.CustomerID,
-		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall,
+		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall, Stacking: v.Stacking,
 		Schedule: v.Schedule, WindowLimit: v.WindowLimit,
 	}
 	var out Voucher
@@ -634,11 +639,13 @@ func decodeError(resp *http.Response) *Error {
 		Limit           string    `json:"limit"`
 		BudgetRemaining int64     `json:"budgetRemaining"`
 		NextWindowAt    time.Time `json:"nextWindowAt"`
+		FailedCode      string    `json:"failedCode"`
 	}
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		e.Code, e.Message, e.Reason = body.Error, body.Message, body.Reason
 		e.OutcomeUnknown = body.OutcomeUnknown
 		e.Limit, e.BudgetRemaining, e.NextWindowAt = body.Limit, body.BudgetRemaining, body.NextWindowAt
+		e.FailedCode = body.FailedCode
 		if body.RetryAfter > 0 {
 			e.RetryAfter = time.Duration(body.RetryAfter) * time.Second
 		}

@@ -58,6 +58,9 @@ const (
 	// BudgetNotSet refuses to change the budgetAmount of a voucher created
 	// without a money budget.
 	BudgetNotSet = "BUDGET_NOT_SET"
+	// PartOfStack refuses a per-code call on an order that presented
+	// several codes: act on it with the stack calls (GetStack, ...).
+	PartOfStack = "PART_OF_STACK"
 )
 
 // The limits a 409 names in Error.Limit.
@@ -95,6 +98,11 @@ const (
 	// its windows covers now (Error.NextWindowAt says when the next
 	// starts).
 	ReasonOutsideWindow = "OUTSIDE_WINDOW"
+	// ReasonNotStackable: a code of an order of several codes may not be
+	// combined with others (Error.FailedCode names it).
+	ReasonNotStackable = "NOT_STACKABLE"
+	// ReasonExclusiveGroup: two codes of an order share an exclusive group.
+	ReasonExclusiveGroup = "EXCLUSIVE_GROUP"
 )
 
 // Error is an error answered by the server: the HTTP status and the body's
@@ -125,6 +133,9 @@ type Error struct {
 	// NextWindowAt is, with ReasonOutsideWindow and LimitWindow, when the
 	// voucher's next occurrence starts (zero: none before it ends).
 	NextWindowAt time.Time
+	// FailedCode names, on the refusal of ReserveStack, the code that was
+	// refused (nothing was taken for any code).
+	FailedCode string
 }
 
 // Error implements error.

@@ -93,6 +93,7 @@ func TestReadmeExamplesRunAgainstDev(t *testing.T) {
 			require.Contains(t, text, `"error":"BUDGET_EXCEEDED"`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"limit":"budget","budgetRemaining":1000`, "run %d:\n%s", run, text)
 			require.Contains(t, text, `"budgetReserved":9000,"budgetConfirmed":0,"budgetRemaining":1000`, "run %d:\n%s", run, text)
+			require.Contains(t, text, `"discountAmount":2900,"items":[`, "run %d:\n%s", run, text)
 			m := regexp.MustCompile(`"code":"(FLASH-[0-9-]+)"`).FindStringSubmatch(text)
 			require.NotNil(t, m, "no voucher code in the output:\n%s", text)
 			created = append(created, m[1])

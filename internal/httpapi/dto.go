@@ -48,6 +48,9 @@ type voucherJSON struct {
 	WindowLimit   int32              `json:"windowLimit,omitempty"`
 	CurrentWindow *currentWindowJSON `json:"currentWindow,omitempty"`
 	NextWindowAt  *time.Time         `json:"nextWindowAt,omitempty"`
+	// Stacking is always answered by GET /vouchers/{code} (a voucher read
+	// another way may leave it out).
+	Stacking *stackingJSON `json:"stacking,omitempty"`
 }
 
 // currentWindowJSON is the occurrence of a voucher's windows covering now;
@@ -79,6 +82,12 @@ func (out *voucherJSON) withWindows(v voucher.Voucher, now time.Time) {
 		cw.Used, cw.Remaining = &used, &remaining
 	}
 	out.CurrentWindow = cw
+}
+
+// stackingJSON is a voucher's stacking setting on the wire.
+type stackingJSON struct {
+	Stackable      bool   `json:"stackable"`
+	ExclusiveGroup string `json:"exclusiveGroup,omitempty"`
 }
 
 func toVoucherJSON(v voucher.Voucher) voucherJSON {
@@ -164,14 +173,16 @@ type createVoucherRequest struct {
 	// on a voucher created with one).
 	Schedule    *voucher.Schedule
 	WindowLimit *int32
+	// Stacking may be set at creation and changed by PATCH.
+	Stacking *voucher.Stacking
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall",
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall", "stacking",
 		"schedule", "windowLimit"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
-		"discountPercent", "maxDiscountAmount", "budgetAmount", "schedule", "windowLimit"}
+		"discountPercent", "maxDiscountAmount", "budgetAmount", "stacking", "schedule", "windowLimit"}
 )
 
 // decode reads the members of a voucher body: POST /vouchers's, or PATCH
@@ -202,6 +213,8 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			r.Schedule, err = scheduleField(v)
 		case "windowLimit":
 			r.WindowLimit, err = int32Ptr(name, v)
+		case "stacking":
+			r.Stacking, err = stackingField(name, v)
 		case "currency":
 			var s string
 			s, err = stringField(name, v)
@@ -322,6 +335,9 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	if r.WindowLimit != nil {
 		v.WindowLimit = *r.WindowLimit
 	}
+	if r.Stacking != nil {
+		v.Stacking = *r.Stacking
+	}
 	return v, v.Validate()
 }
 
@@ -350,7 +366,7 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 		DiscountAmount: r.DiscountAmount, DiscountPercentBP: r.DiscountPercentBP, MaxDiscountAmount: r.MaxDiscountAmount,
 		MinOrderAmount: r.MinOrderAmount, TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
 		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
-		BudgetAmount: r.BudgetAmount, Schedule: r.Schedule, WindowLimit: r.WindowLimit,
+		BudgetAmount: r.BudgetAmount, Stacking: r.Stacking, Schedule: r.Schedule, WindowLimit: r.WindowLimit,
 	}
 }
 
@@ -607,6 +623,8 @@ type errorJSON struct {
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
 	// NextWindowAt is set with OUTSIDE_WINDOW and a full window.
 	NextWindowAt *time.Time `json:"nextWindowAt,omitempty"`
+	// FailedCode names the refused code of an order presenting several.
+	FailedCode string `json:"failedCode,omitempty"`
 }
 
 // warmupJSON is the answer of POST /vouchers/{code}/warmup.
@@ -649,6 +667,10 @@ func (e errorJSON) appendJSON(b []byte) []byte {
 		b = append(b, `,"nextWindowAt":"`...)
 		b = e.NextWindowAt.AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
+	}
+	if e.FailedCode != "" {
+		b = append(b, `,"failedCode":`...)
+		b = appendJSONString(b, e.FailedCode)
 	}
 	return append(b, "}\n"...)
 }

@@ -64,6 +64,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeAlreadyUsed:          http.StatusConflict,
 	voucher.CodeOrderConflict:        http.StatusConflict,
 	voucher.CodeOrderReleased:        http.StatusConflict,
+	voucher.CodePartOfStack:          http.StatusConflict,
 	voucher.CodeReplacedOrderNotHeld: http.StatusConflict,
 	voucher.CodeNotEligible:          http.StatusUnprocessableEntity,
 	voucher.CodeNotFlashSale:         http.StatusConflict,
@@ -204,6 +205,7 @@ func (s *Server) routes() {
 	})
 	s.adminRoutes()
 	s.campaignRoutes()
+	s.stackRoutes()
 	if h := s.cfg.MetricsHandler; h != nil {
 		s.mux.Handle(metricsRoute, s.wrap(metricsRoute, false, func(w http.ResponseWriter, r *http.Request) error {
 			h.ServeHTTP(w, r)
@@ -421,7 +423,7 @@ func encodeError(e *voucher.Error, status int) *encodedError {
 		msg = "internal error"
 	}
 	body := errorJSON{Error: string(e.Code), Message: msg, Reason: string(e.Reason), OutcomeUnknown: e.OutcomeUnknown,
-		Limit: string(e.Limit)}
+		Limit: string(e.Limit), FailedCode: e.FailedCode}
 	if e.Code == voucher.CodeBudgetExceeded {
 		remaining := e.BudgetRemaining
 		body.BudgetRemaining = &remaining

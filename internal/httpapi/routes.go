@@ -21,7 +21,7 @@ func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/vouchers/"+created.Code)
-	writeJSON(w, http.StatusCreated, toVoucherJSON(created))
+	writeJSON(w, http.StatusCreated, withStacking(toVoucherJSON(created), created))
 	return nil
 }
 
@@ -32,7 +32,7 @@ func (s *Server) getVoucher(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := toVoucherJSON(v)
 	out.withWindows(v, s.svc.Config().Clock())
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, withStacking(out, v))
 	return nil
 }
 
@@ -45,7 +45,7 @@ func (s *Server) patchVoucher(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toVoucherJSON(v))
+	writeJSON(w, http.StatusOK, withStacking(toVoucherJSON(v), v))
 	return nil
 }
 

@@ -71,6 +71,12 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 			return err
 		}
 		out.Schedule, out.WindowLimit = v.Schedule, v.WindowLimit
+		if v.Stacking.Stackable {
+			if err := writeStacking(ctx, tx, out.Code, v.Stacking); err != nil {
+				return err
+			}
+		}
+		out.Stacking = v.Stacking
 		return recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out))
 	})
 	if err != nil {
@@ -122,6 +128,9 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		if err := readWindows(ctx, tx, &before); err != nil {
 			return err
 		}
+		if err := readStacking(ctx, tx, &before); err != nil {
+			return err
+		}
 		if p.Empty() {
 			after = before
 			return nil
@@ -164,6 +173,12 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			return err
 		}
 		after.Schedule, after.WindowLimit, after.LatestWindow = next.Schedule, next.WindowLimit, before.LatestWindow
+		if p.Stacking != nil {
+			if err := writeStacking(ctx, tx, code, next.Stacking); err != nil {
+				return err
+			}
+		}
+		after.Stacking = next.Stacking
 		// A patch changes no redemption: the counts read under the lock
 		// describe both versions.
 		after.Reserved, after.Confirmed = before.Reserved, before.Confirmed

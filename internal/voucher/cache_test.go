@@ -124,3 +124,6 @@ func TestCachedVoucherOneRefreshAtATime(t *testing.T) {
 func (s *flakyStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, s, nil, code, orderID)
 }
+
+// StackOf: this fake holds no stacks.
+func (*flakyStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }

@@ -182,3 +182,8 @@ func TestCampaignCodeResolution(t *testing.T) {
 	_, err = s.Reserve(ctx, ReserveRequest{Code: "cmp_RESOLVE00001", CustomerID: "1", OrderID: "o-1", OrderAmount: 10})
 	require.True(t, IsCode(err, CodeVoucherNotFound), "the budget's own id: %v", err)
 }
+
+// StackOf: this fake holds no stacks.
+func (*campaignFakeStore) StackOf(context.Context, string) (string, bool, error) {
+	return "", false, nil
+}

@@ -105,6 +105,9 @@ type Error struct {
 	// (LimitWindow), when the voucher's next occurrence starts; zero when
 	// none starts before the voucher ends.
 	NextWindowAt time.Time
+	// FailedCode is, for the refusal of an order presenting several codes,
+	// the code that was refused.
+	FailedCode string
 	// Err is the cause, kept for logs and errors.Is; it is never shown to clients.
 	Err error
 }

@@ -165,3 +165,6 @@ func TestReplacementUntil(t *testing.T) {
 		require.Equal(t, start.Add(tc.want), until, tc.after)
 	}
 }
+
+// StackOf: this fake holds no stacks.
+func (checkStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }

@@ -40,6 +40,9 @@ func (s *Service) Extend(ctx context.Context, code, orderID string, d time.Durat
 	if d < time.Second || d > MaxExtension {
 		return Redemption{}, Errorf(CodeInvalidRequest, "seconds must be between 1 and %d", int64(MaxExtension/time.Second))
 	}
+	if err := s.notPartOfStack(ctx, orderID); err != nil {
+		return Redemption{}, err
+	}
 	now := s.now()
 	// The gate keeps milliseconds; extend to a time it can hold exactly.
 	until := now.Add(d).Truncate(time.Millisecond)

@@ -208,3 +208,14 @@ func resolveByReads(ctx context.Context, st voucherReader, orders orderReader, c
 func (s *fakeStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, s, s, code, orderID)
 }
+
+// StackOf: the fake store holds no stacks.
+func (s *fakeStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }
+
+// VoucherStacking: no voucher of the fake store is stackable.
+func (s *fakeStore) VoucherStacking(context.Context, string) (Stacking, error) {
+	return Stacking{}, nil
+}
+
+// StacksOf: the fake store holds no stacks.
+func (s *fakeStore) StacksOf(context.Context, []string) ([]string, error) { return nil, nil }

@@ -181,3 +181,6 @@ func BenchmarkReserveSoldOutFlash(b *testing.B) {
 func (s *heldStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, s, nil, code, orderID)
 }
+
+// StackOf: this fake holds no stacks.
+func (*heldStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }

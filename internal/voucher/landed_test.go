@@ -103,3 +103,6 @@ func TestKafkaRowLandingWhileCatchingUpIsFound(t *testing.T) {
 func (s *landingStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, s, nil, code, orderID)
 }
+
+// StackOf: this fake holds no stacks.
+func (*landingStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }

@@ -282,3 +282,6 @@ func TestGateDownRetryOfUnsettledOrderCarriesTheFlag(t *testing.T) {
 func (s *stepStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, s, nil, code, orderID)
 }
+
+// StackOf: this fake holds no stacks.
+func (*stepStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }

@@ -90,7 +90,12 @@ func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
 	if !ValidCode(code) {
 		return Voucher{}, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
 	}
-	return s.store.Voucher(ctx, code)
+	v, err := s.store.Voucher(ctx, code)
+	if err != nil {
+		return Voucher{}, err
+	}
+	v.Stacking, err = s.store.VoucherStacking(ctx, code)
+	return v, err
 }
 
 // PatchVoucher changes a voucher; for a loaded flash voucher the gate's
@@ -153,12 +158,25 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 		// A budget is reserved only through its codes.
 		return Reservation{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: req.Code})
 	}
+	if req.ReplacesOrderID != "" {
+		// A stack is replaced whole, through /reservations.
+		if err := s.notPartOfStack(ctx, req.ReplacesOrderID); err != nil {
+			return Reservation{}, err
+		}
+	}
 	// The occurrence of the voucher's windows is decided once, at the
 	// instant eligibility is: the store, the gate and the event all record
 	// this one (window.go).
 	req.Window = rt.v.Occurrence(start).Start
 	res, mode, err = rt.path.reserve(ctx, rt, req, start)
 	err = withNextWindow(err, rt.v, start)
+	if err == nil && res.Replay {
+		// The orderId of a stack (or of one of its members) answers a
+		// per-code reservation as another order's: it holds other codes.
+		if err = s.stackConflict(ctx, req); err != nil {
+			return Reservation{}, err
+		}
+	}
 	if err == nil && rt.v.Budget.Clip {
 		res.Clipped = res.DiscountAmount < rt.v.Discount().Compute(res.OrderAmount)
 	}
@@ -178,6 +196,9 @@ func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redempt
 	if !ValidCode(code) || !ValidOrderID(orderID) {
 		return Redemption{}, reservationNotFound(code, orderID)
 	}
+	if err := s.notPartOfStack(ctx, orderID); err != nil {
+		return Redemption{}, err
+	}
 	rt := s.routeKnown(ctx, code)
 	return rt.path.redemption(ctx, rt, orderID)
 }
@@ -186,6 +207,9 @@ func (s *Service) Redemption(ctx context.Context, code, orderID string) (Redempt
 func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption, error) {
 	if !ValidCode(code) || !ValidOrderID(orderID) {
 		return Redemption{}, reservationNotFound(code, orderID)
+	}
+	if err := s.notPartOfStack(ctx, orderID); err != nil {
+		return Redemption{}, err
 	}
 	rt := s.routeKnown(ctx, code)
 	return rt.path.confirm(ctx, rt, orderID)
@@ -196,6 +220,9 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Redemption
 func (s *Service) Release(ctx context.Context, code, orderID string) (Redemption, error) {
 	if !ValidCode(code) || !ValidOrderID(orderID) {
 		return Redemption{}, reservationNotFound(code, orderID)
+	}
+	if err := s.notPartOfStack(ctx, orderID); err != nil {
+		return Redemption{}, err
 	}
 	rt := s.routeKnown(ctx, code)
 	return rt.path.release(ctx, rt, orderID)
@@ -212,6 +239,9 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 	for _, r := range released {
 		rt := s.routeKnown(ctx, r.VoucherCode)
 		rt.path.released(ctx, rt, r.OrderID)
+	}
+	if err := s.expireStacks(ctx, released); err != nil {
+		return len(released), err
 	}
 	if len(released) > 0 {
 		s.obs.Expired(len(released))

@@ -89,6 +89,8 @@ type Store interface {
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
 
+	StackStore
+
 	CampaignStore
 	AdminStore
 }
@@ -133,3 +135,36 @@ type Snapshot struct {
 
 // Remaining is TotalLimit minus held.
 func (s Snapshot) Remaining() int64 { return int64(s.Voucher.TotalLimit) - int64(s.Held) }
+
+// StackStore is the store's part of orders that present several codes
+// (docs/stacks.md). Each method is one transaction that acts on every
+// code of the order, all or none.
+type StackStore interface {
+	// ReserveStack takes one use of each code of r (r.Customers set) for
+	// r.OrderID, through the store's per-code reservation, in the order
+	// of r.Codes, each on what the earlier discounts left of the order
+	// amount: all or none. A refusal is the refused code's error with
+	// FailedCode set. A known stack of the same customer and codes is a
+	// replay; any other known orderId is ORDER_CONFLICT (ORDER_RELEASED
+	// when it was released).
+	ReserveStack(ctx context.Context, r StackRequest, now time.Time, ttl time.Duration) (Stack, error)
+	// Stack reads the stack of orderID; CodeReservationNotFound when
+	// orderID is no stack.
+	Stack(ctx context.Context, orderID string) (Stack, error)
+	// StackOf reports the stack orderID is or belongs to (as a member's
+	// redemption).
+	StackOf(ctx context.Context, orderID string) (stack string, found bool, err error)
+	// StacksOf lists the stacks that some of orderIDs are members of.
+	StacksOf(ctx context.Context, orderIDs []string) ([]string, error)
+	// ConfirmStack confirms every member (Confirm's rules); a refusal of
+	// one confirms none.
+	ConfirmStack(ctx context.Context, orderID string, now time.Time) (Stack, error)
+	// ReleaseStack releases every held member (Release's rules).
+	ReleaseStack(ctx context.Context, orderID string, now time.Time) (Stack, error)
+	// VoucherStacking reads a voucher's stacking setting (zero: not
+	// stackable).
+	VoucherStacking(ctx context.Context, code string) (Stacking, error)
+	// ExtendStack extends every member (Extend's rules); a refusal of one
+	// extends none.
+	ExtendStack(ctx context.Context, orderID string, until, now time.Time, maxHold time.Duration) (Stack, error)
+}

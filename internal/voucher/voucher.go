@@ -115,6 +115,9 @@ type Voucher struct {
 	// LatestWindow is the counter of the latest occurrence that has one
 	// (zero: none yet); filled by reads that ask for live counts.
 	LatestWindow WindowCount
+	// Stacking says whether the voucher may share an order with other
+	// codes; read by Store.Voucher, CreateVoucher and PatchVoucher only.
+	Stacking Stacking
 
 	// UsedCount is the number of held uses as the voucher row counts them.
 	UsedCount int32
@@ -171,6 +174,9 @@ func (v Voucher) Validate() error {
 	if err := v.validateWindows(); err != nil {
 		return err
 	}
+	if err := v.Stacking.Validate(); err != nil {
+		return err
+	}
 	return v.Discount().Validate()
 }
 
@@ -207,13 +213,15 @@ type Patch struct {
 	// Now is when the patch is applied, set by the service: the occurrence
 	// covering it is the one a lower WindowLimit is checked against.
 	Now time.Time
+	// Stacking replaces the stacking setting.
+	Stacking *Stacking
 }
 
 // Empty reports whether the patch changes nothing.
 func (p Patch) Empty() bool {
 	return p.DiscountAmount == nil && p.DiscountPercentBP == nil && p.MaxDiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
 		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil &&
-		p.BudgetAmount == nil && p.Schedule == nil && p.WindowLimit == nil
+		p.BudgetAmount == nil && p.Schedule == nil && p.WindowLimit == nil && p.Stacking == nil
 }
 
 // Apply returns v with the patch applied and validated. It does not check
@@ -270,6 +278,9 @@ func (p Patch) Apply(v Voucher) (Voucher, error) {
 	}
 	if p.WindowLimit != nil {
 		v.WindowLimit = *p.WindowLimit
+	}
+	if p.Stacking != nil {
+		v.Stacking = *p.Stacking
 	}
 	return v, v.Validate()
 }

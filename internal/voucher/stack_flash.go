@@ -1,0 +1,226 @@
+package voucher
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// stackTake is one code of a flash stack on its way through the gate.
+type stackTake struct {
+	rt   route
+	hold Hold
+	// taken: this attempt took the hold's use (GateTaken); a member the
+	// gate already held (GateReplay) belongs to an earlier attempt.
+	taken bool
+}
+
+// reserveStackSync reserves a stack of flash vouchers in flash-sync mode.
+// The codes' keys live in different hash slots, so no one script covers
+// them: the gate takes each member's use in code order (the same order for
+// every stack, as the store's locks), and at the first refusal gives back
+// what this attempt took, before answering. Once the gate holds every
+// member, the store writes the stack as in standard mode (ReserveStack,
+// which checks every limit again); a refusal there gives the uses back
+// too, and an unknown outcome leaves them to the settle of the mode
+// (syncWrites.settleUnknown fences each member). A member the gate already
+// holds for the orderId (a retry, or a concurrent copy of the request) is
+// written by the store's write, which is idempotent by orderId. An
+// instance that dies between two takes leaves holds that no row backs;
+// the liveness mechanism fences and gives them back (docs/stacks.md).
+func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWrites, req StackRequest, rts []route, now time.Time) (Stack, error) {
+	if err := s.stackEligible(ctx, req, rts, now); err != nil {
+		return Stack{}, err
+	}
+	at := now.Truncate(time.Millisecond)
+	takes := make([]stackTake, len(rts))
+	left := req.OrderAmount
+	for i, rt := range rts {
+		d := rt.v.Discount().Compute(left)
+		takes[i] = stackTake{rt: rt, hold: Hold{
+			OrderID: StackMemberOrderID(req.OrderID, i+1), CustomerID: req.Customers[i], OrderAmount: left,
+			DiscountAmount: d, ReservedAt: at, ExpiresAt: at.Add(s.cfg.ReservationTTL), Owner: s.cfg.Instance,
+			Budget: Budget{Amount: rt.v.Budget.Amount, Clip: rt.v.Budget.Clip},
+		}}
+		left -= d
+	}
+	order := make([]int, len(takes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return takes[order[a]].rt.gateCode() < takes[order[b]].rt.gateCode() })
+	for _, i := range order {
+		t := &takes[i]
+		if !t.rt.v.FlashSale {
+			// A standard voucher's use is taken by the store's write alone.
+			continue
+		}
+		if err := s.takeStackMember(ctx, fp, t, req, now); err != nil {
+			s.untakeStack(ctx, takes)
+			return Stack{}, withFailedCode(err, t.rt.code)
+		}
+	}
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	st, err := s.store.ReserveStack(wctx, req, s.now(), s.cfg.ReservationTTL)
+	switch {
+	case err == nil:
+		for i, it := range st.Items {
+			w.settled(takes[i].rt.gateCode(), takes[i].hold.OrderID)
+			s.stackRediscount(wctx, takes[i], it.Redemption.DiscountAmount)
+		}
+		return st, nil
+	case IsOutcomeUnknown(err):
+		w.mu.Lock()
+		for _, t := range takes {
+			if t.taken {
+				w.unsettled[orderKey{t.rt.gateCode(), t.hold.OrderID}] = unsettledWrite{hold: t.hold, since: s.now()}
+			}
+		}
+		w.mu.Unlock()
+		s.log.WarnContext(ctx, "stack write outcome unknown; uses kept in the gate until settled", "orderId", req.OrderID, "err", err)
+		return Stack{}, err
+	}
+	s.giveBackStack(ctx, takes, err)
+	return Stack{}, err
+}
+
+// takeStackMember takes t's use in the gate, warming the voucher up when
+// it is not loaded; it answers the refusal of the code otherwise.
+func (s *Service) takeStackMember(ctx context.Context, fp *flashPath, t *stackTake, req StackRequest, now time.Time) error {
+	code := t.rt.gateCode()
+	for attempt := 0; ; attempt++ {
+		dec, err := s.gate.Reserve(ctx, code, t.rt.v.PerUserLimit, t.hold)
+		if err != nil {
+			if !s.unansweredTake(ctx, code, t.hold, err) {
+				return outcomeUnknown(err, req.OrderID)
+			}
+			return err
+		}
+		s.obs.GateDecided(dec.Outcome)
+		switch dec.Outcome {
+		case GateTaken:
+			if dec.Discount > 0 {
+				t.hold.DiscountAmount = dec.Discount
+			}
+			t.taken = true
+			return nil
+		case GateReplay:
+			return nil
+		case GateNotLoaded:
+			if attempt >= notLoadedWarmups {
+				return Unavailable(nil, "flash voucher %s is not in Redis yet", t.rt.code)
+			}
+			if _, err := fp.loader.warmup(ctx, code); err != nil && !IsCode(err, CodeUnavailable) {
+				return err
+			}
+		default:
+			return fp.refusal(ctx, t.rt, gateOrder{customerID: t.hold.CustomerID, orderID: req.OrderID}, dec, now)
+		}
+	}
+}
+
+// untakeStack gives back, in reverse code order, the uses this attempt
+// took before a later code was refused (the refusal of a stack under
+// load, so it logs nothing); a give-back the gate does not answer is
+// remembered and settled when it answers again, as compensate does.
+func (s *Service) untakeStack(ctx context.Context, takes []stackTake) {
+	cctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	for i := len(takes) - 1; i >= 0; i-- {
+		t := takes[i]
+		if !t.taken {
+			continue
+		}
+		if _, err := s.gate.Release(cctx, t.rt.gateCode(), t.hold.OrderID, ReleaseForget); err != nil {
+			s.log.ErrorContext(ctx, "could not give a stack's use back to the gate", "code", t.rt.code, "orderId", t.hold.OrderID, "err", err)
+			s.unanswered.remember(t.rt.gateCode(), t.hold, s.now())
+		}
+	}
+}
+
+// giveBackStack gives back, in reverse code order, the uses this attempt
+// took after the store refused the stack (compensate: a give-back the
+// gate does not answer is settled when it answers again).
+func (s *Service) giveBackStack(ctx context.Context, takes []stackTake, cause error) {
+	for i := len(takes) - 1; i >= 0; i-- {
+		if t := takes[i]; t.taken {
+			s.compensate(ctx, ModeFlashSync, t.rt.gateCode(), t.hold, cause)
+		}
+	}
+}
+
+// stackRediscount gives the gate's hold of t the discount the store gave
+// its member when they differ (a money budget clipped an earlier code, or
+// this one, in one of them), so that the gate's budget gives back what the
+// store holds.
+func (s *Service) stackRediscount(ctx context.Context, t stackTake, discount int64) {
+	if t.rt.v.Budget.Amount == 0 || discount == t.hold.DiscountAmount || !t.taken {
+		return
+	}
+	code := t.rt.gateCode()
+	if _, err := s.gate.Release(ctx, code, t.hold.OrderID, ReleaseForget); err != nil {
+		s.log.WarnContext(ctx, "budget: the gate's hold keeps its discount", "code", code, "orderId", t.hold.OrderID, "err", err)
+		return
+	}
+	h := t.hold
+	h.DiscountAmount, h.Budget = discount, Budget{}
+	if _, err := s.gate.Adopt(ctx, code, h); err != nil {
+		s.log.WarnContext(ctx, "budget: the gate lost a hold the store has; reconciliation adopts it", "code", code,
+			"orderId", h.OrderID, "err", err)
+	}
+}
+
+// releasedStack gives the gate back the members of st the store released,
+// as the per-code paths do after the store (flashPath.released).
+func (s *Service) releasedStack(ctx context.Context, st Stack) {
+	for _, it := range st.Items {
+		if it.Redemption.Status != StatusReleased {
+			continue
+		}
+		rt := s.routeKnown(ctx, it.Code)
+		rt.path.released(ctx, rt, it.Redemption.OrderID)
+	}
+}
+
+// extendedStack records the members' new expiry in the gate's copies of
+// their holds, as the per-code extension does (flashPath.extend).
+func (s *Service) extendedStack(ctx context.Context, st Stack) {
+	if s.gate == nil {
+		return
+	}
+	for _, it := range st.Items {
+		rt := s.routeKnown(ctx, it.Code)
+		if !rt.v.FlashSale {
+			continue
+		}
+		if _, err := s.gate.Extend(ctx, rt.gateCode(), it.Redemption.OrderID, it.Redemption.ExpiresAt); err != nil {
+			s.log.WarnContext(ctx, "extended in the database but not in the gate; replays answer the old expiresAt",
+				"code", it.Code, "orderId", it.Redemption.OrderID, "err", err)
+		}
+	}
+}
+
+// stackEligible checks each flash code's eligibility on the definition
+// before the gate is asked, as the per-code flash path does, so that an
+// ineligible code takes nothing anywhere. A known stack's orderId is
+// answered by the store first (its replay, ORDER_CONFLICT or
+// ORDER_RELEASED, writing nothing), as a known orderId is answered before
+// eligibility.
+func (s *Service) stackEligible(ctx context.Context, req StackRequest, rts []route, now time.Time) error {
+	left := req.OrderAmount
+	for i, rt := range rts {
+		p := Purchase{Amount: left, CustomerID: req.Customers[i], Currency: req.Currency}
+		if err := rt.v.CheckEligible(p, now); err != nil && rt.v.FlashSale {
+			if _, found, serr := s.store.StackOf(ctx, req.OrderID); serr != nil || found {
+				if serr != nil {
+					return serr
+				}
+				return errKnownStack
+			}
+			return withFailedCode(err, rt.code)
+		}
+		left -= rt.v.Discount().Compute(left)
+	}
+	return nil
+}
