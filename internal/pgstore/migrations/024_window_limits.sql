@@ -1,4 +1,4 @@
--- 023_window_limits: recurring windows with a quota per occurrence
+-- 024_window_limits: recurring windows with a quota per occurrence
 -- (docs/rules.md, "Recurring windows").
 --
 -- voucher.schedule is the voucher's windows as the service validated them
