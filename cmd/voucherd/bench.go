@@ -63,6 +63,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.BudgetClip, "budget-clip", false, "with --budget: give the last orders what is left of the budget (budgetShortfall clip)")
 	fs.IntVar(&cfg.Vouchers, "vouchers", 1, "vouchers to create; traffic is spread uniformly across them")
 	fs.Float64Var(&cfg.HotShare, "hot-share", 0, "with several vouchers: share of the traffic sent to the first one (a hot voucher)")
+	fs.IntVar(&cfg.Stack, "stack", 0, "each order presents this many codes at once (2 to 5, all or none): the drawn voucher and the next ones, so that orders share codes (--vouchers at least this many, created stackable; with --hot-share the first is the hottest); verification checks all or none per order")
 	fs.IntVar(&cfg.CampaignCodes, "campaign-codes", 0, "a campaign sale: one campaign of this many unique codes sharing --total and --per-user, each new order presenting a random code (in flash modes a flash campaign)")
 	fs.Int64Var(&cfg.Customers, "customers", 50000, "distinct customers")
 	fs.BoolVar(&cfg.StringCustomerIDs, "string-customer-ids", false, `send customer n as the string "cus-n" instead of the integer n`)

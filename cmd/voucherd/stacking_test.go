@@ -208,8 +208,17 @@ func TestStackRefusals(t *testing.T) {
 		require.Equal(t, b, r.str("failedCode"))
 		require.NotEmpty(t, r.header.Get("Retry-After"))
 		require.Equal(t, before, s.state(a), "A's reserved is unchanged at once after the answer")
+		mode := "standard"
 		if s.opts.flash {
 			require.Equal(t, int64(10), s.gateRemaining(a), "the gate gave A's use back before the answer")
+			mode = "flash-sync"
+		}
+		m := string(s.doToken(http.MethodGet, "/metrics", nil, testAdminToken).raw)
+		require.Contains(t, m, `voucherd_stack_reservations_total{codes="2",failed_position="2",mode="`+mode+`",outcome="HELD_OUT"} 1`)
+		if s.opts.flash {
+			require.Contains(t, m, `voucherd_stack_give_backs_total{mode="flash-sync"} 1`, "A's use, taken before B refused")
+		} else {
+			require.NotContains(t, m, `voucherd_stack_give_backs_total{`, "one transaction takes nothing it gives back")
 		}
 
 		r = s.reserveStack("7", "st-c", 20000, a, c)
@@ -508,6 +517,8 @@ func TestStackStoreRefusalGivesBack(t *testing.T) {
 	m := s.doToken(http.MethodGet, "/metrics", nil, testAdminToken)
 	require.Contains(t, string(m.raw), `voucherd_gate_compensations_total{mode="flash-sync"} 2`,
 		"the gate took both uses and gave both back")
+	require.Contains(t, string(m.raw), `voucherd_stack_give_backs_total{mode="flash-sync"} 2`)
+	require.Contains(t, string(m.raw), `voucherd_stack_reservations_total{codes="2",failed_position="2",mode="flash-sync",outcome="NOT_ELIGIBLE"} 1`)
 	require.Zero(t, s.state(a).usedCount)
 	// The orderId was not used: with B started again it takes both.
 	_, err = s.db.Exec(t.Context(), "UPDATE voucher SET disabled = false WHERE code = $1", b)

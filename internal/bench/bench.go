@@ -67,6 +67,7 @@ const (
 	DefaultVerifyWait     = 30 * time.Second
 	maxVouchers           = 1000
 	maxCampaignCodes      = 1_000_000
+	maxStack              = 5
 )
 
 // Config describes one run. Zero values mean the defaults above.
@@ -123,6 +124,14 @@ type Config struct {
 	// the first voucher (a hot one) and spreads the rest uniformly over the
 	// others.
 	HotShare float64
+	// Stack, from 2 to 5, makes every order present that many codes at
+	// once (POST /reservations with codes, all or none): the order's drawn
+	// voucher v and the next ones, v+1 ... v+Stack-1 modulo Vouchers, so
+	// that orders share codes (the first voucher's the most with HotShare).
+	// The vouchers are created stackable; the order amount leaves every
+	// code its fixed discount. Verification also checks all or none per
+	// order. 0 or 1: one code per order.
+	Stack int
 
 	// Customers is the number of distinct customers the traffic comes from.
 	Customers int64
@@ -273,6 +282,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("bench: CampaignCodes must be between 0 and %d", maxCampaignCodes)
 	case c.CampaignCodes > 0 && (c.HotShare > 0 || c.Vouchers > 1):
 		return c, errors.New("bench: a campaign run has one campaign: no Vouchers or HotShare")
+	case c.Stack < 0 || c.Stack > maxStack:
+		return c, fmt.Errorf("bench: Stack must be between 0 and %d", maxStack)
+	case c.Stack > 1 && (c.CampaignCodes > 0 || c.Vouchers < c.Stack):
+		return c, errors.New("bench: a run of stacks needs at least Stack vouchers and no campaign")
 	case c.Customers < 0:
 		return c, errors.New("bench: Customers must not be negative")
 	case c.RetryShare < 0 || c.RepeatShare < 0 || c.RetryShare+c.RepeatShare > 1:

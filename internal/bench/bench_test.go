@@ -310,6 +310,8 @@ func TestConfigValidation(t *testing.T) {
 		{"shares over 1", Config{BaseURL: "http://127.0.0.1:1", RetryShare: 0.6, RepeatShare: 0.5}, "RetryShare"},
 		{"negative rate", Config{BaseURL: "http://127.0.0.1:1", Rate: -1}, "Rate"},
 		{"too many vouchers", Config{BaseURL: "http://127.0.0.1:1", Vouchers: 5000}, "Vouchers"},
+		{"stack of 6", Config{BaseURL: "http://127.0.0.1:1", Vouchers: 6, Stack: 6}, "Stack"},
+		{"stack over the vouchers", Config{BaseURL: "http://127.0.0.1:1", Vouchers: 2, Stack: 3}, "Stack"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

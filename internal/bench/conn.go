@@ -26,6 +26,10 @@ type endpoint struct {
 	// and including "Content-Length: "; the length, a blank line and the
 	// body follow.
 	reserve [][]byte
+	// stack is the head of a request of an order of several codes (POST
+	// /reservations) up to and including "Content-Length: "; nil outside
+	// a run of stacks.
+	stack []byte
 	// pathPrefix is the base URL's path, without a trailing slash.
 	pathPrefix string
 	host       string
@@ -58,6 +62,12 @@ func newEndpoint(baseURL, apiToken string) (*endpoint, error) {
 	}
 	e.noop = []byte("GET " + e.pathPrefix + "/healthz HTTP/1.1\r\nHost: " + e.host + "\r\n\r\n")
 	return e, nil
+}
+
+// addStack prepares the request head of orders of several codes.
+func (e *endpoint) addStack() {
+	e.stack = []byte("POST " + e.pathPrefix + "/reservations HTTP/1.1\r\n" +
+		"Host: " + e.host + "\r\nContent-Type: application/json\r\n" + e.auth + "Content-Length: ")
 }
 
 // addVoucher prepares the reservation request head of one more voucher.

@@ -30,6 +30,10 @@ type Report struct {
 	// with the number of its codes; Vouchers is then that id alone.
 	Campaign      string `json:"campaign,omitempty"`
 	CampaignCodes int    `json:"campaignCodes,omitempty"`
+	// Stack is the number of codes each order presented (Config.Stack); 0
+	// for one code per order. Reserved then counts orders, each holding a
+	// use of Stack vouchers.
+	Stack int `json:"stack,omitempty"`
 	// Loop is "open" (fixed rate) or "closed" (back to back).
 	Loop        string  `json:"loop"`
 	TargetRate  float64 `json:"targetRate,omitempty"`
@@ -81,6 +85,9 @@ type Report struct {
 	cfg     Config            // the run's configuration (customer ids)
 	granted []map[int64]order // per voucher: orderId seq -> order answered 201
 	unknown []map[int64]order // per voucher: orders without a definite answer
+	// members maps, per voucher, a run of stacks' member orderIds to their
+	// orders' seqs (rowSeq, built on first use).
+	members []map[string]int64
 }
 
 // Latency percentiles in milliseconds.
@@ -130,6 +137,9 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 		Histogram:     hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
 		prefix:        r.prefix,
 	}
+	if cfg.Stack > 1 {
+		rep.Stack = cfg.Stack
+	}
 	if len(cfg.BaseURLs) > 1 {
 		rep.BaseURLs = cfg.BaseURLs
 	}
@@ -163,11 +173,14 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 		rep.NewOrders += ws.kinds[kindNew]
 		rep.Repeats += ws.kinds[kindRepeat]
 		rep.Retries += ws.kinds[kindRetry]
-		for _, o := range ws.granted {
-			rep.granted[byVoucher(o)][o.seq] = o
-		}
-		for _, o := range ws.unknown {
-			rep.unknown[byVoucher(o)][o.seq] = o
+		// An order of several codes counts on each of its vouchers.
+		for k := range max(cfg.Stack, 1) {
+			for _, o := range ws.granted {
+				rep.granted[stackVoucher(int(byVoucher(o)), k, len(rep.Vouchers))][o.seq] = o
+			}
+			for _, o := range ws.unknown {
+				rep.unknown[stackVoucher(int(byVoucher(o)), k, len(rep.Vouchers))][o.seq] = o
+			}
 		}
 	}
 	for i := range rep.granted {
@@ -178,6 +191,7 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 			delete(rep.unknown[i], seq)
 		}
 	}
+	rep.Reserved /= int64(max(cfg.Stack, 1))
 	rep.Requests = rep.Histogram.TotalCount() + rep.WarmupRequests
 	rep.DurationSeconds = elapsed.Seconds()
 	if rep.DurationSeconds > 0 {
@@ -235,6 +249,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		v := strings.Join(r.Vouchers, " ")
 		if len(r.Vouchers) > 4 {
 			v = strings.Join(r.Vouchers[:3], " ") + fmt.Sprintf(" ... (%d vouchers)", len(r.Vouchers))
+		}
+		if r.Stack > 1 {
+			v += fmt.Sprintf(" (orders of %d codes, all or none)", r.Stack)
 		}
 		p("vouchers", "%s", v)
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,9 @@ type runner struct {
 	codes     []string
 	endpoints []*endpoint // one per base URL; worker i sends to endpoints[i%len]
 	bodyTail  []byte      // `,"orderAmount":N}`
+	// stackBody holds, in a run of stacks (Config.Stack), per first
+	// voucher, the codes of its orders: `,"codes":["A","B"]`.
+	stackBody [][]byte
 
 	sent     atomic.Int64
 	done     atomic.Int64
@@ -101,7 +105,7 @@ func orderAmount(cfg Config) int64 {
 	if cfg.DiscountPercent != 0 {
 		return cfg.MinOrderAmount + 100_000
 	}
-	return cfg.MinOrderAmount + cfg.DiscountAmount
+	return cfg.MinOrderAmount + int64(max(cfg.Stack, 1))*cfg.DiscountAmount
 }
 
 // createVouchers creates the run's fresh vouchers, valid from a minute ago
@@ -130,6 +134,7 @@ func (r *runner) createVouchers(ctx context.Context) error {
 			FlashSale:         r.cfg.FlashSale,
 			BudgetAmount:      r.cfg.BudgetAmount,
 			BudgetShortfall:   r.cfg.budgetShortfall(),
+			Stacking:          r.cfg.stacking(),
 		})
 		if err != nil {
 			return fmt.Errorf("bench: create voucher %s: %w", code, err)
@@ -138,6 +143,32 @@ func (r *runner) createVouchers(ctx context.Context) error {
 		for _, e := range r.endpoints {
 			e.addVoucher(code)
 		}
+	}
+	if r.cfg.Stack > 1 {
+		for v := range r.codes {
+			codes := make([]string, r.cfg.Stack)
+			for k := range codes {
+				codes[k] = r.codes[stackVoucher(v, k, len(r.codes))]
+			}
+			b, _ := json.Marshal(codes)
+			r.stackBody = append(r.stackBody, append([]byte(`,"codes":`), b...))
+		}
+		for _, e := range r.endpoints {
+			e.addStack()
+		}
+	}
+	return nil
+}
+
+// stackVoucher is the voucher of position k (from 0) of an order of
+// several codes whose drawn voucher is v, of n vouchers.
+func stackVoucher(v, k, n int) int { return (v + k) % n }
+
+// stacking is the vouchers' stacking setting: stackable in a run of
+// stacks, else none.
+func (c Config) stacking() *client.Stacking {
+	if c.Stack > 1 {
+		return &client.Stacking{Stackable: true}
 	}
 	return nil
 }
@@ -390,7 +421,14 @@ func (r *runner) appendReserve(b []byte, ep *endpoint, o order) []byte {
 	if r.cfg.StringCustomerIDs {
 		body += len(`""`) + len(customerPrefix)
 	}
-	b = append(b, ep.reserve[o.voucher]...)
+	var codes []byte
+	if r.stackBody != nil {
+		codes = r.stackBody[o.voucher]
+		body += len(codes)
+		b = append(b, ep.stack...)
+	} else {
+		b = append(b, ep.reserve[o.voucher]...)
+	}
 	b = strconv.AppendInt(b, int64(body), 10)
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, `{"customerId":`...)
@@ -407,6 +445,7 @@ func (r *runner) appendReserve(b []byte, ep *endpoint, o order) []byte {
 	b = append(b, '-')
 	b = strconv.AppendInt(b, o.seq, 10)
 	b = append(b, '"')
+	b = append(b, codes...)
 	return append(b, r.bodyTail...)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/redisgate"
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 // verifyPoll is the pause between two looks while waiting for the state to
@@ -163,6 +164,7 @@ type row struct {
 func verifyOnce(ctx context.Context, conn *pgx.Conn, rdb rueidis.Client, keyPrefix string, rep *Report) (*Verification, error) {
 	v := &Verification{}
 	var vs violations
+	allRows := make([]map[string]row, len(rep.Vouchers))
 	for i, code := range rep.Vouchers {
 		c := VoucherCheck{Code: code, Granted: int64(len(rep.granted[i])), Unknown: int64(len(rep.unknown[i]))}
 		err := conn.QueryRow(ctx, `SELECT total_limit, per_user_limit, used_count FROM voucher WHERE code = $1`, code).
@@ -191,6 +193,7 @@ func verifyOnce(ctx context.Context, conn *pgx.Conn, rdb rueidis.Client, keyPref
 			return nil, fmt.Errorf("bench: verify %s: read redemptions: %w", code, err)
 		}
 
+		allRows[i] = rows
 		checkVoucher(&vs, &c, rep, i, rows)
 		stored, err := pgstore.Violations(ctx, conn, code)
 		if err != nil {
@@ -230,6 +233,7 @@ func verifyOnce(ctx context.Context, conn *pgx.Conn, rdb rueidis.Client, keyPref
 		}
 		v.Vouchers = append(v.Vouchers, c)
 	}
+	checkStacks(&vs, rep, allRows)
 	v.Violations = vs.result()
 	return v, nil
 }
@@ -253,7 +257,7 @@ func checkVoucher(vs *violations, c *VoucherCheck, rep *Report, i int, rows map[
 		if isHeld {
 			c.HeldRows++
 		}
-		seq, ours := rep.seqOf(id)
+		seq, ours := rep.rowSeq(i, id)
 		o, wasGranted := granted[seq]
 		_, wasUnknown := unknown[seq]
 		switch {
@@ -272,7 +276,7 @@ func checkVoucher(vs *violations, c *VoucherCheck, rep *Report, i int, rows map[
 	}
 	var grantedReleased int64
 	for _, seq := range slices.Sorted(maps.Keys(granted)) {
-		id := rep.orderID(seq)
+		id := rep.rowID(i, granted[seq])
 		r, ok := rows[id]
 		switch {
 		case !ok:
@@ -299,3 +303,67 @@ func (r *Report) seqOf(orderID string) (int64, bool) {
 }
 
 func (r *Report) orderID(seq int64) string { return r.prefix + "-" + strconv.FormatInt(seq, 10) }
+
+// rowID is the orderId of o's redemption row of voucher i: the order's
+// own, or in a run of stacks its member's (voucher.StackMemberOrderID).
+func (r *Report) rowID(i int, o order) string {
+	if r.cfg.Stack <= 1 {
+		return r.orderID(o.seq)
+	}
+	n := len(r.Vouchers)
+	return voucher.StackMemberOrderID(r.orderID(o.seq), (i-int(o.voucher)+n)%n+1)
+}
+
+// rowSeq is the sequence number of the order a redemption row of voucher
+// i belongs to: parsed from the orderId, or in a run of stacks looked up
+// among the members of the orders answered 201 or left unknown (a row of
+// any other order is not the run's).
+func (r *Report) rowSeq(i int, id string) (int64, bool) {
+	if r.cfg.Stack <= 1 {
+		return r.seqOf(id)
+	}
+	if r.members == nil {
+		r.members = make([]map[string]int64, len(r.Vouchers))
+	}
+	if r.members[i] == nil {
+		r.members[i] = map[string]int64{}
+		for _, m := range []map[int64]order{r.granted[i], r.unknown[i]} {
+			for seq, o := range m {
+				r.members[i][r.rowID(i, o)] = seq
+			}
+		}
+	}
+	seq, ok := r.members[i][id]
+	return seq, ok
+}
+
+// checkStacks checks all or none per order of several codes: of each
+// order answered 201 or left unknown, every member row holds a use or
+// none does (a 201 that expired since has every member RELEASED).
+func checkStacks(vs *violations, rep *Report, rows []map[string]row) {
+	if rep.cfg.Stack <= 1 {
+		return
+	}
+	n := len(rep.Vouchers)
+	seen := map[int64]bool{}
+	for v := range n {
+		for _, m := range []map[int64]order{rep.granted[v], rep.unknown[v]} {
+			for seq, o := range m {
+				if seen[seq] {
+					continue
+				}
+				seen[seq] = true
+				held := 0
+				for k := range rep.cfg.Stack {
+					i := stackVoucher(int(o.voucher), k, n)
+					if r, ok := rows[i][rep.rowID(i, o)]; ok && (r.status == "RESERVED" || r.status == "CONFIRMED") {
+						held++
+					}
+				}
+				if held != 0 && held != rep.cfg.Stack {
+					vs.add("stack partial", "order %s: %d of its %d codes held (all or none)", rep.orderID(seq), held, rep.cfg.Stack)
+				}
+			}
+		}
+	}
+}

@@ -44,12 +44,19 @@ func (c *client) attempt(op Op, timeout time.Duration) Outcome {
 	c.next++
 	op.Instance = inst
 	base := "http://" + addrs[inst] + "/vouchers/" + op.Voucher + "/reservations"
+	codes := StackCodes(op.Voucher)
+	if codes != nil {
+		base = "http://" + addrs[inst] + "/reservations"
+	}
 	var method, url string
 	var body []byte
 	switch op.Kind {
 	case Reserve:
 		method, url = http.MethodPost, base
 		req := map[string]any{"customerId": op.Customer, "orderId": op.OrderID, "orderAmount": 5000}
+		if codes != nil {
+			req["codes"] = codes
+		}
 		if op.Replaces != "" {
 			req["replacesOrderId"] = op.Replaces
 		}

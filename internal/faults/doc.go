@@ -13,7 +13,9 @@
 // workload and the nemesis, and call these.
 //
 // `go test ./internal/faults` runs the short form, one voucher scenario per
-// write mode and a campaign scenario in the modes of campaignModes;
+// write mode, a campaign scenario in the modes of campaignModes, a budget
+// scenario in budgetModes and a stack scenario (orders of several codes,
+// all or none: CheckStacks) in stackModes;
 // VOUCHERD_FAULTS=long (make test-faults) runs several seeds per mode with
 // every kind of fault. VOUCHERD_FAULTS_SEED replays a run.
 package faults

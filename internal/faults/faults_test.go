@@ -112,7 +112,10 @@ type scenario struct {
 	budget bool
 	// window: a voucher whose quota per occurrence binds before its
 	// totalLimit.
-	window   bool
+	window bool
+	// stack: several hot codes, orders of several codes and single
+	// reservations mixed (runStackScenario).
+	stack    bool
 	seed     uint64
 	long     bool
 	kinds    []string // nil: the form's default faults
@@ -131,6 +134,9 @@ func (sc scenario) path() string {
 	if sc.window {
 		return fmt.Sprintf("%s/window/seed=%d", sc.mode, sc.seed)
 	}
+	if sc.stack {
+		return fmt.Sprintf("%s/stack/seed=%d", sc.mode, sc.seed)
+	}
 	return fmt.Sprintf("%s/seed=%d", sc.mode, sc.seed)
 }
 
@@ -146,12 +152,16 @@ func (sc scenario) label() string {
 	if sc.window {
 		return sc.mode + "-window"
 	}
+	if sc.stack {
+		return sc.mode + "-stack"
+	}
 	return sc.mode
 }
 
 // TestFaults runs a flash sale per mode (several per mode in the long
-// form), and in the modes of campaignModes a campaign sale with the same
-// seed, while faults are injected, then checks the history and the final
+// form), and with the same seed a campaign sale in the modes of
+// campaignModes, a budget sale in budgetModes and a sale of orders of
+// several codes in stackModes, while faults are injected, then checks the history and the final
 // state. A failure prints the seed that replays the schedule.
 func TestFaults(t *testing.T) {
 	s := suiteFromEnv(t)
@@ -181,9 +191,18 @@ func TestFaults(t *testing.T) {
 				ws.window = true
 				scs = append(scs, ws)
 			}
+			if slices.Contains(stackModes, mode) {
+				ks := sc
+				ks.stack = true
+				scs = append(scs, ks)
+			}
 			for _, sc := range scs {
 				t.Run(sc.path(), func(t *testing.T) {
 					t.Parallel()
+					if sc.stack {
+						runStackScenario(t, sc)
+						return
+					}
 					runScenario(t, sc, s.report)
 				})
 			}

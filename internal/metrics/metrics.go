@@ -71,6 +71,7 @@ type Metrics struct {
 	dependencyErrs  children[depOp, prometheus.Counter]
 
 	checkout *checkoutMetrics
+	stack    *stackMetrics
 }
 
 // Counts are counters kept by other packages, read at each scrape; a nil
@@ -195,6 +196,7 @@ func New(counts Counts) *Metrics {
 		f(c)
 	}
 	m.checkout = newCheckoutMetrics(f)
+	m.stack = newStackMetrics(f)
 	m.Access = newAccessMetrics(f)
 	return m
 }

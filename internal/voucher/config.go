@@ -55,6 +55,13 @@ type Observer interface {
 	// too; answers that are not refusals (UNAVAILABLE, INTERNAL) are not
 	// counted.
 	Refused(op, reason string)
+	// Stacked is called once per valid reservation of an order of several
+	// codes (ReserveStack) with the write path it took, the number of
+	// codes, the error code ("" for success), the position (1-based, in
+	// the order given) of the code that refused it (0: none named), and
+	// the uses the gate had taken for it and gave back before answering
+	// (a partial stack's give-backs, flash-sync mode).
+	Stacked(mode Mode, codes int, code ErrorCode, failedPosition, gaveBack int)
 	// Validated is called once per validation with its outcome: "valid",
 	// "replay", the refusal's reason (the NOT_ELIGIBLE reason, else the
 	// code), or the error code of a validation that got no answer.
@@ -70,6 +77,7 @@ func (nopObserver) Compensated(Mode)                                      {}
 func (nopObserver) Threshold(ThresholdEvent)                              {}
 func (nopObserver) Refused(string, string)                                {}
 func (nopObserver) Validated(string)                                      {}
+func (nopObserver) Stacked(Mode, int, ErrorCode, int, int)                {}
 
 // ServiceConfig configures a Service. Zero values mean defaults.
 type ServiceConfig struct {

@@ -260,12 +260,44 @@ func withFailedCode(err error, code string) error {
 // nothing stays held. Standard vouchers are written by the store's one
 // transaction; flash-sale vouchers are taken in the gate first in
 // flash-sync mode (reserveStackSync) and refused with 400 in Kafka mode
-// (docs/stacks.md).
+// (docs/stacks.md). Every valid request is reported to the Observer
+// (Stacked).
 func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, error) {
-	start := s.now()
 	if err := req.Validate(); err != nil {
 		return Stack{}, err
 	}
+	so := stackObservation{mode: ModeStandard}
+	st, err := s.reserveStack(ctx, req, &so)
+	s.obs.Stacked(so.mode, len(req.Codes), CodeOf(err), failedPosition(err, req.Codes), so.gaveBack)
+	return st, err
+}
+
+// stackObservation is what reserveStack reports of one request: the
+// write path it took and the uses the gate gave back before answering.
+type stackObservation struct {
+	mode     Mode
+	gaveBack int
+}
+
+// failedPosition is the position (1-based, in the order given) of the
+// code err names as the one that failed; 0 for none.
+func failedPosition(err error, codes []string) int {
+	var e *Error
+	if !errors.As(err, &e) || e.FailedCode == "" {
+		return 0
+	}
+	for i, c := range codes {
+		if c == e.FailedCode {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// reserveStack is ReserveStack once req is valid; so records the mode
+// and the give-backs.
+func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackObservation) (Stack, error) {
+	start := s.now()
 	if err := s.guessCheck(req.CustomerID, req.Requester); err != nil {
 		return Stack{}, err
 	}
@@ -299,7 +331,8 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 	if flash {
 		switch w := s.writes.(type) {
 		case *syncWrites:
-			st, err := s.reserveStackSync(ctx, s.flash.(*flashPath), w, req, rts, start)
+			so.mode = ModeFlashSync
+			st, err := s.reserveStackSync(ctx, s.flash.(*flashPath), w, req, rts, start, &so.gaveBack)
 			if !errors.Is(err, errKnownStack) {
 				return st, err
 			}
@@ -309,6 +342,7 @@ func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, er
 				return Stack{}, Unavailable(nil, "flash vouchers need Redis, which is not configured")
 			}
 		default:
+			so.mode = ModeFlashKafka
 			return Stack{}, notStackableHere(firstFlash(rts), "flash-sale vouchers are not stacked in Kafka mode")
 		}
 	}

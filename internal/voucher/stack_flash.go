@@ -28,7 +28,8 @@ type stackTake struct {
 // written by the store's write, which is idempotent by orderId. An
 // instance that dies between two takes leaves holds that no row backs;
 // the liveness mechanism fences and gives them back (docs/stacks.md).
-func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWrites, req StackRequest, rts []route, now time.Time) (Stack, error) {
+// gaveBack counts the uses given back before answering.
+func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWrites, req StackRequest, rts []route, now time.Time, gaveBack *int) (Stack, error) {
 	if err := s.stackEligible(ctx, req, rts, now); err != nil {
 		return Stack{}, err
 	}
@@ -57,7 +58,7 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 			continue
 		}
 		if err := s.takeStackMember(ctx, fp, t, req, now); err != nil {
-			s.untakeStack(ctx, takes)
+			*gaveBack += s.untakeStack(ctx, takes)
 			return Stack{}, withFailedCode(err, t.rt.code)
 		}
 	}
@@ -82,7 +83,7 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 		s.log.WarnContext(ctx, "stack write outcome unknown; uses kept in the gate until settled", "orderId", req.OrderID, "err", err)
 		return Stack{}, err
 	}
-	s.giveBackStack(ctx, takes, err)
+	*gaveBack += s.giveBackStack(ctx, takes, err)
 	return Stack{}, err
 }
 
@@ -124,31 +125,39 @@ func (s *Service) takeStackMember(ctx context.Context, fp *flashPath, t *stackTa
 // untakeStack gives back, in reverse code order, the uses this attempt
 // took before a later code was refused (the refusal of a stack under
 // load, so it logs nothing); a give-back the gate does not answer is
-// remembered and settled when it answers again, as compensate does.
-func (s *Service) untakeStack(ctx context.Context, takes []stackTake) {
+// remembered and settled when it answers again, as compensate does. It
+// returns the number of uses it gave back (or left to be settled).
+func (s *Service) untakeStack(ctx context.Context, takes []stackTake) int {
 	cctx, cancel := s.writeContext(ctx)
 	defer cancel()
+	n := 0
 	for i := len(takes) - 1; i >= 0; i-- {
 		t := takes[i]
 		if !t.taken {
 			continue
 		}
+		n++
 		if _, err := s.gate.Release(cctx, t.rt.gateCode(), t.hold.OrderID, ReleaseForget); err != nil {
 			s.log.ErrorContext(ctx, "could not give a stack's use back to the gate", "code", t.rt.code, "orderId", t.hold.OrderID, "err", err)
 			s.unanswered.remember(t.rt.gateCode(), t.hold, s.now())
 		}
 	}
+	return n
 }
 
 // giveBackStack gives back, in reverse code order, the uses this attempt
 // took after the store refused the stack (compensate: a give-back the
-// gate does not answer is settled when it answers again).
-func (s *Service) giveBackStack(ctx context.Context, takes []stackTake, cause error) {
+// gate does not answer is settled when it answers again); it returns the
+// number of uses.
+func (s *Service) giveBackStack(ctx context.Context, takes []stackTake, cause error) int {
+	n := 0
 	for i := len(takes) - 1; i >= 0; i-- {
 		if t := takes[i]; t.taken {
 			s.compensate(ctx, ModeFlashSync, t.rt.gateCode(), t.hold, cause)
+			n++
 		}
 	}
+	return n
 }
 
 // stackRediscount gives the gate's hold of t the discount the store gave
