@@ -194,6 +194,16 @@ type Voucher struct {
 	BudgetReserved  int64 `json:"budgetReserved,omitempty"`
 	BudgetConfirmed int64 `json:"budgetConfirmed,omitempty"`
 	BudgetRemaining int64 `json:"budgetRemaining,omitempty"`
+	// Schedule limits reservations to recurring windows, and WindowLimit
+	// (0: none) the uses of each occurrence; set at creation, UpdateVoucher
+	// may change both (a WindowLimit only on a voucher created with one).
+	Schedule    *Schedule `json:"schedule,omitempty"`
+	WindowLimit int32     `json:"windowLimit,omitempty"`
+	// CurrentWindow (the occurrence covering now, with its counts) and
+	// NextWindowAt (outside every window) are read only, filled by
+	// Voucher.
+	CurrentWindow *CurrentWindow `json:"currentWindow,omitempty"`
+	NextWindowAt  time.Time      `json:"nextWindowAt,omitzero"`
 	// Stacking says whether the voucher may share an order with other
 	// codes (nil: not given; not stackable at creation).
 	Stacking *Stacking `json:"stacking,omitempty"`
@@ -226,6 +236,34 @@ type voucherCreate struct {
 	BudgetAmount    int64     `json:"budgetAmount,omitempty"`
 	BudgetShortfall string    `json:"budgetShortfall,omitempty"`
 	Stacking        *Stacking `json:"stacking,omitempty"`
+	Schedule        *Schedule `json:"schedule,omitempty"`
+	WindowLimit     int32     `json:"windowLimit,omitempty"`
+}
+
+// Schedule is a voucher's recurring windows: wall-clock times in TimeZone
+// (an IANA name such as Europe/Berlin). An occurrence of a window runs from
+// the first instant the local clock reads From or later to the first it
+// reads To or later (the server's docs/rules.md, "Recurring windows").
+type Schedule struct {
+	TimeZone string   `json:"timeZone"`
+	Windows  []Window `json:"windows"`
+}
+
+// Window is one recurring window: on each of Days (MON..SUN), from From to
+// To ("HH:MM", From before To; To may be "24:00").
+type Window struct {
+	Days []string `json:"days"`
+	From string   `json:"from"`
+	To   string   `json:"to"`
+}
+
+// CurrentWindow is the occurrence of a voucher's windows covering now;
+// Used and Remaining are set for a voucher with a WindowLimit.
+type CurrentWindow struct {
+	StartsAt  time.Time `json:"startsAt"`
+	EndsAt    time.Time `json:"endsAt"`
+	Used      int32     `json:"used,omitempty"`
+	Remaining int32     `json:"remaining,omitempty"`
 }
 
 // VoucherPatch changes some fields of a voucher; nil fields stay as they are.
@@ -250,6 +288,11 @@ type VoucherPatch struct {
 	// BudgetAmount changes the money budget of a voucher that has one; not
 	// below what is held (LimitBelowHeld).
 	BudgetAmount *int64 `json:"budgetAmount,omitempty"`
+	// Schedule replaces the recurring windows; WindowLimit changes the
+	// quota per occurrence of a voucher that has one (not below what the
+	// current occurrence holds: LimitBelowHeld).
+	Schedule    *Schedule `json:"schedule,omitempty"`
+	WindowLimit *int32    `json:"windowLimit,omitempty"`
 	// Stacking replaces the stacking setting.
 	Stacking *Stacking `json:"stacking,omitempty"`
 }
@@ -361,9 +404,10 @@ type Validation struct {
 	Message string `json:"message,omitempty"`
 	// RetryAfterSeconds is HeldOut's wait until the earliest hold expires.
 	RetryAfterSeconds int64 `json:"retryAfter,omitempty"`
-	// Limit and BudgetRemaining are as in Error.
-	Limit           string `json:"limit,omitempty"`
-	BudgetRemaining int64  `json:"budgetRemaining,omitempty"`
+	// Limit, BudgetRemaining and NextWindowAt are as in Error.
+	Limit           string    `json:"limit,omitempty"`
+	BudgetRemaining int64     `json:"budgetRemaining,omitempty"`
+	NextWindowAt    time.Time `json:"nextWindowAt,omitzero"`
 }
 
 // CreateVoucher creates a voucher (admin token). It is not retried: a lost
@@ -376,6 +420,7 @@ func (c *Client) CreateVoucher(ctx context.Context, v Voucher) (*Voucher, error)
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, FlashSale: v.FlashSale,
 		CustomerIDNormalization: v.CustomerIDNormalization, Currency: v.Currency, CustomerID: v.CustomerID,
 		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall, Stacking: v.Stacking,
+		Schedule: v.Schedule, WindowLimit: v.WindowLimit,
 	}
 	var out Voucher
 	if err := c.call(ctx, http.MethodPost, "/vouchers", body, &out, false); err != nil {
@@ -589,16 +634,17 @@ func decodeError(resp *http.Response) *Error {
 		Reason  string `json:"reason"`
 		// RetryAfter in seconds mirrors the header for clients that do
 		// not see headers (some proxies drop them).
-		RetryAfter      int64  `json:"retryAfter"`
-		OutcomeUnknown  bool   `json:"outcomeUnknown"`
-		Limit           string `json:"limit"`
-		BudgetRemaining int64  `json:"budgetRemaining"`
-		FailedCode      string `json:"failedCode"`
+		RetryAfter      int64     `json:"retryAfter"`
+		OutcomeUnknown  bool      `json:"outcomeUnknown"`
+		Limit           string    `json:"limit"`
+		BudgetRemaining int64     `json:"budgetRemaining"`
+		NextWindowAt    time.Time `json:"nextWindowAt"`
+		FailedCode      string    `json:"failedCode"`
 	}
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		e.Code, e.Message, e.Reason = body.Error, body.Message, body.Reason
 		e.OutcomeUnknown = body.OutcomeUnknown
-		e.Limit, e.BudgetRemaining = body.Limit, body.BudgetRemaining
+		e.Limit, e.BudgetRemaining, e.NextWindowAt = body.Limit, body.BudgetRemaining, body.NextWindowAt
 		e.FailedCode = body.FailedCode
 		if body.RetryAfter > 0 {
 			e.RetryAfter = time.Duration(body.RetryAfter) * time.Second

@@ -241,6 +241,20 @@ func TestErrorDecoding(t *testing.T) {
 				Limit: client.LimitBudget, BudgetRemaining: 1000},
 		},
 		{
+			name:   "window full",
+			status: http.StatusConflict,
+			body:   `{"error":"HELD_OUT","message":"no free uses in this window","retryAfter":9,"limit":"window","nextWindowAt":"2026-12-07T12:00:00Z"}`,
+			want: client.Error{Status: 409, Code: client.HeldOut, Message: "no free uses in this window", RetryAfter: 9 * time.Second,
+				Limit: client.LimitWindow, NextWindowAt: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)},
+		},
+		{
+			name:   "outside every window",
+			status: http.StatusUnprocessableEntity,
+			body:   `{"error":"NOT_ELIGIBLE","message":"outside","reason":"OUTSIDE_WINDOW","nextWindowAt":"2026-12-07T12:00:00Z"}`,
+			want: client.Error{Status: 422, Code: client.NotEligible, Message: "outside", Reason: client.ReasonOutsideWindow,
+				NextWindowAt: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)},
+		},
+		{
 			name:    "outcome unknown",
 			status:  http.StatusServiceUnavailable,
 			body:    `{"error":"UNAVAILABLE","message":"Kafka did not acknowledge in time","outcomeUnknown":true}`,

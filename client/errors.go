@@ -72,6 +72,10 @@ const (
 	// LimitBudget: the money budget (BudgetExceeded, or LimitBelowHeld of
 	// budgetAmount).
 	LimitBudget = "budget"
+	// LimitWindow: the quota of the occurrence of the voucher's windows
+	// (OutOfStock, HeldOut; Error.NextWindowAt says when the next starts),
+	// or LimitBelowHeld of windowLimit.
+	LimitWindow = "window"
 )
 
 // Reasons that refine NotEligible, found in Error.Reason.
@@ -90,6 +94,10 @@ const (
 	// ReasonCurrencyMismatch: the voucher has a currency and the request
 	// named another one, or none.
 	ReasonCurrencyMismatch = "CURRENCY_MISMATCH"
+	// ReasonOutsideWindow: the voucher has a schedule and no occurrence of
+	// its windows covers now (Error.NextWindowAt says when the next
+	// starts).
+	ReasonOutsideWindow = "OUTSIDE_WINDOW"
 	// ReasonNotStackable: a code of an order of several codes may not be
 	// combined with others (Error.FailedCode names it).
 	ReasonNotStackable = "NOT_STACKABLE"
@@ -122,6 +130,9 @@ type Error struct {
 	// BudgetRemaining is, with BudgetExceeded, what is left of the
 	// voucher's money budget in minor units.
 	BudgetRemaining int64
+	// NextWindowAt is, with ReasonOutsideWindow and LimitWindow, when the
+	// voucher's next occurrence starts (zero: none before it ends).
+	NextWindowAt time.Time
 	// FailedCode names, on the refusal of ReserveStack, the code that was
 	// refused (nothing was taken for any code).
 	FailedCode string

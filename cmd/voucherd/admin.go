@@ -71,11 +71,21 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.StringVar(&v.CustomerID, "customer", "", "the one customerId the voucher serves (default every customer)")
 		fs.Int64Var(&v.BudgetAmount, "budget", 0, "money budget in minor units: the most discount its held uses may give out together (default none)")
 		clip := fs.Bool("clip", false, "with --budget: give the last orders what is left of the budget instead of refusing them")
+		var sched scheduleFlags
+		sched.register(fs)
+		windowLimit := fs.Int("window-limit", 0, "uses per occurrence of the --window windows (default no quota)")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
 		if *clip {
 			v.BudgetShortfall = "clip"
+		}
+		v.Schedule = sched.schedule()
+		if *windowLimit > 0 {
+			var err error
+			if v.WindowLimit, err = int32Setting("window-limit", *windowLimit); err != nil {
+				return err
+			}
 		}
 		var err error
 		if v.TotalLimit, err = int32Setting("total", *total); err != nil {
@@ -116,11 +126,22 @@ func runVoucher(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		maxDiscount := fs.Int64("max-discount", 0, "new cap of a percentage discount, given with --percent (0 keeps it)")
 		ends := fs.String("ends", "", "new end, RFC 3339; it must not be past")
 		budget := fs.Int64("budget", 0, "new money budget in minor units, of a voucher that has one (0 keeps it); not below what is held")
+		var sched scheduleFlags
+		sched.register(fs)
+		windowLimit := fs.Int("window-limit", 0, "new uses per occurrence, of a voucher that has a quota (0 keeps it); not below what the current one holds")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
 		if fs.NArg() != 1 {
 			return errors.New("usage: voucherd voucher patch [flags] CODE")
+		}
+		p.Schedule = sched.schedule()
+		if *windowLimit > 0 {
+			w, err := int32Setting("window-limit", *windowLimit)
+			if err != nil {
+				return err
+			}
+			p.WindowLimit = &w
 		}
 		if *budget > 0 {
 			p.BudgetAmount = budget
@@ -217,6 +238,25 @@ func printVoucher(w io.Writer, asJSON bool, v *client.Voucher) error {
 		fmt.Fprintf(tw, "budget\t%d (a discount that does not fit is %s)\n", v.BudgetAmount, shortfall)
 		fmt.Fprintf(tw, "budget now\t%d reserved, %d confirmed, %d remaining\n", v.BudgetReserved, v.BudgetConfirmed, v.BudgetRemaining)
 	}
+	if v.Schedule != nil {
+		windows := make([]string, 0, len(v.Schedule.Windows))
+		for _, w := range v.Schedule.Windows {
+			windows = append(windows, strings.Join(w.Days, ",")+"/"+w.From+"-"+w.To)
+		}
+		fmt.Fprintf(tw, "windows\t%s in %s\n", strings.Join(windows, " "), v.Schedule.TimeZone)
+		if v.WindowLimit > 0 {
+			fmt.Fprintf(tw, "per window\t%d uses\n", v.WindowLimit)
+		}
+	}
+	switch cw := v.CurrentWindow; {
+	case cw != nil && v.WindowLimit > 0:
+		fmt.Fprintf(tw, "this window\t%s .. %s: %d used, %d remaining\n", cw.StartsAt.UTC().Format(time.RFC3339),
+			cw.EndsAt.UTC().Format(time.RFC3339), cw.Used, cw.Remaining)
+	case cw != nil:
+		fmt.Fprintf(tw, "this window\t%s .. %s\n", cw.StartsAt.UTC().Format(time.RFC3339), cw.EndsAt.UTC().Format(time.RFC3339))
+	case !v.NextWindowAt.IsZero():
+		fmt.Fprintf(tw, "next window\t%s\n", v.NextWindowAt.UTC().Format(time.RFC3339))
+	}
 	return tw.Flush()
 }
 
@@ -253,4 +293,33 @@ func runWarmup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%s is not in Redis yet: another instance is still loading it; run warmup again", fs.Arg(0))
 	}
 	return nil
+}
+
+// scheduleFlags are the flags of a voucher's recurring windows: a time zone
+// and windows written DAYS/FROM-TO (MON,WED,FRI/13:00-14:00), repeatable.
+type scheduleFlags struct {
+	zone    string
+	windows []client.Window
+}
+
+func (s *scheduleFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.zone, "time-zone", "UTC", "IANA time zone of the --window times")
+	fs.Func("window", "a recurring window DAYS/FROM-TO, e.g. MON,WED,FRI/13:00-14:00 (repeat for more); the voucher is eligible only inside one",
+		func(v string) error {
+			days, span, ok := strings.Cut(v, "/")
+			from, to, ok2 := strings.Cut(span, "-")
+			if !ok || !ok2 || days == "" {
+				return fmt.Errorf("%q is not DAYS/FROM-TO (MON,WED,FRI/13:00-14:00)", v)
+			}
+			s.windows = append(s.windows, client.Window{Days: strings.Split(strings.ToUpper(days), ","), From: from, To: to})
+			return nil
+		})
+}
+
+// schedule is the schedule the flags give, nil without --window.
+func (s *scheduleFlags) schedule() *client.Schedule {
+	if len(s.windows) == 0 {
+		return nil
+	}
+	return &client.Schedule{TimeZone: s.zone, Windows: s.windows}
 }

@@ -136,6 +136,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 		UnknownCodeLimit: cfg.UnknownCodeLimit, UnknownCodeBlock: cfg.UnknownCodeBlock,
 		UnknownCodeLimitPerClient: cfg.Access.UnknownCodeLimitPerClient, UnknownCodeLimitPerKey: cfg.Access.UnknownCodeLimitPerKey,
+		Clock: cfg.clock,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
 		if a.notifier, err = openNotifier(ctx, cfg, log, a.tracing); err != nil {
@@ -198,6 +199,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 					a.metrics.BudgetRemaining.WithLabelValues(r.Code).Set(float64(max(r.BudgetAmount-r.DatabaseBudgetHeld, 0)))
 					a.metrics.BudgetDrift.WithLabelValues(r.Code).Set(float64(r.BudgetDrift))
 				}
+				var windowDrift int64
+				for _, w := range r.Windows {
+					windowDrift += w.Drift
+				}
+				a.metrics.WindowDrift.WithLabelValues(r.Code).Set(float64(windowDrift))
 				if r.Repaired {
 					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(len(r.Orphans)))
 					a.metrics.DriftRepairs.WithLabelValues("abandoned").Add(float64(len(r.Abandoned)))
@@ -205,6 +211,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
 					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))
 					a.metrics.DriftRepairs.WithLabelValues("unconfirmed").Add(float64(len(r.Unconfirmed)))
+					a.metrics.DriftRepairs.WithLabelValues("restored").Add(float64(r.RestoredCounters))
 				}
 			},
 		})

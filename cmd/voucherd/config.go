@@ -110,6 +110,11 @@ type Config struct {
 	Access AccessConfig
 	// Events: webhooks, the feed and the events topic (events.go).
 	Events EventsConfig
+
+	// clock is the service's clock and the Kafka consumer's event check's
+	// (nil: time.Now); set only by tests, which move it to another
+	// occurrence of a voucher's windows.
+	clock func() time.Time
 }
 
 // envOr returns the environment variable or def.

@@ -87,6 +87,7 @@ func eventChecker(cfg Config, store *pgstore.Store) (*voucher.EventChecker, erro
 	return voucher.NewEventChecker(voucher.EventCheckConfig{
 		Store: store, History: store, ReservationTTL: cfg.ReservationTTL, MaxHold: cfg.MaxHold,
 		Staleness: 2*max(ttl, 0) + max(stale, 0) + time.Second, CacheTTL: cfg.VoucherCacheTTL,
+		Clock: cfg.clock,
 	})
 }
 

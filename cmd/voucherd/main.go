@@ -12,6 +12,11 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	// The IANA time zone database, embedded: vouchers' schedules name zones
+	// (voucher.Schedule), and an image without /usr/share/zoneinfo must
+	// resolve them as one with it does.
+	_ "time/tzdata"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -82,6 +82,60 @@ type VoucherSpec struct {
 	// CodeCustomers binds campaign codes (by index) to one customer each:
 	// the codes a shop imports with a customerId.
 	CodeCustomers map[int]string
+	// Windows gives the voucher recurring windows (Schedule): none, ones
+	// whose current occurrence covers Now (and a previous one covers
+	// Earlier), or ones that do not cover Now.
+	Windows WindowPlace
+	// WindowLimit is the quota per occurrence (0: none; with Windows).
+	WindowLimit int32
+}
+
+// WindowPlace places a voucher's recurring windows around Now.
+type WindowPlace int
+
+// Window places.
+const (
+	NoWindows WindowPlace = iota
+	// InWindow: every day 00:00-00:50 and 00:50-01:30 UTC: Now (01:00) is
+	// in the second occurrence, Earlier (00:48) in the first, whose holds
+	// (TTL 15 minutes) are still RESERVED at Now.
+	InWindow
+	// OutsideWindows: every day 12:00-13:00 UTC.
+	OutsideWindows
+)
+
+// Earlier is the clock of a step taken in the occurrence before Now's
+// (Step.Earlier).
+var Earlier = Now.Add(-12 * time.Minute)
+
+// Windowed reports whether the voucher has recurring windows.
+func (s VoucherSpec) Windowed() bool { return s.Windows != NoWindows }
+
+// schedule is the Schedule of a window place.
+func (p WindowPlace) schedule() *voucher.Schedule {
+	every := []string{"MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"}
+	switch p {
+	case InWindow:
+		return &voucher.Schedule{TimeZone: "UTC", Windows: []voucher.Window{
+			{Days: every, From: "00:00", To: "00:50"}, {Days: every, From: "00:50", To: "01:30"}}}
+	case OutsideWindows:
+		return &voucher.Schedule{TimeZone: "UTC", Windows: []voucher.Window{{Days: every, From: "12:00", To: "13:00"}}}
+	}
+	return nil
+}
+
+// Occurrence is the start of the occurrence of the voucher's windows a
+// reservation at at is taken in (zero: none), as the service computes it.
+func (s VoucherSpec) Occurrence(at time.Time) time.Time {
+	return s.Voucher("X").Occurrence(at).Start
+}
+
+// At is when step st was taken: Earlier or Now.
+func (st Step) At() time.Time {
+	if st.Earlier {
+		return Earlier
+	}
+	return Now
 }
 
 // CampaignCodes is the number of codes of a campaign case.
@@ -91,7 +145,8 @@ const CampaignCodes = 3
 func (s VoucherSpec) Voucher(code string) voucher.Voucher {
 	v := voucher.Voucher{Code: code, DiscountAmount: 100_000, MinOrderAmount: s.MinOrderAmount,
 		TotalLimit: s.TotalLimit, PerUserLimit: s.PerUserLimit, StartsAt: Base, EndsAt: Base.Add(30 * 24 * time.Hour),
-		Disabled: s.Disabled, Currency: s.Currency, CustomerID: s.Customer, Budget: s.Budget}
+		Disabled: s.Disabled, Currency: s.Currency, CustomerID: s.Customer, Budget: s.Budget,
+		Schedule: s.Windows.schedule(), WindowLimit: s.WindowLimit}
 	if s.Discount != (voucher.Discount{}) {
 		v.DiscountAmount, v.DiscountPercentBP, v.MaxDiscountAmount = s.Discount.Amount, s.Discount.PercentBP, s.Discount.MaxAmount
 	}
@@ -124,6 +179,10 @@ type Step struct {
 	OtherVoucher bool
 	// CodeIndex is the campaign code presented, for a campaign case.
 	CodeIndex int
+	// Earlier: a reservation taken at Earlier, in the occurrence of the
+	// voucher's windows before Now's (releases and confirmations are at
+	// Now).
+	Earlier bool
 }
 
 // Request is one reservation asked of the case's voucher at Now.
@@ -166,6 +225,9 @@ type Answer struct {
 	// the fault model are given the discount, so only the store's
 	// functions and Voucher.Discount are checked against it.
 	Discount *int64
+	// Limit is, when set, the limit the refusal Code names (the one Or
+	// names is not checked).
+	Limit voucher.Limit
 }
 
 // String is the answer in a word or two.
@@ -182,9 +244,17 @@ func (a Answer) String() string {
 	case a.Reason != "":
 		return string(a.Code) + "/" + string(a.Reason)
 	case a.Or != "":
-		return string(a.Code) + "|" + string(a.Or)
+		return string(a.Code) + limitSuffix(a.Limit) + "|" + string(a.Or)
 	}
-	return string(a.Code)
+	return string(a.Code) + limitSuffix(a.Limit)
+}
+
+// limitSuffix is " (limit l)", "" for none.
+func limitSuffix(l voucher.Limit) string {
+	if l == "" {
+		return ""
+	}
+	return " (limit " + string(l) + ")"
 }
 
 // Accepts reports whether got, an implementation's answer, is a.
@@ -195,7 +265,10 @@ func (a Answer) Accepts(got Answer) bool {
 	if a.Discount != nil && (got.Discount == nil || *got.Discount != *a.Discount) {
 		return false
 	}
-	return got.Code == a.Code || (a.Or != "" && got.Code == a.Or)
+	if got.Code == a.Code {
+		return a.Limit == "" || got.Limit == a.Limit
+	}
+	return a.Or != "" && got.Code == a.Or
 }
 
 // AnswerOf is the Answer of a reservation's result; an error outside the
@@ -206,7 +279,7 @@ func AnswerOf(res voucher.Reservation, err error) Answer {
 		if !errors.As(err, &ve) {
 			return Answer{Code: voucher.CodeInternal}
 		}
-		return Answer{Code: ve.Code, Reason: ve.Reason}
+		return Answer{Code: ve.Code, Reason: ve.Reason, Limit: ve.Limit}
 	}
 	d := res.DiscountAmount
 	return Answer{Replay: res.Replay, Discount: &d}
@@ -218,6 +291,9 @@ func AnswerOf(res voucher.Reservation, err error) Answer {
 func (a Answer) Gate() (want, or voucher.GateOutcome) {
 	if a.Code == voucher.CodeAlreadyUsed && a.Reason == voucher.ReasonCodeUsed {
 		return voucher.GateCodeUsed, gateOutcome(a.Or, false)
+	}
+	if a.Limit == voucher.LimitWindow {
+		return voucher.GateWindowFull, gateOutcome(a.Or, false)
 	}
 	return gateOutcome(a.Code, a.Replay), gateOutcome(a.Or, false)
 }
@@ -286,6 +362,7 @@ const (
 	campaignRule  = "the campaign rows test codes and their budget, not eligibility"
 	noBudget      = "the fault suite's model counts uses, not money: its budget scenario checks the stores' money invariant (pgstore.Violations)"
 	knownFirst    = "a known orderId is answered before eligibility: the service's path decides it (standardPath.ineligible, flashPath.knownOrder)"
+	noWindows     = "the fault suite's model knows one occurrence of no windows: its window scenario checks each occurrence's held uses against windowLimit on the stores (pgstore.Violations)"
 )
 
 var (
@@ -303,7 +380,22 @@ var (
 	// skipMoney: the money budget rows; the fault model counts uses only
 	// (its budget scenario checks the money invariant on the stores).
 	skipMoney = map[Impl]string{Model: noBudget}
+	// skipWindows: the rows of a quota per occurrence.
+	skipWindows = map[Impl]string{Model: noWindows}
+	// skipOutside: a request outside every window, an eligibility rule.
+	skipOutside = map[Impl]string{Script: eligibleFirst, SoldOutCache: eligibleFirst, Model: noWindows}
 )
+
+// windowed is a voucher of total uses, perUser per customer and a quota of
+// limit per occurrence of windows covering Now.
+func windowed(total, perUser, limit int32) VoucherSpec {
+	return VoucherSpec{TotalLimit: total, PerUserLimit: perUser, Windows: InWindow, WindowLimit: limit}
+}
+
+// earlier is a reservation taken in the occurrence before Now's.
+func earlier(c string, o string) Step {
+	return Step{Kind: StepReserve, Customer: c, Order: o, Earlier: true}
+}
 
 func reserve(c string, o string) Step { return Step{Kind: StepReserve, Customer: c, Order: o} }
 func release(o string) Step           { return Step{Kind: StepRelease, Order: o} }
@@ -357,6 +449,11 @@ var (
 	soldOut    = Answer{Code: voucher.CodeOutOfStock}
 	heldOut    = Answer{Code: voucher.CodeHeldOut}
 	overBudget = Answer{Code: voucher.CodeBudgetExceeded}
+	// windowHeld and windowSold: the occurrence holds windowLimit uses,
+	// some RESERVED, or every one CONFIRMED.
+	windowHeld = Answer{Code: voucher.CodeHeldOut, Limit: voucher.LimitWindow}
+	windowSold = Answer{Code: voucher.CodeOutOfStock, Limit: voucher.LimitWindow}
+	outside    = Answer{Code: voucher.CodeNotEligible, Reason: voucher.ReasonOutsideWindow}
 
 	currencyMismatch = Answer{Code: voucher.CodeNotEligible, Reason: voucher.ReasonCurrencyMismatch}
 	customerMismatch = Answer{Code: voucher.CodeNotEligible, Reason: voucher.ReasonCustomerMismatch}
@@ -595,4 +692,56 @@ var Cases = []Case{
 		Requests: []Request{reqK("1", "o1", 0), reqK("2", "o2", 1), reqK("3", "o3", 2)},
 		Want:     []Answer{takenOff(1_000), takenOff(1_000), overBudget},
 		Skip:     map[Impl]string{Model: noBudget, Eligibility: campaignRule}},
+	// Recurring windows: the uses taken in one occurrence at most
+	// windowLimit together; a use counts in the occurrence it was taken in.
+	{Name: "window: the occurrence's quota binds", Voucher: windowed(10, 10, 2),
+		Requests: []Request{req("1", "o1"), req("2", "o2"), req("3", "o3")}, Want: []Answer{taken, taken, windowHeld},
+		Skip: skipWindows},
+	{Name: "window: a replay in a full occurrence", Voucher: windowed(10, 10, 2),
+		Before:   []Step{reserve("1", "o1"), reserve("2", "o2")},
+		Requests: []Request{req("1", "o1"), req("3", "o3")}, Want: []Answer{replay, windowHeld}, Skip: skipWindows},
+	{Name: "window: confirmed uses count, OUT_OF_STOCK when every one is", Voucher: windowed(10, 10, 2),
+		Before:   []Step{reserve("1", "o1"), confirm("o1"), reserve("2", "o2"), confirm("o2")},
+		Requests: []Request{req("3", "o3")}, Want: []Answer{windowSold}, Skip: skipWindows},
+	{Name: "window: a release gives the use back to its occurrence", Voucher: windowed(10, 10, 2),
+		Before:   []Step{reserve("1", "o1"), reserve("2", "o2"), release("o1")},
+		Requests: []Request{req("3", "o3"), req("4", "o4")}, Want: []Answer{taken, windowHeld}, Skip: skipWindows},
+	{Name: "window: the previous occurrence's uses do not count in this one", Voucher: windowed(10, 10, 2),
+		Before:   []Step{earlier("1", "o1"), earlier("2", "o2")},
+		Requests: []Request{req("3", "o3"), req("4", "o4"), req("5", "o5")}, Want: []Answer{taken, taken, windowHeld},
+		Skip: skipWindows},
+	{Name: "window: a use released after its occurrence goes back to that one", Voucher: windowed(10, 10, 2),
+		Before:   []Step{earlier("1", "o1"), earlier("2", "o2"), reserve("3", "o3"), reserve("4", "o4"), release("o1")},
+		Requests: []Request{req("5", "o5")}, Want: []Answer{windowHeld}, Skip: skipWindows},
+	{Name: "window: outside every window", Voucher: VoucherSpec{TotalLimit: 10, PerUserLimit: 10, Windows: OutsideWindows, WindowLimit: 5},
+		Requests: []Request{req("1", "o1")}, Want: []Answer{outside}, Skip: skipOutside},
+	{Name: "window and total: the uses run out first", Voucher: windowed(2, 10, 5),
+		Requests: []Request{req("1", "o1"), req("2", "o2"), req("3", "o3")},
+		Want:     []Answer{taken, taken, {Code: voucher.CodeHeldOut, Limit: voucher.LimitTotal}}, Skip: skipWindows},
+	{Name: "window and perUser: the quota binds while the window has room", Voucher: windowed(10, 1, 5),
+		Before:   []Step{reserve("1", "o1")},
+		Requests: []Request{req("1", "o2"), req("2", "o3")}, Want: []Answer{quota, taken}, Skip: skipWindows},
+	{Name: "window and perUser both spent", Voucher: windowed(10, 1, 1),
+		Before: []Step{reserve("1", "o1")},
+		// PL/pgSQL fits the window before it counts the customer,
+		// reserve.lua counts the customer first; both take nothing.
+		Requests: []Request{req("1", "o2"), req("2", "o3")},
+		Want:     []Answer{{Code: voucher.CodeHeldOut, Limit: voucher.LimitWindow, Or: voucher.CodeAlreadyUsed}, windowHeld},
+		Skip:     skipWindows},
+	{Name: "total, budget, window and perUser: the window binds first", Voucher: VoucherSpec{TotalLimit: 10, PerUserLimit: 2,
+		Discount: fixed(1_000), Budget: voucher.Budget{Amount: 3_000}, Windows: InWindow, WindowLimit: 2},
+		Requests: []Request{req("1", "o1"), req("1", "o2"), req("1", "o3"), req("2", "o4")},
+		Want: []Answer{takenOff(1_000), takenOff(1_000),
+			{Code: voucher.CodeHeldOut, Limit: voucher.LimitWindow, Or: voucher.CodeAlreadyUsed}, windowHeld},
+		Skip: skipWindows},
+	{Name: "total, budget, window and perUser: the budget binds first", Voucher: VoucherSpec{TotalLimit: 10, PerUserLimit: 2,
+		Discount: fixed(1_000), Budget: voucher.Budget{Amount: 2_000}, Windows: InWindow, WindowLimit: 5},
+		Before:   []Step{earlier("1", "o1")},
+		Requests: []Request{req("2", "o2"), req("3", "o3"), req("1", "o4")},
+		Want:     []Answer{takenOff(1_000), overBudget, overBudget}, Skip: skipWindows},
+	{Name: "total, budget, window and perUser: the uses bind first", Voucher: VoucherSpec{TotalLimit: 2, PerUserLimit: 3,
+		Discount: fixed(1_000), Budget: voucher.Budget{Amount: 5_000}, Windows: InWindow, WindowLimit: 5},
+		Before:   []Step{earlier("1", "o1"), confirm("o1")},
+		Requests: []Request{req("1", "o2"), req("1", "o3")},
+		Want:     []Answer{takenOff(1_000), {Code: voucher.CodeHeldOut, Limit: voucher.LimitTotal}}, Skip: skipWindows},
 }

@@ -17,7 +17,8 @@ func (a Answer) AcceptsValidation(v voucher.Validation) bool {
 	if a.Code == "" {
 		return v.Valid && v.Replay == a.Replay
 	}
-	return !v.Valid && v.Reason == a.Reason && (v.Code == a.Code || (a.Or != "" && v.Code == a.Or))
+	return !v.Valid && v.Reason == a.Reason &&
+		(v.Code == a.Code && (a.Limit == "" || v.Limit == a.Limit) || (a.Or != "" && v.Code == a.Or))
 }
 
 // ReplaceRequest is one reservation that names the order it replaces.

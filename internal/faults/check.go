@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // Row is one redemption row of the voucher under test, as PostgreSQL has it.
@@ -35,6 +36,18 @@ type DBState struct {
 	// amount, its counter (voucher_limit.held) and the discounts of the
 	// held rows, read in one statement.
 	BudgetAmount, BudgetHeld, BudgetRowsHeld int64
+	// Windows are the counters of the occurrences of the voucher's
+	// windows (a window scenario; nil: none).
+	Windows []WindowCounter
+}
+
+// WindowCounter is one occurrence's counter row (voucher_limit, kind
+// window) and the held rows taken in it.
+type WindowCounter struct {
+	Start         time.Time
+	Cap, Held     int64
+	RowsHeld      int64
+	HasCounterRow bool
 }
 
 // GateState is Redis's final state for the voucher under test (flash modes).
@@ -48,6 +61,47 @@ type GateState struct {
 	// BudgetHeld is the gate's money budget counter; BudgetHolds the
 	// discounts of Holds.
 	BudgetHeld, BudgetHolds int64
+	// Windows are the gate's counters of the occurrences; WindowHolds
+	// counts Holds per occurrence.
+	Windows, WindowHolds map[time.Time]int64
+}
+
+// CheckWindows checks the quota per occurrence of a window scenario: in
+// PostgreSQL each occurrence's counter equals the held rows taken in it
+// and is at most windowLimit (every held row's occurrence has a counter),
+// and, with the gate's state (flash modes, after reconciliation), the
+// gate's counter of each occurrence equals the held rows and its holds
+// taken in it. It returns one line per violation.
+func CheckWindows(db DBState, windowLimit int64, g *GateState) []string {
+	var bad []string
+	failf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	if windowLimit == 0 {
+		return nil
+	}
+	rows := map[time.Time]int64{}
+	for _, w := range db.Windows {
+		rows[w.Start] = w.RowsHeld
+		switch {
+		case !w.HasCounterRow && w.RowsHeld > 0:
+			failf("window %s: %d held rows and no counter", w.Start.Format(time.RFC3339), w.RowsHeld)
+		case w.HasCounterRow && w.Held != w.RowsHeld:
+			failf("window %s: the held rows count %d, the counter holds %d", w.Start.Format(time.RFC3339), w.RowsHeld, w.Held)
+		}
+		if w.RowsHeld > windowLimit || w.Held > windowLimit {
+			failf("window %s: OVERSOLD: %d held rows, counter %d, windowLimit %d", w.Start.Format(time.RFC3339), w.RowsHeld, w.Held, windowLimit)
+		}
+	}
+	if g != nil && g.Loaded {
+		for _, m := range []map[time.Time]int64{rows, g.Windows, g.WindowHolds} {
+			for start := range m {
+				if g.Windows[start] != rows[start] || g.WindowHolds[start] != rows[start] {
+					failf("window %s: Redis's counter holds %d and its holds %d, PostgreSQL's held rows %d",
+						start.Format(time.RFC3339), g.Windows[start], g.WindowHolds[start], rows[start])
+				}
+			}
+		}
+	}
+	return bad
 }
 
 // CheckBudget checks the money invariant of a budget scenario: the

@@ -427,6 +427,21 @@ func (c *cluster) dbState(code string) DBState {
 		FROM (SELECT 1) one LEFT JOIN voucher_limit l ON l.voucher_code = $1 AND l.kind = 'budget'`, code).
 		Scan(&st.BudgetAmount, &st.BudgetHeld, &st.BudgetRowsHeld)
 	require.NoError(c.t, err)
+	wrows, err := conn.Query(ctx, `SELECT w.start, coalesce(l.cap, 0), coalesce(l.held, 0), l.voucher_code IS NOT NULL,
+		       (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1 AND r.window_start = w.start
+		          AND r.status IN ('RESERVED', 'CONFIRMED'))
+		FROM (SELECT DISTINCT r.window_start AS start FROM voucher_redemption r
+		      WHERE r.voucher_code = $1 AND r.window_start IS NOT NULL
+		      UNION SELECT l.period_start FROM voucher_limit l WHERE l.voucher_code = $1 AND l.kind = 'window') w
+		LEFT JOIN voucher_limit l ON l.voucher_code = $1 AND l.kind = 'window' AND l.period_start = w.start`, code)
+	require.NoError(c.t, err)
+	for wrows.Next() {
+		var w WindowCounter
+		require.NoError(c.t, wrows.Scan(&w.Start, &w.Cap, &w.Held, &w.HasCounterRow, &w.RowsHeld))
+		w.Start = w.Start.UTC()
+		st.Windows = append(st.Windows, w)
+	}
+	require.NoError(c.t, wrows.Err())
 	stored, err := pgstore.Violations(ctx, conn, code)
 	require.NoError(c.t, err)
 	for _, b := range stored {
@@ -472,13 +487,16 @@ func (c *cluster) gateState(code string) GateState {
 		s, err := g.Inspect(ctx, code)
 		if err == nil {
 			gs = GateState{Loaded: s.Loaded, Remaining: s.Remaining, Users: map[string]int{}, Holds: map[string]string{},
-				BudgetHeld: s.BudgetHeld, BudgetHolds: s.BudgetHeldOrders()}
+				BudgetHeld: s.BudgetHeld, BudgetHolds: s.BudgetHeldOrders(), Windows: s.Windows, WindowHolds: map[time.Time]int64{}}
 			for cust, n := range s.Users {
 				gs.Users[cust] = int(n)
 			}
 			for id, h := range s.Orders {
 				if !h.Released {
 					gs.Holds[id] = h.CustomerID
+					if !h.Window.IsZero() {
+						gs.WindowHolds[h.Window.UTC()]++
+					}
 				}
 			}
 			return gs

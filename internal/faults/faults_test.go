@@ -95,6 +95,14 @@ var campaignModes = []string{modeStandard, modeSync, modeKafka}
 // also asserts the money invariant (CheckBudget).
 var budgetModes = []string{modeStandard, modeSync, modeKafka}
 
+// windowModes are the write modes the window scenario runs in: a voucher
+// whose one occurrence (all day in a zone where the run is around noon)
+// has a windowLimit of the model's totalLimit, below the voucher's own
+// totalLimit, so that the occurrence's quota binds and the model counts it
+// as the stock; its checker also asserts each occurrence's held uses
+// against windowLimit and the counters against the rows (CheckWindows).
+var windowModes = []string{modeStandard, modeSync, modeKafka}
+
 // scenario is one flash sale under one nemesis schedule: of a voucher, or
 // with campaign set of a campaign of unique codes sharing one budget.
 type scenario struct {
@@ -102,6 +110,9 @@ type scenario struct {
 	campaign bool
 	// budget: a voucher whose money budget binds before its totalLimit.
 	budget bool
+	// window: a voucher whose quota per occurrence binds before its
+	// totalLimit.
+	window bool
 	// stack: several hot codes, orders of several codes and single
 	// reservations mixed (runStackScenario).
 	stack    bool
@@ -120,6 +131,9 @@ func (sc scenario) path() string {
 	if sc.budget {
 		return fmt.Sprintf("%s/budget/seed=%d", sc.mode, sc.seed)
 	}
+	if sc.window {
+		return fmt.Sprintf("%s/window/seed=%d", sc.mode, sc.seed)
+	}
 	if sc.stack {
 		return fmt.Sprintf("%s/stack/seed=%d", sc.mode, sc.seed)
 	}
@@ -134,6 +148,9 @@ func (sc scenario) label() string {
 	}
 	if sc.budget {
 		return sc.mode + "-budget"
+	}
+	if sc.window {
+		return sc.mode + "-window"
 	}
 	if sc.stack {
 		return sc.mode + "-stack"
@@ -168,6 +185,11 @@ func TestFaults(t *testing.T) {
 				bs := sc
 				bs.budget = true
 				scs = append(scs, bs)
+			}
+			if slices.Contains(windowModes, mode) {
+				ws := sc
+				ws.window = true
+				scs = append(scs, ws)
 			}
 			if slices.Contains(stackModes, mode) {
 				ks := sc
@@ -211,6 +233,10 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 		spec.Code = "B" + spec.Code
 		c.createVoucher(VoucherSpec{Code: spec.Code, TotalLimit: spec.TotalLimit + 20, PerUserLimit: spec.PerUserLimit},
 			sc.mode != modeStandard, map[string]any{"budgetAmount": 1000 * spec.TotalLimit})
+	} else if sc.window {
+		spec.Code = "W" + spec.Code
+		c.createVoucher(VoucherSpec{Code: spec.Code, TotalLimit: spec.TotalLimit + 20, PerUserLimit: spec.PerUserLimit},
+			sc.mode != modeStandard, map[string]any{"windowLimit": spec.TotalLimit, "schedule": noonSchedule(time.Now())})
 	} else {
 		c.createVoucher(spec, sc.mode != modeStandard)
 	}
@@ -356,6 +382,9 @@ func runScenario(t *testing.T, sc scenario, reportPath string) {
 		}
 	}
 	problems = append(problems, CheckBudget(db, gate)...)
+	if sc.window {
+		problems = append(problems, CheckWindows(db, int64(spec.TotalLimit), gate)...)
+	}
 	smp.mu.Lock()
 	for _, v := range smp.violations {
 		problems = append(problems, fmt.Sprintf("sampler at %.2fs: held %d, used_count %d, totalLimit %d; a customer holds %d, perUserLimit %d; a code is held by %d rows",
@@ -554,4 +583,20 @@ func firstRefusal(explain string) string {
 		}
 	}
 	return "?"
+}
+
+// noonSchedule is a schedule of one all-day window every day in a fixed
+// zone (Etc/GMT...) where now is around noon, so that a run of minutes
+// stays in one occurrence.
+func noonSchedule(now time.Time) map[string]any {
+	n := 12 - now.UTC().Hour() // the zone's offset from UTC, in hours
+	zone := "Etc/GMT"
+	switch {
+	case n > 0:
+		zone = fmt.Sprintf("Etc/GMT-%d", n)
+	case n < 0:
+		zone = fmt.Sprintf("Etc/GMT+%d", -n)
+	}
+	return map[string]any{"timeZone": zone, "windows": []any{map[string]any{
+		"days": []string{"MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"}, "from": "00:00", "to": "24:00"}}}
 }

@@ -57,6 +57,13 @@ type campaignJSON struct {
 
 	// Currency is left out when the campaign has none.
 	Currency string `json:"currency,omitempty"`
+
+	// The recurring windows and quota per window across all codes, as a
+	// voucher's; CurrentWindow and NextWindowAt with GET only.
+	Schedule      *voucher.Schedule  `json:"schedule,omitempty"`
+	WindowLimit   int32              `json:"windowLimit,omitempty"`
+	CurrentWindow *currentWindowJSON `json:"currentWindow,omitempty"`
+	NextWindowAt  *time.Time         `json:"nextWindowAt,omitempty"`
 }
 
 func toCampaignJSON(c voucher.Campaign) campaignJSON {
@@ -69,6 +76,7 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 		Reserved: v.Reserved, Confirmed: v.Confirmed, Remaining: v.Remaining, CreatedAt: c.CreatedAt.UTC(),
 		BudgetAmount: v.BudgetAmount, BudgetShortfall: v.BudgetShortfall, BudgetReserved: v.BudgetReserved,
 		BudgetConfirmed: v.BudgetConfirmed, BudgetRemaining: v.BudgetRemaining,
+		Schedule: v.Schedule, WindowLimit: v.WindowLimit,
 	}
 }
 
@@ -76,7 +84,8 @@ func toCampaignJSON(c voucher.Campaign) campaignJSON {
 // then its budget's, which are decoded as the same members of POST /vouchers.
 var campaignFields = []string{"name", "codeCount", "codePrefix", "codeLength",
 	"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt",
-	"discountPercent", "maxDiscountAmount", "flashSale", "currency", "budgetAmount", "budgetShortfall"}
+	"discountPercent", "maxDiscountAmount", "flashSale", "currency", "budgetAmount", "budgetShortfall",
+	"schedule", "windowLimit"}
 
 // createCampaignRequest is the body of POST /campaigns.
 type createCampaignRequest struct {
@@ -157,7 +166,11 @@ func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toCampaignJSON(c))
+	out := toCampaignJSON(c)
+	var v voucherJSON
+	v.withWindows(c.Budget, s.svc.Config().Clock())
+	out.CurrentWindow, out.NextWindowAt = v.CurrentWindow, v.NextWindowAt
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -40,9 +40,48 @@ type voucherJSON struct {
 	// Currency and CustomerID are left out when the voucher has none.
 	Currency   string `json:"currency,omitempty"`
 	CustomerID string `json:"customerId,omitempty"`
+
+	// The recurring windows, when the voucher has them: the quota per
+	// occurrence, the occurrence covering now (GET, with its counts) or
+	// when the next one starts.
+	Schedule      *voucher.Schedule  `json:"schedule,omitempty"`
+	WindowLimit   int32              `json:"windowLimit,omitempty"`
+	CurrentWindow *currentWindowJSON `json:"currentWindow,omitempty"`
+	NextWindowAt  *time.Time         `json:"nextWindowAt,omitempty"`
 	// Stacking is always answered by GET /vouchers/{code} (a voucher read
 	// another way may leave it out).
 	Stacking *stackingJSON `json:"stacking,omitempty"`
+}
+
+// currentWindowJSON is the occurrence of a voucher's windows covering now;
+// Used and Remaining are set with a windowLimit.
+type currentWindowJSON struct {
+	StartsAt  time.Time `json:"startsAt"`
+	EndsAt    time.Time `json:"endsAt"`
+	Used      *int32    `json:"used,omitempty"`
+	Remaining *int32    `json:"remaining,omitempty"`
+}
+
+// withWindows adds to out the occurrence of v's windows covering now, or
+// when the next starts.
+func (out *voucherJSON) withWindows(v voucher.Voucher, now time.Time) {
+	if v.Schedule == nil {
+		return
+	}
+	o, used, ok := v.CurrentWindow(now)
+	if !ok {
+		if next := v.NextWindowAt(now); !next.IsZero() {
+			next = next.UTC()
+			out.NextWindowAt = &next
+		}
+		return
+	}
+	cw := &currentWindowJSON{StartsAt: o.Start.UTC(), EndsAt: o.End.UTC()}
+	if v.WindowLimit > 0 {
+		remaining := max(v.WindowLimit-used, 0)
+		cw.Used, cw.Remaining = &used, &remaining
+	}
+	out.CurrentWindow = cw
 }
 
 // stackingJSON is a voucher's stacking setting on the wire.
@@ -69,6 +108,7 @@ func toVoucherJSON(v voucher.Voucher) voucherJSON {
 		out.BudgetAmount, out.BudgetShortfall = b.Amount, shortfallName(b.Clip)
 		out.BudgetReserved, out.BudgetConfirmed, out.BudgetRemaining = &b.Reserved, &b.Confirmed, &remaining
 	}
+	out.Schedule, out.WindowLimit = v.Schedule, v.WindowLimit
 	return out
 }
 
@@ -129,15 +169,20 @@ type createVoucherRequest struct {
 	// "clip") is set at creation only.
 	BudgetAmount    *int64
 	BudgetShortfall *string
+	// Schedule and WindowLimit may be changed by PATCH (a windowLimit only
+	// on a voucher created with one).
+	Schedule    *voucher.Schedule
+	WindowLimit *int32
 	// Stacking may be set at creation and changed by PATCH.
 	Stacking *voucher.Stacking
 }
 
 var (
 	createFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale",
-		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall", "stacking"}
+		"discountPercent", "maxDiscountAmount", "customerIdNormalization", "currency", "customerId", "budgetAmount", "budgetShortfall", "stacking",
+		"schedule", "windowLimit"}
 	patchFields = []string{"discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flashSale", "active",
-		"discountPercent", "maxDiscountAmount", "budgetAmount", "stacking"}
+		"discountPercent", "maxDiscountAmount", "budgetAmount", "stacking", "schedule", "windowLimit"}
 )
 
 // decode reads the members of a voucher body: POST /vouchers's, or PATCH
@@ -164,6 +209,10 @@ func (r *createVoucherRequest) decode(body []byte, patch bool) error {
 			}
 		case "budgetAmount":
 			r.BudgetAmount, err = int64Ptr(name, v, 1, maxAmount)
+		case "schedule":
+			r.Schedule, err = scheduleField(v)
+		case "windowLimit":
+			r.WindowLimit, err = int32Ptr(name, v)
 		case "stacking":
 			r.Stacking, err = stackingField(name, v)
 		case "currency":
@@ -282,6 +331,10 @@ func (r createVoucherRequest) toVoucher() (voucher.Voucher, error) {
 	if err := r.budget(&v.Budget); err != nil {
 		return voucher.Voucher{}, err
 	}
+	v.Schedule = r.Schedule
+	if r.WindowLimit != nil {
+		v.WindowLimit = *r.WindowLimit
+	}
 	if r.Stacking != nil {
 		v.Stacking = *r.Stacking
 	}
@@ -313,8 +366,29 @@ func (r createVoucherRequest) toPatch() voucher.Patch {
 		DiscountAmount: r.DiscountAmount, DiscountPercentBP: r.DiscountPercentBP, MaxDiscountAmount: r.MaxDiscountAmount,
 		MinOrderAmount: r.MinOrderAmount, TotalLimit: r.TotalLimit, PerUserLimit: r.PerUserLimit,
 		StartsAt: r.StartsAt, EndsAt: r.EndsAt, FlashSale: r.FlashSale, Active: r.Active,
-		BudgetAmount: r.BudgetAmount, Stacking: r.Stacking,
+		BudgetAmount: r.BudgetAmount, Stacking: r.Stacking, Schedule: r.Schedule, WindowLimit: r.WindowLimit,
 	}
+}
+
+// scheduleField decodes the member schedule: an object of timeZone and
+// windows, each of days, from and to, nothing else; its rules are checked
+// by voucher.Schedule.Validate.
+func scheduleField(v jsonValue) (*voucher.Schedule, error) {
+	bad := voucher.Errorf(voucher.CodeInvalidRequest,
+		`schedule must be {"timeZone": "Europe/Berlin", "windows": [{"days": ["MON"], "from": "13:00", "to": "14:00"}]}`)
+	if v.kind != kindObject {
+		return nil, bad
+	}
+	d := json.NewDecoder(bytes.NewReader(v.raw))
+	d.DisallowUnknownFields()
+	var s voucher.Schedule
+	if err := d.Decode(&s); err != nil {
+		return nil, bad
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }
 
 // reserveRequest is the body of POST /vouchers/{code}/reservations, and of
@@ -447,6 +521,8 @@ type validationJSON struct {
 	// BUDGET_EXCEEDED.
 	Limit           string `json:"limit,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+	// NextWindowAt is set with OUTSIDE_WINDOW and a full window.
+	NextWindowAt *time.Time `json:"nextWindowAt,omitempty"`
 }
 
 func toValidationJSON(v voucher.Validation) validationJSON {
@@ -458,6 +534,10 @@ func toValidationJSON(v voucher.Validation) validationJSON {
 	}
 	if out.Reason == "" {
 		out.Reason = out.Code
+	}
+	if !v.NextWindowAt.IsZero() {
+		next := v.NextWindowAt.UTC()
+		out.NextWindowAt = &next
 	}
 	if v.RetryAfter > 0 {
 		out.RetryAfterSeconds = int64((v.RetryAfter + time.Second - 1) / time.Second)
@@ -541,6 +621,8 @@ type errorJSON struct {
 	// with BUDGET_EXCEEDED.
 	Limit           string `json:"limit,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+	// NextWindowAt is set with OUTSIDE_WINDOW and a full window.
+	NextWindowAt *time.Time `json:"nextWindowAt,omitempty"`
 	// FailedCode names the refused code of an order presenting several.
 	FailedCode string `json:"failedCode,omitempty"`
 }
@@ -580,6 +662,11 @@ func (e errorJSON) appendJSON(b []byte) []byte {
 	if e.BudgetRemaining != nil {
 		b = append(b, `,"budgetRemaining":`...)
 		b = strconv.AppendInt(b, *e.BudgetRemaining, 10)
+	}
+	if e.NextWindowAt != nil {
+		b = append(b, `,"nextWindowAt":"`...)
+		b = e.NextWindowAt.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
 	}
 	if e.FailedCode != "" {
 		b = append(b, `,"failedCode":`...)

@@ -24,7 +24,11 @@ func stdJSON(t *testing.T, v any) []byte {
 func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 	t.Parallel()
 	secs := int64(734)
+	next := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	nextFrac := time.Date(2026, 12, 7, 12, 0, 0, 500_000_000, time.UTC)
 	for _, e := range []errorJSON{
+		{Error: "HELD_OUT", Message: "w", RetryAfter: &secs, Limit: "window", NextWindowAt: &next},
+		{Error: "NOT_ELIGIBLE", Message: "o", Reason: "OUTSIDE_WINDOW", NextWindowAt: &nextFrac},
 		{Error: "HELD_OUT", Message: "voucher F has no free uses", RetryAfter: &secs},
 		{Error: "NOT_ELIGIBLE", Message: "too low", Reason: "ORDER_AMOUNT_TOO_LOW"},
 		{Error: "UNAVAILABLE", Message: "x", OutcomeUnknown: true},

@@ -60,6 +60,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.CodeHeldOut:              http.StatusConflict,
 	voucher.CodeBudgetExceeded:       http.StatusConflict,
 	voucher.CodeBudgetNotSet:         http.StatusConflict,
+	voucher.CodeWindowNotSet:         http.StatusConflict,
 	voucher.CodeAlreadyUsed:          http.StatusConflict,
 	voucher.CodeOrderConflict:        http.StatusConflict,
 	voucher.CodeOrderReleased:        http.StatusConflict,
@@ -426,6 +427,10 @@ func encodeError(e *voucher.Error, status int) *encodedError {
 	if e.Code == voucher.CodeBudgetExceeded {
 		remaining := e.BudgetRemaining
 		body.BudgetRemaining = &remaining
+	}
+	if !e.NextWindowAt.IsZero() {
+		next := e.NextWindowAt.UTC()
+		body.NextWindowAt = &next
 	}
 	enc := &encodedError{err: e}
 	if e.RetryAfter > 0 {

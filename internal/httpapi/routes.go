@@ -30,7 +30,9 @@ func (s *Server) getVoucher(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, withStacking(toVoucherJSON(v), v))
+	out := toVoucherJSON(v)
+	out.withWindows(v, s.svc.Config().Clock())
+	writeJSON(w, http.StatusOK, withStacking(out, v))
 	return nil
 }
 

@@ -37,6 +37,9 @@ type wireEvent struct {
 	// HeldSince is present on a replacement whose chain began before it:
 	// when the first hold began. Consumers that do not know it ignore it.
 	HeldSince *time.Time `json:"heldSince,omitempty"`
+	// Window is present in version 4 only: the start of the occurrence of
+	// the voucher's windows the use was taken in.
+	Window *time.Time `json:"window,omitempty"`
 }
 
 // wireCustomer is a customerId on the topic: a JSON number for an integer id
@@ -77,7 +80,14 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		t := e.HeldSince.UTC()
 		heldSince = &t
 	}
+	var window *time.Time
+	if !e.Window.IsZero() {
+		t := e.Window.UTC()
+		window = &t
+	}
 	switch {
+	case window != nil:
+		version = voucher.EventVersionWindow
 	case e.CampaignCode != "":
 		version = voucher.EventVersionCampaign
 	case e.ReplacesOrderID != "":
@@ -96,6 +106,7 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		ReservedAt:      e.ReservedAt.UTC(),
 		ExpiresAt:       e.ExpiresAt.UTC(),
 		HeldSince:       heldSince,
+		Window:          window,
 	})
 }
 
@@ -123,8 +134,13 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 	if w.HeldSince != nil {
 		heldSince = *w.HeldSince
 	}
+	var window time.Time
+	if w.Window != nil {
+		window = w.Window.UTC()
+	}
 	return voucher.ReservedEvent{
 		HeldSince:       heldSince,
+		Window:          window,
 		Version:         w.Version,
 		Code:            w.Code,
 		CustomerID:      string(w.CustomerID),
@@ -142,15 +158,20 @@ func (w wireEvent) check() error {
 	switch {
 	case w.Type != EventTypeReserved:
 		return fmt.Errorf("type %q is not %s", w.Type, EventTypeReserved)
-	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace && w.Version != voucher.EventVersionCampaign:
-		return fmt.Errorf("unsupported event version %d (this build reads %d, %d and %d)", w.Version,
-			voucher.EventVersion, voucher.EventVersionReplace, voucher.EventVersionCampaign)
+	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace && w.Version != voucher.EventVersionCampaign &&
+		w.Version != voucher.EventVersionWindow:
+		return fmt.Errorf("unsupported event version %d (this build reads %d, %d, %d and %d)", w.Version,
+			voucher.EventVersion, voucher.EventVersionReplace, voucher.EventVersionCampaign, voucher.EventVersionWindow)
+	case (w.Version == voucher.EventVersionWindow) != (w.Window != nil):
+		return fmt.Errorf("window comes with version %d, and only with it", voucher.EventVersionWindow)
 	case w.Version == voucher.EventVersion && w.ReplacesOrderID != "",
 		w.Version == voucher.EventVersionReplace && w.ReplacesOrderID == "":
-		return fmt.Errorf("replacesOrderId comes with version %d (or %d), and only with it",
-			voucher.EventVersionReplace, voucher.EventVersionCampaign)
-	case (w.Version == voucher.EventVersionCampaign) != (w.CampaignCode != ""):
-		return fmt.Errorf("campaignCode comes with version %d, and only with it", voucher.EventVersionCampaign)
+		return fmt.Errorf("replacesOrderId comes with version %d (or %d or %d), and only with it",
+			voucher.EventVersionReplace, voucher.EventVersionCampaign, voucher.EventVersionWindow)
+	case w.Version == voucher.EventVersionCampaign && w.CampaignCode == "",
+		w.Version != voucher.EventVersionCampaign && w.Version != voucher.EventVersionWindow && w.CampaignCode != "":
+		return fmt.Errorf("campaignCode comes with version %d (or %d), and only with it", voucher.EventVersionCampaign,
+			voucher.EventVersionWindow)
 	case w.CampaignCode != "" && (!voucher.ValidCode(w.CampaignCode) || w.CampaignCode == w.Code):
 		return fmt.Errorf("invalid campaignCode %q", w.CampaignCode)
 	case w.ReplacesOrderID != "" && (!voucher.ValidOrderID(w.ReplacesOrderID) || w.ReplacesOrderID == w.OrderID):

@@ -117,6 +117,31 @@ func TestCampaignEventWireFormat(t *testing.T) {
 	require.NotContains(t, string(plain), "campaignCode")
 }
 
+// A use taken in an occurrence of a voucher's windows is written as version
+// 4 with its occurrence, whether it replaces an order or names a campaign
+// code or not, and decodes to the same event.
+func TestWindowEventWireFormat(t *testing.T) {
+	t.Parallel()
+	w := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ replaces, campaign string }{{"", ""}, {"order-old", ""}, {"", "WELCOME-7KQ4M2XH"}} {
+		e := sampleEvent(4)
+		e.Window, e.ReplacesOrderID = w, c.replaces
+		if c.campaign != "" {
+			e.Code, e.CampaignCode = "cmp_0123456789AB", c.campaign
+		}
+		raw, err := encodeEvent(e)
+		require.NoError(t, err)
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal(raw, &fields))
+		require.Equal(t, float64(4), fields["version"])
+		require.Equal(t, "2026-12-07T12:00:00Z", fields["window"])
+		got, err := decodeEvent(raw)
+		require.NoError(t, err)
+		e.Version = voucher.EventVersionWindow
+		require.Equal(t, e, got)
+	}
+}
+
 // An event written by the release whose customerIds were integers (these
 // bytes are what its encodeEvent wrote for sampleEvent(7)) decodes to the
 // customer's decimal string.
@@ -197,7 +222,9 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"empty", nil, "EOF"},
 		{"trailing data", append(valid(func(map[string]any) {}), []byte(` {}`)...), "trailing data"},
 		{"wrong type", valid(func(m map[string]any) { m["type"] = "VoucherReleased" }), `type "VoucherReleased"`},
-		{"newer version", valid(func(m map[string]any) { m["version"] = 4 }), "unsupported event version 4"},
+		{"newer version", valid(func(m map[string]any) { m["version"] = 5 }), "unsupported event version 5"},
+		{"version 4 without window", valid(func(m map[string]any) { m["version"] = 4 }), "window comes with version 4"},
+		{"window in version 1", valid(func(m map[string]any) { m["window"] = m["reservedAt"] }), "window comes with version 4"},
 		{"version 3 without campaignCode", valid(func(m map[string]any) { m["version"] = 3 }), "campaignCode comes with version 3"},
 		{"campaignCode in version 1", valid(func(m map[string]any) { m["campaignCode"] = "K-1" }), "campaignCode comes with version 3"},
 		{"bad campaignCode", valid(func(m map[string]any) { m["version"] = 3; m["campaignCode"] = "no spaces" }), "invalid campaignCode"},

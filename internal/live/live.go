@@ -72,6 +72,12 @@ type Snapshot struct {
 	// a budget; absent otherwise.
 	BudgetAmount    int64  `json:"budgetAmount,omitempty"`
 	BudgetRemaining *int64 `json:"budgetRemaining,omitempty"`
+	// WindowLimit and WindowRemaining are the quota per occurrence of the
+	// voucher's windows and what is left of the occurrence covering At
+	// (0 outside every window), for a voucher with a quota; absent
+	// otherwise.
+	WindowLimit     int32  `json:"windowLimit,omitempty"`
+	WindowRemaining *int32 `json:"windowRemaining,omitempty"`
 	// ReservationsPerSecond is the rate of reservations this instance
 	// granted (replays excluded) since the previous snapshot.
 	ReservationsPerSecond float64 `json:"reservationsPerSecond"`
@@ -388,6 +394,13 @@ func (h *Hub) read(f *feed, prev *sample) *frame {
 	if v.Budget.Amount > 0 {
 		left := v.Budget.Remaining()
 		fr.snap.BudgetAmount, fr.snap.BudgetRemaining = v.Budget.Amount, &left
+	}
+	if v.WindowLimit > 0 {
+		var left int32
+		if _, used, ok := v.CurrentWindow(now); ok {
+			left = max(v.WindowLimit-used, 0)
+		}
+		fr.snap.WindowLimit, fr.snap.WindowRemaining = v.WindowLimit, &left
 	}
 	// A window much shorter than a tick (the feed's first read) would turn
 	// one request into a spike; report 0 and let the next window be longer.

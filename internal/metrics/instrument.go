@@ -135,9 +135,9 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 }
 
 // Validate implements voucher.Gate.
-func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (voucher.GateDecision, error) {
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q voucher.TakeLimits) (voucher.GateDecision, error) {
 	start := time.Now()
-	d, err := g.Gate.Validate(ctx, code, perUserLimit, orderID, customerID, campaignCode)
+	d, err := g.Gate.Validate(ctx, code, perUserLimit, orderID, customerID, campaignCode, q)
 	g.m.ObserveDependency("redis", "validate", time.Since(start), err)
 	return d, err
 }

@@ -51,6 +51,10 @@ type Metrics struct {
 	// counter (ReconcileReport.BudgetDrift), at the last reconciliation.
 	BudgetRemaining *prometheus.GaugeVec
 	BudgetDrift     *prometheus.GaugeVec
+	// WindowDrift is, per flash voucher with a quota per window, the sum
+	// of the drifts of its occurrences' gate counters
+	// (ReconcileReport.Windows) at the last reconciliation.
+	WindowDrift *prometheus.GaugeVec
 
 	// CombinedFlushes, CombinedReservations and CombinedFlushSeconds are
 	// the write combiner's totals: their rates give the mean batch size
@@ -175,6 +179,10 @@ func New(counts Counts) *Metrics {
 		Namespace: "voucherd", Name: "budget_drift",
 		Help: "Held discounts in PostgreSQL minus the gate's budget counter per voucher at the last reconciliation; positive means Redis would give out more money.",
 	}, []string{"code"})
+	m.WindowDrift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "voucherd", Name: "window_drift",
+		Help: "Uses held in PostgreSQL minus the gate's counters, summed over a voucher's occurrences of its windows that differ, at the last reconciliation; positive means Redis would hand out more.",
+	}, []string{"code"})
 	m.DriftRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "voucherd", Name: "reconciliation_repairs_total", Help: "Repairs made by reconciliation, by kind.",
 	}, []string{"kind"})
@@ -184,7 +192,7 @@ func New(counts Counts) *Metrics {
 	for _, c := range []prometheus.Collector{m.RequestDuration, m.Reservations, m.ReserveDuration, m.GateDecisions,
 		m.SoldOutCacheHits, m.StatementReruns, m.Compensations, m.ExpiryReleases, m.DependencyErrors, m.DependencyTime,
 		m.ConsumerLag, m.DeadLetters, m.ConsumerApplied, m.ConsumerMismatches, m.Drift, m.DriftRepairs, m.ThresholdEvents,
-		m.BudgetRemaining, m.BudgetDrift, m.CombinedFlushes, m.CombinedReservations, m.CombinedFlushSeconds} {
+		m.BudgetRemaining, m.BudgetDrift, m.WindowDrift, m.CombinedFlushes, m.CombinedReservations, m.CombinedFlushSeconds} {
 		f(c)
 	}
 	m.checkout = newCheckoutMetrics(f)

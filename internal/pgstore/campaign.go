@@ -48,6 +48,11 @@ func (s *Store) CreateCampaign(ctx context.Context, c voucher.Campaign, n int, g
 		if err := insertBudget(ctx, tx, out.Code, b.Budget); err != nil {
 			return err
 		}
+		wb := b
+		wb.Code = out.Code
+		if err := insertWindows(ctx, tx, wb); err != nil {
+			return err
+		}
 		if err := recordAudit(ctx, tx, out.Code, voucher.AuditCreate, voucher.ActorOf(ctx), nil, voucher.AuditFields(out)); err != nil {
 			return err
 		}
@@ -149,6 +154,9 @@ func (s *Store) Campaign(ctx context.Context, id string) (voucher.Campaign, erro
 		return voucher.Campaign{}, interpretError(err)
 	}
 	if err := readBudget(ctx, s.pool, b); err != nil {
+		return voucher.Campaign{}, interpretError(err)
+	}
+	if err := readWindows(ctx, s.pool, b); err != nil {
 		return voucher.Campaign{}, interpretError(err)
 	}
 	c.CreatedAt = c.CreatedAt.UTC()

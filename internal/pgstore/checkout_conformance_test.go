@@ -33,7 +33,8 @@ func TestConformanceValidation(t *testing.T) {
 		last := len(c.Requests) - 1
 		for j, r := range c.Requests[:last] {
 			got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
-				OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency}, conformance.Now, conformance.TTL))
+				OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency,
+				Window: c.Voucher.Occurrence(conformance.Now)}, conformance.Now, conformance.TTL))
 			require.True(t, c.Want[j].Accepts(got), "%s: request %d: want %s, got %s", c.Name, j, c.Want[j], got)
 		}
 		var before voucher.Snapshot
@@ -44,7 +45,8 @@ func TestConformanceValidation(t *testing.T) {
 		}
 		r, want := c.Requests[last], c.Want[last]
 		v, err := voucher.ValidationOf(s.Validate(ctx, voucher.ValidateRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
-			OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency}, conformance.Now))
+			OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency,
+			Window: c.Voucher.Occurrence(conformance.Now)}, conformance.Now))
 		if err != nil {
 			got := conformance.AnswerOf(voucher.Reservation{}, err)
 			require.True(t, want.Accepts(got), "%s: validation: want %s, got %s", c.Name, want, got)
@@ -53,7 +55,8 @@ func TestConformanceValidation(t *testing.T) {
 		require.True(t, want.AcceptsValidation(v), "%s: validation: want %s, got %+v", c.Name, want, v)
 		requireUnchanged(t, s, code, before, c.Name)
 		got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
-			OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency}, conformance.Now, conformance.TTL))
+			OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency,
+			Window: c.Voucher.Occurrence(conformance.Now)}, conformance.Now, conformance.TTL))
 		require.True(t, want.Accepts(got), "%s: reservation after the validation: want %s, got %s", c.Name, want, got)
 	}
 }

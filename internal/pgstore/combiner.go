@@ -454,7 +454,7 @@ func (s *Store) reserveOne(ctx context.Context, r voucher.ReserveRequest, now ti
 		defer conn.Release()
 		return scanRedemption(conn.QueryRow(ctx, qReserve,
 			r.Code, r.CustomerID, r.OrderID, r.OrderAmount, now,
-			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency)), &res.Redemption, &res.Replay, &used, &total)
+			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency), windowArg(r.Window)), &res.Redemption, &res.Replay, &used, &total)
 	})
 	if err != nil {
 		return voucher.Reservation{}, interpretWriteError(err)

@@ -62,7 +62,7 @@ func setUpCase(t *testing.T, s *pgstore.Store, i int, c conformance.Case) string
 		case conformance.StepReserve:
 			codeOf[st.Order] = on
 			res, err := s.Reserve(ctx, voucher.ReserveRequest{Code: on, CustomerID: st.Customer, OrderID: conformance.OrderID(i, st.Order),
-				OrderAmount: conformance.Amount, Currency: c.Voucher.Currency}, conformance.Now, conformance.TTL)
+				OrderAmount: conformance.Amount, Currency: c.Voucher.Currency, Window: c.Voucher.Occurrence(st.At())}, st.At(), conformance.TTL)
 			require.NoError(t, err, "%s: step %+v", c.Name, st)
 			require.False(t, res.Replay, "%s: step %+v", c.Name, st)
 		case conformance.StepRelease:
@@ -97,7 +97,8 @@ func TestConformance(t *testing.T) {
 			setUpCase(t, s, i, c)
 			for j, r := range c.Requests {
 				got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r), CustomerID: r.Customer,
-					OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency}, conformance.Now, conformance.TTL))
+					OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency,
+					Window: c.Voucher.Occurrence(conformance.Now)}, conformance.Now, conformance.TTL))
 				require.True(t, c.Want[j].Accepts(got), "%s: request %d: want %s, got %s", c.Name, j, c.Want[j], got)
 			}
 		}
@@ -111,17 +112,18 @@ func TestConformance(t *testing.T) {
 			for j, r := range c.Requests {
 				elems[j] = elem{customer: r.Customer, order: conformance.OrderID(i, r.Order), amount: r.OrderAmount(), currency: r.Currency}
 			}
-			if c.Voucher.Campaign {
-				// The batch hands a campaign code back (VD003) to be
-				// reserved one by one with voucherd_reserve, as the
-				// combiner then does.
+			if c.Voucher.Campaign || c.Voucher.Windowed() {
+				// The batch hands a campaign code, and a voucher with
+				// windows, back (VD003) to be reserved one by one with
+				// voucherd_reserve, as the combiner then does.
 				_, err := reserveBatchSQL(ctx, s, requestCode(i, c, c.Requests[0]), conformance.Now, elems)
 				var pgErr *pgconn.PgError
 				require.ErrorAs(t, err, &pgErr, c.Name)
 				require.Equal(t, "VD003", pgErr.Code, c.Name)
 				for j, r := range c.Requests {
 					got := conformance.AnswerOf(s.Reserve(ctx, voucher.ReserveRequest{Code: requestCode(i, c, r),
-						CustomerID: r.Customer, OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency},
+						CustomerID: r.Customer, OrderID: conformance.OrderID(i, r.Order), OrderAmount: r.OrderAmount(), Currency: r.Currency,
+						Window: c.Voucher.Occurrence(conformance.Now)},
 						conformance.Now, conformance.TTL))
 					require.True(t, c.Want[j].Accepts(got), "%s: element %d: want %s, got %s", c.Name, j, c.Want[j], got)
 				}

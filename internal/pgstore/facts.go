@@ -78,6 +78,8 @@ func parseFacts(s string) (voucher.Facts, bool) {
 			f.VoucherCurrency = v
 		case "currency":
 			f.Currency = v
+		case "window":
+			f.Window = v == "1"
 		default:
 			return f, false
 		}

@@ -77,12 +77,21 @@ func (s *Store) replace(ctx context.Context, r voucher.ReserveRequest, now time.
 		defer conn.Release()
 		return scanRedemption(conn.QueryRow(ctx, qReplace,
 			r.Code, r.CustomerID, r.OrderID, r.ReplacesOrderID, r.OrderAmount, now,
-			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency)), &res.Redemption, &res.Replay, &used, &total)
+			pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}, currencyArg(r.Currency), windowArg(r.Window)), &res.Redemption, &res.Replay, &used, &total)
 	})
 	if err != nil {
 		return voucher.Reservation{}, interpretWriteError(err)
 	}
 	return withTaken(res, used, total), nil
+}
+
+// windowArg is a request's occurrence as the functions take it: NULL for
+// none.
+func windowArg(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // currencyArg is a request's currency as the functions take it: NULL for
@@ -105,7 +114,7 @@ func (s *Store) Validate(ctx context.Context, r voucher.ValidateRequest, now tim
 		order = &r.OrderID
 	}
 	var sv voucher.StoreValidation
-	if err := s.pool.QueryRow(ctx, qValidate, r.Code, r.CustomerID, order, r.OrderAmount, now, currencyArg(r.Currency)).
+	if err := s.pool.QueryRow(ctx, qValidate, r.Code, r.CustomerID, order, r.OrderAmount, now, currencyArg(r.Currency), windowArg(r.Window)).
 		Scan(&sv.DiscountAmount, &sv.Replay); err != nil {
 		return voucher.StoreValidation{}, interpretError(err)
 	}
@@ -274,14 +283,16 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 		reservedAt = make([]time.Time, n)
 		expiresAt  = make([]time.Time, n)
 		unique     = make([]string, n)
+		windows    = make([]*time.Time, n)
 	)
 	for i, e := range events {
 		orderIDs[i], codes[i], customers[i] = e.OrderID, e.Code, e.CustomerID
 		amounts[i], discounts[i] = e.OrderAmount, e.DiscountAmount
 		reservedAt[i], expiresAt[i] = e.ReservedAt, e.ExpiresAt
 		unique[i] = e.CampaignCode
+		windows[i] = windowArg(e.Window)
 	}
-	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, unique)
+	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, unique, windows)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +346,7 @@ func (s *Store) applyReplace(ctx context.Context, e voucher.ReservedEvent) (vouc
 	)
 	err := s.rerunRolledBack(ctx, func() error {
 		return s.pool.QueryRow(ctx, qApplyReplace, e.OrderID, e.Code, e.CustomerID, e.OrderAmount, e.DiscountAmount,
-			e.ReservedAt, e.ExpiresAt, e.ReplacesOrderID, e.CampaignCode).Scan(&inserted, &code, &customer)
+			e.ReservedAt, e.ExpiresAt, e.ReplacesOrderID, e.CampaignCode, windowArg(e.Window)).Scan(&inserted, &code, &customer)
 	})
 	if err != nil {
 		if reason, refused := refusal(err, e); refused {

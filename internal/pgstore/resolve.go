@@ -12,14 +12,19 @@ var qCodeResolve = mustQuery("code_resolve")
 // (code_resolve), which probes the same indexes whether code exists or not.
 func (s *Store) ResolveCode(ctx context.Context, code, orderID string) (voucher.Resolution, error) {
 	var (
-		res    voucher.Resolution
-		status string
+		res      voucher.Resolution
+		status   string
+		schedule []byte
 	)
 	o := &res.Order
 	err := scanVoucher(s.pool.QueryRow(ctx, qCodeResolve, code, orderID), &res.Voucher, &res.Found, &res.ByCampaign, &res.CodeHeld, &res.HasOrder,
 		&o.OrderID, &o.VoucherCode, &o.CustomerID, &o.OrderAmount, &o.DiscountAmount, &status,
-		&o.CreatedAt, &o.UpdatedAt, &o.ExpiresAt, &res.Voucher.Budget.Amount, &res.Voucher.Budget.Clip)
+		&o.CreatedAt, &o.UpdatedAt, &o.ExpiresAt, &res.Voucher.Budget.Amount, &res.Voucher.Budget.Clip,
+		&schedule, &res.Voucher.WindowLimit)
 	if err != nil {
+		return voucher.Resolution{}, interpretError(err)
+	}
+	if res.Voucher.Schedule, err = parseSchedule(schedule); err != nil {
 		return voucher.Resolution{}, interpretError(err)
 	}
 	if !res.Found {

@@ -130,8 +130,12 @@ func reserveStack(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, now ti
 		members[i] = voucher.StackMemberOrderID(r.OrderID, i+1)
 		var res voucher.Reservation
 		var used, total int32
+		var window time.Time
+		if i < len(r.Windows) {
+			window = r.Windows[i]
+		}
 		if err := scanRedemption(tx.QueryRow(ctx, qReserve, code, r.Customers[i], members[i], left, now, interval,
-			currencyArg(r.Currency)), &res.Redemption, &res.Replay, &used, &total); err != nil {
+			currencyArg(r.Currency), windowArg(window)), &res.Redemption, &res.Replay, &used, &total); err != nil {
 			return voucher.Stack{}, &codeFailure{code: code, err: err}
 		}
 		if res.Replay {

@@ -32,11 +32,15 @@ func scanVoucherCounts(row pgx.Row, v *voucher.Voucher) error {
 }
 
 // scanVoucherGet scans voucher_get's columns: the voucher, its live counts,
-// its campaign flag and its money budget.
+// its campaign flag, its money budget and its windows.
 func scanVoucherGet(row pgx.Row, v *voucher.Voucher) error {
 	b := &v.Budget
-	return scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign,
-		&b.Amount, &b.Held, &b.Clip, &b.Reserved, &b.Confirmed)
+	var w windowColumns
+	if err := scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign,
+		&b.Amount, &b.Held, &b.Clip, &b.Reserved, &b.Confirmed, &w.schedule, &v.WindowLimit, &w.start, &w.held); err != nil {
+		return err
+	}
+	return w.fill(v)
 }
 
 func voucherNotFound(code string) error {
@@ -63,6 +67,10 @@ func (s *Store) CreateVoucher(ctx context.Context, v voucher.Voucher) (voucher.V
 			return err
 		}
 		out.Budget = voucher.Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}
+		if err := insertWindows(ctx, tx, v); err != nil {
+			return err
+		}
+		out.Schedule, out.WindowLimit = v.Schedule, v.WindowLimit
 		if v.Stacking.Stackable {
 			if err := writeStacking(ctx, tx, out.Code, v.Stacking); err != nil {
 				return err
@@ -104,6 +112,10 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		if err != nil {
 			return err
 		}
+		windowsHeld, err := lockWindows(ctx, tx, code, p)
+		if err != nil {
+			return err
+		}
 		if err := scanVoucherCounts(tx.QueryRow(ctx, qVoucherLock, code), &before); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return voucherNotFound(code)
@@ -111,6 +123,9 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 			return err
 		}
 		if err := readBudget(ctx, tx, &before); err != nil {
+			return err
+		}
+		if err := readWindows(ctx, tx, &before); err != nil {
 			return err
 		}
 		if err := readStacking(ctx, tx, &before); err != nil {
@@ -154,6 +169,10 @@ func (s *Store) PatchVoucher(ctx context.Context, code string, p voucher.Patch) 
 		if err := patchBudget(ctx, tx, code, p, budgetHeld, hasBudget); err != nil {
 			return err
 		}
+		if err := patchWindows(ctx, tx, next, p, windowsHeld); err != nil {
+			return err
+		}
+		after.Schedule, after.WindowLimit, after.LatestWindow = next.Schedule, next.WindowLimit, before.LatestWindow
 		if p.Stacking != nil {
 			if err := writeStacking(ctx, tx, code, next.Stacking); err != nil {
 				return err
@@ -207,9 +226,12 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.Snapshot
 			}
 			orders, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (voucher.Redemption, error) {
 				var r voucher.Redemption
-				var since *time.Time
-				err := scanRedemption(row, &r, &since)
+				var since, window *time.Time
+				err := scanRedemption(row, &r, &since, &window)
 				r.HeldSince = heldSince(since)
+				if window != nil {
+					r.Window = window.UTC()
+				}
 				return r, err
 			})
 			if err != nil {

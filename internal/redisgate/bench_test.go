@@ -16,17 +16,20 @@ import (
 )
 
 // BenchmarkGateReserveHot measures reservations on one hot code from many
-// goroutines: taking uses, and the rush after sell-out with the sold-out
-// cache off (every call runs the script) and on (calls stay in process).
+// goroutines: taking uses (plain, and counted against an occurrence of the
+// voucher's windows), and the rush after sell-out with the sold-out cache
+// off (every call runs the script) and on (calls stay in process).
 func BenchmarkGateReserveHot(b *testing.B) {
 	cases := []struct {
 		name       string
 		total      int32
 		soldOutTTL time.Duration
+		window     bool
 	}{
-		{"taking", 1 << 30, -1},
-		{"soldout/cache=off", 1, -1},
-		{"soldout/cache=on", 1, time.Second},
+		{"taking", 1 << 30, -1, false},
+		{"taking/window", 1 << 30, -1, true},
+		{"soldout/cache=off", 1, -1, false},
+		{"soldout/cache=on", 1, time.Second, false},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -55,6 +58,9 @@ func BenchmarkGateReserveHot(b *testing.B) {
 				for pb.Next() {
 					i := seq.Add(1) + 1
 					h := voucher.Hold{OrderID: "o-" + strconv.FormatInt(i, 10), CustomerID: strconv.FormatInt(i, 10)}
+					if tc.window {
+						h.Window, h.WindowLimit = time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC), 1<<30
+					}
 					if _, err := g.Reserve(ctx, v.Code, 1, h); err != nil {
 						b.Error(err)
 						return

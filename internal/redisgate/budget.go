@@ -25,7 +25,7 @@ func budgetMode(b voucher.Budget) string {
 // snapshotBudget is the money budget of a snapshot as load.lua and
 // loadstep.lua take it: its cap ("0" for none) and held, the discounts of
 // the snapshot's held orders (what the gate's counter counts:
-// lib/budget.lua).
+// lib/budget.lua), then the counts of its occurrences (snapshotWindows).
 func snapshotBudget(s voucher.Snapshot) []string {
 	var held int64
 	for _, r := range s.Orders {
@@ -33,7 +33,7 @@ func snapshotBudget(s voucher.Snapshot) []string {
 			held += r.DiscountAmount
 		}
 	}
-	return []string{strconv.FormatInt(s.Voucher.Budget.Amount, 10), strconv.FormatInt(held, 10)}
+	return []string{strconv.FormatInt(s.Voucher.Budget.Amount, 10), strconv.FormatInt(held, 10), snapshotWindows(s)}
 }
 
 // budgetSpent reports whether the HMGET cap, held reply of a budget hash

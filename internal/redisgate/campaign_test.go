@@ -64,13 +64,13 @@ func TestCampaignCodesInTheGate(t *testing.T) {
 	requireCodes(t, g, v.Code, map[string]string{"CODE-A": "o-1"})
 
 	// The validation answers as the reservation, writing nothing.
-	vd, err := g.Validate(ctx, v.Code, 2, "o-2", "2", "CODE-A")
+	vd, err := g.Validate(ctx, v.Code, 2, "o-2", "2", "CODE-A", voucher.TakeLimits{})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateCodeUsed, vd.Outcome)
-	vd, err = g.Validate(ctx, v.Code, 2, "o-1", "1", "CODE-B")
+	vd, err = g.Validate(ctx, v.Code, 2, "o-1", "1", "CODE-B", voucher.TakeLimits{})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateConflict, vd.Outcome)
-	vd, err = g.Validate(ctx, v.Code, 2, "", "2", "CODE-B")
+	vd, err = g.Validate(ctx, v.Code, 2, "", "2", "CODE-B", voucher.TakeLimits{})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateTaken, vd.Outcome)
 
@@ -171,7 +171,7 @@ func TestCampaignPendingReplacementKeepsTheReplacedCode(t *testing.T) {
 	// Committed: the old code comes free then, not before.
 	replace(pending("a-2", 1, "CODE-B"), "a-1")
 	require.Equal(t, voucher.GateCodeUsed, reserveOutcome(t, g, v.Code, 1, campaignHold("x-1", 9, "CODE-A")))
-	vd, err := g.Validate(ctx, v.Code, 1, "", "9", "CODE-A")
+	vd, err := g.Validate(ctx, v.Code, 1, "", "9", "CODE-A", voucher.TakeLimits{})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateCodeUsed, vd.Outcome)
 	d, err := g.Reserve(ctx, v.Code, 1, campaignHold("a-1", 1, "CODE-A"))
@@ -313,11 +313,11 @@ func TestCampaignSoldOutCache(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, d.Local, "%+v", tc.hold)
 		require.Equal(t, tc.want.String(), d.Outcome.String(), "%+v", tc.hold)
-		vd, err := g.Validate(ctx, v.Code, 1, tc.hold.OrderID, tc.hold.CustomerID, tc.hold.Code)
+		vd, err := g.Validate(ctx, v.Code, 1, tc.hold.OrderID, tc.hold.CustomerID, tc.hold.Code, voucher.TakeLimits{})
 		require.NoError(t, err)
 		require.Equal(t, tc.want.String(), vd.Outcome.String(), "validation of %+v", tc.hold)
 	}
-	vd, err := g.Validate(ctx, v.Code, 1, "", "3", "CODE-B")
+	vd, err := g.Validate(ctx, v.Code, 1, "", "3", "CODE-B", voucher.TakeLimits{})
 	require.NoError(t, err)
 	require.Equal(t, voucher.GateCodeUsed, vd.Outcome, "no orderId, a held code")
 

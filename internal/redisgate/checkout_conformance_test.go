@@ -19,9 +19,7 @@ func TestConformanceValidateScript(t *testing.T) {
 	ctx := context.Background()
 	g := newGate(t, Config{SoldOutTTL: -1})
 	for i, c := range conformance.Cases {
-		if c.Skips(conformance.Script) != "" || c.Voucher.Budget.Amount > 0 {
-			// validate.lua knows no money budget: the flash paths ask
-			// the store's voucherd_validate for a budgeted voucher.
+		if c.Skips(conformance.Script) != "" {
 			continue
 		}
 		code, perUser := setUpGateCase(t, g, i, c)
@@ -34,9 +32,18 @@ func TestConformanceValidateScript(t *testing.T) {
 		before, err := g.Inspect(ctx, code)
 		require.NoError(t, err)
 		r := c.Requests[last]
-		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex))
+		h := requestHold(c, i, r)
+		d, err := g.Validate(ctx, code, perUser, conformance.OrderID(i, r.Order), r.Customer, caseCode(c, i, r.CodeIndex),
+			voucher.TakeLimits{Budget: h.Budget, Discount: h.DiscountAmount, WindowLimit: h.WindowLimit, Window: h.Window})
 		require.NoError(t, err)
 		requireGateAnswer(t, c, last, d.Outcome)
+		if w := c.Want[last]; d.Outcome == voucher.GateTaken && w.Discount != nil && !w.Replay {
+			want := h.DiscountAmount
+			if d.Discount > 0 {
+				want = d.Discount
+			}
+			require.Equal(t, *w.Discount, want, "%s: the validation's discount", c.Name)
+		}
 		after, err := g.Inspect(ctx, code)
 		require.NoError(t, err)
 		require.Equal(t, before, after, "%s: validate.lua changed the voucher", c.Name)

@@ -3,6 +3,7 @@ package redisgate
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -10,14 +11,20 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// caseHold is the hold a case's reservation asks the gate to store: the
-// discount computed for the order, and the voucher's money budget, as the
-// flash paths ask.
+// caseHold is the hold a case's reservation at Now asks the gate to store:
+// the discount computed for the order, the voucher's money budget, its
+// occurrence and quota per occurrence, as the flash paths ask.
 func caseHold(c conformance.Case, i int, customer string, order string, amount int64) voucher.Hold {
+	return caseHoldAt(c, i, customer, order, amount, conformance.Now)
+}
+
+// caseHoldAt is caseHold for a reservation at at.
+func caseHoldAt(c conformance.Case, i int, customer string, order string, amount int64, at time.Time) voucher.Hold {
 	v := c.Voucher.Voucher(conformance.Code(i))
 	return voucher.Hold{OrderID: conformance.OrderID(i, order), CustomerID: customer, OrderAmount: amount,
-		DiscountAmount: v.Discount().Compute(amount), ReservedAt: conformance.Now, ExpiresAt: conformance.Now.Add(conformance.TTL),
-		Budget: voucher.Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}}
+		DiscountAmount: v.Discount().Compute(amount), ReservedAt: at, ExpiresAt: at.Add(conformance.TTL),
+		Budget: voucher.Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip},
+		Window: c.Voucher.Occurrence(at), WindowLimit: v.WindowLimit}
 }
 
 // caseCode is the campaign code step or request k of case i presents, ""
@@ -50,7 +57,7 @@ func setUpGateCase(t *testing.T, g *Gate, i int, c conformance.Case) (code strin
 		require.False(t, st.OtherVoucher, "%s: the gate has no other voucher", c.Name)
 		switch st.Kind {
 		case conformance.StepReserve:
-			h := caseHold(c, i, st.Customer, st.Order, conformance.Amount)
+			h := caseHoldAt(c, i, st.Customer, st.Order, conformance.Amount, st.At())
 			h.Code = caseCode(c, i, st.CodeIndex)
 			d, err := g.Reserve(ctx, v.Code, v.PerUserLimit, h)
 			require.NoError(t, err)

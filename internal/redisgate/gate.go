@@ -277,6 +277,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 			hold.Code,
 			attemptToken(hold),
 			budgetMode(hold.Budget),
+			windowLimitArg(hold.WindowLimit),
 		}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretTakeError(err, "reserve", code)
@@ -312,6 +313,9 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		d.Outcome = voucher.GateCodeUsed
 	case reserveVoided:
 		return voucher.GateDecision{}, errVoidedAttempt("reserve", code)
+	case reserveWindowFull:
+		// Not cached as sold out: the next occurrence has its own quota.
+		d.Outcome = voucher.GateWindowFull
 	case reserveBudget:
 		d.Outcome = voucher.GateBudgetExceeded
 		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
@@ -489,6 +493,7 @@ func (g *Gate) Load(ctx context.Context, s voucher.Snapshot) (bool, error) {
 			ExpiresAt:      r.ExpiresAt,
 			HeldSince:      heldSinceOf(r),
 			Code:           campaignCodeOf(r, code),
+			Window:         r.Window,
 		}))
 	}
 	budget := snapshotBudget(s)

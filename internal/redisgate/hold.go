@@ -25,7 +25,7 @@ var errBadHold = errors.New("redisgate: malformed hold")
 
 // The fields of an encoded hold, the value of the orders hash, by position:
 //
-//	state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces[|heldSinceMs]]]]
+//	state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces[|heldSinceMs[|windowMs]]]]]
 //
 // The scripts read the same layout from scripts/lib/hold.lua, whose header
 // shows this line; TestHoldLayoutMatchesLua checks that the block's field
@@ -41,7 +41,8 @@ const (
 	fieldCode
 	fieldReplaces
 	fieldHeldSince
-	holdFields // the number of fields
+	fieldWindow // windowMs: the occurrence the hold was taken in (h.Window)
+	holdFields  // the number of fields
 )
 
 // encodeHold renders a hold as the value of the orders hash, in the layout
@@ -106,6 +107,8 @@ func optionalField(h voucher.Hold, f int) string {
 			return ""
 		}
 		return strconv.FormatInt(unixMilli(h.HeldSince), 10)
+	case fieldWindow:
+		return windowArg(h.Window)
 	}
 	panic("redisgate: not an optional hold field")
 }
@@ -123,6 +126,9 @@ func validOptionalField(f int, s string) bool {
 	case fieldHeldSince:
 		ms, err := strconv.ParseInt(s, 10, 64)
 		return err == nil && ms > 0
+	case fieldWindow:
+		ms, err := strconv.ParseInt(s, 10, 64)
+		return err == nil && ms != 0
 	}
 	return false
 }
@@ -172,6 +178,9 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 		case fieldHeldSince:
 			ms, _ := strconv.ParseInt(parts[f], 10, 64) // validOptionalField parsed it
 			h.HeldSince = fromUnixMilli(ms)
+		case fieldWindow:
+			ms, _ := strconv.ParseInt(parts[f], 10, 64) // validOptionalField parsed it
+			h.Window = time.UnixMilli(ms).UTC()
 		}
 	}
 	switch parts[fieldState][0] {

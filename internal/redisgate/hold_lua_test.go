@@ -19,6 +19,7 @@ var holdFieldNames = [holdFields]string{
 	fieldState: "state", fieldCustomer: "customerId", fieldOrderAmount: "orderAmount",
 	fieldDiscount: "discountAmount", fieldReservedAt: "reservedAtMs", fieldExpiresAt: "expiresAtMs",
 	fieldOwner: "owner", fieldCode: "code", fieldReplaces: "replaces", fieldHeldSince: "heldSinceMs",
+	fieldWindow: "windowMs",
 }
 
 // holdLayout renders the field constants as the layout line the docs show:
@@ -66,7 +67,7 @@ func TestHoldLayoutMatchesLua(t *testing.T) {
 	at := time.Date(2026, 12, 2, 10, 0, 0, 123_000_000, time.UTC)
 	full := voucher.Hold{OrderID: "o", CustomerID: "cus_9X:a.b-c@d.e+f", OrderAmount: 250000, DiscountAmount: 100000,
 		ReservedAt: at, ExpiresAt: at.Add(15 * time.Minute), Owner: "i-1", Code: "WELCOME-7KQ4", Replaces: "ord-1",
-		HeldSince: at.Add(-time.Minute)}
+		HeldSince: at.Add(-time.Minute), Window: at.Add(-time.Hour)}
 	var states []byte
 	var holds []voucher.Hold
 	for _, st := range []byte{stateHeld, statePending, stateConfirmed, stateReleased} {

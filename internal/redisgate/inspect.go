@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -58,6 +60,24 @@ func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, err
 	}
 	if err == nil {
 		st.BudgetAmount, st.BudgetHeld, err = g.budgetCounter(ctx, client, k)
+	}
+	if err == nil {
+		err = g.scanHash(ctx, client, k.budget, func(field, n string) error {
+			w, ok := strings.CutPrefix(field, "w:")
+			if !ok {
+				return nil
+			}
+			ms, err := strconv.ParseInt(w, 10, 64)
+			if err != nil {
+				return err
+			}
+			c, err := strconv.ParseInt(n, 10, 64)
+			if st.Windows == nil {
+				st.Windows = map[time.Time]int64{}
+			}
+			st.Windows[time.UnixMilli(ms).UTC()] = c
+			return err
+		})
 	}
 	if err != nil {
 		return voucher.GateState{}, interpretError(err, "inspect", code)

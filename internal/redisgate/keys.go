@@ -91,6 +91,10 @@ func RemainingKey(prefix, code string) string { return keysFor(prefix, code).rem
 // campaign id, the budget's code.
 func CodesKey(prefix, code string) string { return keysFor(prefix, code).codes }
 
+// BudgetKey returns the key of the hash of a voucher's money budget and
+// occurrence counters (scripts/lib/budget.lua), for tools and tests.
+func BudgetKey(prefix, code string) string { return keysFor(prefix, code).budget }
+
 // all lists the keys Forget deletes: all of a voucher's but the version,
 // which must keep growing so that a copy made before the Forget never
 // matches the state after the next load.

@@ -85,5 +85,5 @@ func (g *Gate) loadInSteps(ctx context.Context, client rueidis.Client, k keys, e
 			return 0, err
 		}
 	}
-	return step("finish", token, expireAt, ttl, remaining, strconv.FormatInt(held, 10), budget[0], budget[1])
+	return step("finish", token, expireAt, ttl, remaining, strconv.FormatInt(held, 10), budget[0], budget[1], budget[2])
 }

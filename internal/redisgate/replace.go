@@ -16,8 +16,12 @@ const replaceNotHeld = 8
 // Validate answers what Reserve would decide for orderID ("" leaves the
 // orderId checks out), customerID and campaignCode ("" for a voucher) with
 // validate.lua, which writes nothing. While the voucher is in the sold-out
-// cache the copy answers, as it does for Reserve.
-func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (voucher.GateDecision, error) {
+// cache the copy answers, as it does for Reserve. q.Budget fits
+// q.Discount to the money budget as Reserve fits a hold's
+// (GateBudgetExceeded with BudgetLeft, or GateTaken with Discount clipped),
+// q.WindowLimit > 0 checks the count of occurrence q.Window
+// (GateWindowFull).
+func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q voucher.TakeLimits) (voucher.GateDecision, error) {
 	if err := checkCode(code); err != nil {
 		return voucher.GateDecision{}, err
 	}
@@ -46,8 +50,9 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes},
-		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10), campaignCode}).ToArray()
+	res, err := validateScript.Exec(ctx, client, []string{k.remaining, k.users, k.orders, k.codes, k.budget},
+		[]string{orderID, customerID, strconv.FormatInt(int64(perUserLimit), 10), campaignCode,
+			windowLimitArg(q.WindowLimit), windowArg(q.Window), budgetMode(q.Budget), strconv.FormatInt(q.Discount, 10)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "validate", code)
 	}
@@ -59,6 +64,14 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 	switch status {
 	case reserveTaken:
 		d.Outcome = voucher.GateTaken
+		if d.Discount, err = clippedDiscount(res); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "validate", code)
+		}
+	case reserveBudget:
+		d.Outcome = voucher.GateBudgetExceeded
+		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
+			return voucher.GateDecision{}, interpretError(err, "validate", code)
+		}
 	case reserveReplay, reserveConflict, reserveReleased:
 		d.Outcome = knownOrderOutcome(status)
 		if d.Hold, err = decodeHold(orderID, third); err != nil {
@@ -72,6 +85,8 @@ func (g *Gate) Validate(ctx context.Context, code string, perUserLimit int32, or
 		d.Outcome = voucher.GateSoldOut
 	case reserveCodeUsed:
 		d.Outcome = voucher.GateCodeUsed
+	case reserveWindowFull:
+		d.Outcome = voucher.GateWindowFull
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown validate status %d", status), "validate", code)
 	}
@@ -114,7 +129,7 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 	defer cancel()
 	res, err := replaceScript.Exec(ctx, client, k.takeBudgeted(),
 		[]string{hold.OrderID, hold.CustomerID, encodeHold(state, hold), replaces, hold.Code, attemptToken(hold),
-			budgetMode(hold.Budget)}).ToArray()
+			budgetMode(hold.Budget), windowLimitArg(hold.WindowLimit)}).ToArray()
 	if err != nil {
 		return voucher.GateDecision{}, interpretTakeError(err, "replace", code)
 	}
@@ -148,6 +163,8 @@ func (g *Gate) Replace(ctx context.Context, code string, hold voucher.Hold, repl
 		if d.BudgetLeft, err = strconv.ParseInt(third, 10, 64); err != nil {
 			return voucher.GateDecision{}, interpretError(err, "replace", code)
 		}
+	case reserveWindowFull:
+		d.Outcome = voucher.GateWindowFull
 	default:
 		return voucher.GateDecision{}, interpretError(fmt.Errorf("unknown replace status %d", status), "replace", code)
 	}

@@ -39,10 +39,11 @@ var (
 	lookupScript   = newScript("lookup.lua", true)
 	countsScript   = newScript("counts.lua", true)
 
-	validateScript  = newScript("validate.lua", true)
-	replaceScript   = newScript("replace.lua", false)
-	unreplaceScript = newScript("unreplace.lua", false)
-	voidScript      = newScript("void.lua", false)
+	validateScript       = newScript("validate.lua", true)
+	replaceScript        = newScript("replace.lua", false)
+	unreplaceScript      = newScript("unreplace.lua", false)
+	voidScript           = newScript("void.lua", false)
+	restoreWindowsScript = newScript("restorewindows.lua", false)
 )
 
 // scriptNames maps the SHA-1 (hex) and the source of each script to its
@@ -150,4 +151,7 @@ const (
 	reserveCodeUsed  = 9
 	reserveVoided    = 10
 	reserveBudget    = 11
+	// reserveWindowFull: the hold's occurrence of the voucher's windows
+	// holds its quota (lib/budget.lua).
+	reserveWindowFull = 12
 )

@@ -33,7 +33,7 @@ func (g *takeCountingGate) Replace(ctx context.Context, code string, h Hold, rep
 	return g.fakeGate.Replace(ctx, code, h, replaces)
 }
 
-func (g *takeCountingGate) Validate(context.Context, string, int32, string, string, string) (GateDecision, error) {
+func (g *takeCountingGate) Validate(context.Context, string, int32, string, string, string, TakeLimits) (GateDecision, error) {
 	g.count()
 	return GateDecision{Outcome: GateTaken}, nil
 }

@@ -101,6 +101,10 @@ type Error struct {
 	Limit Limit
 	// BudgetRemaining is, for BUDGET_EXCEEDED, what is left of the budget.
 	BudgetRemaining int64
+	// NextWindowAt is, for OUTSIDE_WINDOW and a full occurrence
+	// (LimitWindow), when the voucher's next occurrence starts; zero when
+	// none starts before the voucher ends.
+	NextWindowAt time.Time
 	// FailedCode is, for the refusal of an order presenting several codes,
 	// the code that was refused.
 	FailedCode string

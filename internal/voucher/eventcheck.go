@@ -18,6 +18,7 @@ const (
 	MismatchOrderAmount    = "order_amount_too_low"
 	MismatchFuture         = "reserved_in_future"
 	MismatchHoldTooLong    = "hold_too_long"
+	MismatchOccurrence     = "occurrence_mismatch"
 )
 
 // EventMismatch is an EventChecker's verdict on one event: Reason is empty
@@ -153,7 +154,7 @@ func (c *EventChecker) Check(ctx context.Context, events []ReservedEvent) ([]Eve
 		if err != nil {
 			return nil, err
 		}
-		if m := definitionMismatch(v, e); found && m.Reason != "" && !reread[e.Code] {
+		if m := definitionMismatch(v, e); found && (m.Reason != "" || occurrenceMismatch(v, e).Reason != "") && !reread[e.Code] {
 			if reread == nil {
 				reread = map[string]bool{}
 			}
@@ -167,6 +168,14 @@ func (c *EventChecker) Check(ctx context.Context, events []ReservedEvent) ([]Eve
 			continue
 		}
 		if out[i] = c.checkBounds(e, now); out[i].Reason != "" {
+			continue
+		}
+		// The audit trail keeps no schedule: an occurrence is checked
+		// against the current definition only, and only once it is settled
+		// (a schedule changed more recently may be the one the event's
+		// producer used).
+		if m := occurrenceMismatch(v, e); m.Reason != "" && c.settled(v, e) {
+			out[i] = m
 			continue
 		}
 		if out[i] = definitionMismatch(v, e); out[i].Reason == "" || c.settled(v, e) {
@@ -278,6 +287,26 @@ func definitionMismatch(v Voucher, e ReservedEvent) EventMismatch {
 		return EventMismatch{Reason: MismatchOrderAmount, Detail: fmt.Sprintf("orderAmount %d is below %d", e.OrderAmount, v.MinOrderAmount)}
 	}
 	return EventMismatch{}
+}
+
+// occurrenceMismatch compares the occurrence e names with the one of v's
+// windows covering its reservedAt: none outside every window (or without a
+// schedule), that one's start inside.
+func occurrenceMismatch(v Voucher, e ReservedEvent) EventMismatch {
+	o := v.Occurrence(e.ReservedAt)
+	if v.windowed() && o.Zero() || !o.Start.Equal(e.Window) {
+		return EventMismatch{Reason: MismatchOccurrence, Detail: fmt.Sprintf("window %s, the voucher's windows give %s at reservedAt %s",
+			formatInstant(e.Window), formatInstant(o.Start), e.ReservedAt.UTC().Format(time.RFC3339Nano))}
+	}
+	return EventMismatch{}
+}
+
+// formatInstant is t in RFC 3339, "none" for the zero time.
+func formatInstant(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // definition returns code's voucher, cached for CacheTTL unless fresh;

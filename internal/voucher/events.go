@@ -36,7 +36,19 @@ type ReservedEvent struct {
 	// from it, which the consumer checks. The store takes the start from
 	// the replaced order's row, so the field changes no version.
 	HeldSince time.Time
+	// Window is the start of the occurrence of the voucher's windows the
+	// use was taken in (Hold.Window): the consumer records it on the
+	// redemption, whose use counts against that occurrence. Such an event
+	// is written as version EventVersionWindow.
+	Window time.Time
 }
+
+// EventVersionWindow is the version of a ReservedEvent taken in an
+// occurrence of a voucher's windows (Window set), replacing or of a
+// campaign or not. A consumer that knows only the earlier versions refuses
+// it (dead letter) rather than write the use outside its occurrence's
+// quota.
+const EventVersionWindow = 4
 
 // EventVersionCampaign is the version of a ReservedEvent of a campaign code
 // (CampaignCode set), replacing or not. A consumer that knows only
@@ -56,7 +68,7 @@ func EventFromHold(code string, h Hold) ReservedEvent {
 		Version: EventVersion, Code: code, CustomerID: h.CustomerID, OrderID: h.OrderID,
 		OrderAmount: h.OrderAmount, DiscountAmount: h.DiscountAmount,
 		ReservedAt: h.ReservedAt, ExpiresAt: h.ExpiresAt, ReplacesOrderID: h.Replaces, CampaignCode: h.Code,
-		HeldSince: h.HeldSince,
+		HeldSince: h.HeldSince, Window: h.Window,
 	}
 }
 

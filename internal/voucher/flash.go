@@ -122,6 +122,7 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 		DiscountAmount: v.Discount().Compute(req.OrderAmount), ReservedAt: at, ExpiresAt: at.Add(p.cfg.ReservationTTL),
 		Pending: p.writes.pending(), Owner: p.cfg.Instance, Replaces: req.ReplacesOrderID, Code: rt.campaignCode,
 		Budget: Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip},
+		Window: req.Window, WindowLimit: v.WindowLimit,
 	}
 	for attempt := 0; ; attempt++ {
 		var dec GateDecision
@@ -212,6 +213,8 @@ func (p *flashPath) refusal(ctx context.Context, rt route, o gateOrder, dec Gate
 		return Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: rt.code, OrderID: o.replaces, CustomerID: o.customerID})
 	case GateBudgetExceeded:
 		return p.budgetExceeded(ctx, rt, dec.BudgetLeft, now)
+	case GateWindowFull:
+		return p.windowFull(ctx, rt, now)
 	}
 	return Errorf(CodeInternal, "unexpected gate outcome %d", dec.Outcome)
 }
@@ -284,7 +287,9 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 		return StoreValidation{DiscountAmount: h.DiscountAmount, Replay: true}, nil
 	}
 	for attempt := 0; ; attempt++ {
-		dec, err := p.gate.Validate(ctx, rt.gateCode(), v.PerUserLimit, req.OrderID, req.CustomerID, rt.campaignCode)
+		dec, err := p.gate.Validate(ctx, rt.gateCode(), v.PerUserLimit, req.OrderID, req.CustomerID, rt.campaignCode,
+			TakeLimits{Budget: Budget{Amount: v.Budget.Amount, Clip: v.Budget.Clip}, Discount: v.Discount().Compute(req.OrderAmount),
+				WindowLimit: v.WindowLimit, Window: req.Window})
 		if err != nil {
 			if p.writes.fallback() {
 				return p.store.Validate(ctx, req, now)
@@ -293,11 +298,9 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 		}
 		switch dec.Outcome {
 		case GateTaken:
-			if v.Budget.Amount > 0 {
-				// The gate's validation knows no money budget: the store's
-				// read-only answer tells whether the discount fits (in
-				// Kafka mode as far as the consumer has applied).
-				return p.store.Validate(ctx, req, now)
+			if dec.Discount > 0 {
+				// A clipping budget's remainder.
+				return StoreValidation{DiscountAmount: dec.Discount}, nil
 			}
 			return StoreValidation{DiscountAmount: v.Discount().Compute(req.OrderAmount)}, nil
 		case GateReplay:

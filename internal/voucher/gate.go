@@ -57,6 +57,9 @@ const (
 	// GateBudgetExceeded: the hold's discount does not fit what is left of
 	// the voucher's money budget (GateDecision.BudgetLeft).
 	GateBudgetExceeded
+	// GateWindowFull: the occurrence of the voucher's windows the hold is
+	// taken in (Hold.Window) holds Hold.WindowLimit uses.
+	GateWindowFull
 )
 
 // String names the outcome for logs and metrics.
@@ -82,6 +85,8 @@ func (o GateOutcome) String() string {
 		return "code_used"
 	case GateBudgetExceeded:
 		return "budget_exceeded"
+	case GateWindowFull:
+		return "window_full"
 	}
 	return "unknown"
 }
@@ -127,6 +132,13 @@ type Hold struct {
 	// DiscountAmount to what is left of it (Budget.Fit). Not kept with the
 	// hold.
 	Budget Budget
+	// Window is the start of the occurrence of the voucher's windows the
+	// hold was taken in (zero: none); the gate keeps it with the hold and
+	// counts the hold against that occurrence until it gives the use back.
+	Window time.Time
+	// WindowLimit is, for a take, the voucher's quota per occurrence as the
+	// caller's definition has it (0: none). Not kept with the hold.
+	WindowLimit int32
 }
 
 // HoldStart is when h's hold began: HeldSince, else ReservedAt.
@@ -202,8 +214,11 @@ type GateTakes interface {
 	// Validate answers what Reserve would decide for orderID (optional: ""
 	// skips the orderId checks), customerID and campaignCode ("" for a
 	// voucher), taking nothing: GateTaken for a use it would take, the
-	// other outcomes as Reserve gives them.
-	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string) (GateDecision, error)
+	// other outcomes as Reserve gives them; q is the voucher's money
+	// budget with the order's discount (GateBudgetExceeded, or GateTaken
+	// with Discount clipped) and its quota per occurrence in the
+	// occurrence asked in (GateWindowFull).
+	Validate(ctx context.Context, code string, perUserLimit int32, orderID, customerID, campaignCode string, q TakeLimits) (GateDecision, error)
 	// Replace takes the use of replaces, customerID's held (not pending,
 	// not released) hold, for hold.OrderID in one atomic step: replaces is
 	// marked released and hold stored, the remaining count and the
@@ -308,6 +323,11 @@ type GateRepairs interface {
 	// Counts reads a voucher's remaining uses, held count and version in
 	// one step, without its orders (O(1)).
 	Counts(ctx context.Context, code string) (GateCounts, error)
+	// RestoreWindows gives each occurrence of windows whose counter the
+	// gate lost (absent) the count windows has for it, the uses the
+	// store's held rows took in it; a counter present is left alone. It
+	// returns how many it put back.
+	RestoreWindows(ctx context.Context, code string, windows map[time.Time]int64) (int, error)
 }
 
 // GateCounts is what Counts reads of a voucher in one step.
@@ -367,6 +387,9 @@ type GateState struct {
 	// and the discounts of the orders holding a use), read after the
 	// orders; BudgetAmount is 0 for a voucher without a budget.
 	BudgetAmount, BudgetHeld int64
+	// Windows are the gate's counters of the occurrences of the voucher's
+	// windows (start -> uses held), read after the orders; nil when none.
+	Windows map[time.Time]int64
 }
 
 // BudgetHeldOrders is the sum of the discounts of the orders holding a use

@@ -30,6 +30,12 @@ type Facts struct {
 	RetryAfter time.Duration
 	// BudgetRemaining is, for BUDGET_EXCEEDED, what is left of the budget.
 	BudgetRemaining int64
+	// Window marks OUT_OF_STOCK and HELD_OUT caused by the quota of the
+	// occurrence the reservation falls in (LimitWindow), not by totalLimit.
+	Window bool
+	// NextWindowAt is, for OUTSIDE_WINDOW and a full occurrence, when the
+	// voucher's next occurrence starts (zero: none before it ends).
+	NextWindowAt time.Time
 }
 
 // ruleMessages is the one table of the rule answers' wording, by code.
@@ -61,6 +67,11 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 			return fmt.Sprintf("order amount %d is below the minimum %d", f.OrderAmount, f.MinOrderAmount)
 		case ReasonCustomerMismatch:
 			return fmt.Sprintf("voucher %s belongs to another customer", f.Voucher)
+		case ReasonOutsideWindow:
+			if f.NextWindowAt.IsZero() {
+				return fmt.Sprintf("voucher %s is outside its windows and none starts before it ends", f.Voucher)
+			}
+			return fmt.Sprintf("voucher %s is outside its windows; the next starts at %s", f.Voucher, f.NextWindowAt.UTC().Format(time.RFC3339))
 		case ReasonCurrencyMismatch:
 			if f.Currency == "" {
 				return fmt.Sprintf("voucher %s is in %s; the order names no currency", f.Voucher, f.VoucherCurrency)
@@ -74,9 +85,15 @@ var ruleMessages = map[ErrorCode]func(Reason, Facts) string{
 			f.OrderID, f.CustomerID, f.Voucher)
 	},
 	CodeOutOfStock: func(_ Reason, f Facts) string {
+		if f.Window {
+			return fmt.Sprintf("voucher %s has no uses left in this window", f.Voucher)
+		}
 		return fmt.Sprintf("voucher %s has no uses left", f.Voucher)
 	},
 	CodeHeldOut: func(_ Reason, f Facts) string {
+		if f.Window {
+			return fmt.Sprintf("voucher %s has no free uses in this window; some are held by reservations that may still be released", f.Voucher)
+		}
 		return fmt.Sprintf("voucher %s has no free uses; some are held by reservations that may still be released", f.Voucher)
 	},
 	CodeAlreadyUsed: func(r Reason, f Facts) string {
@@ -110,6 +127,12 @@ func LimitOf(code ErrorCode, reason Reason) Limit {
 // rules keeps its code with a plain message.
 func Reject(code ErrorCode, reason Reason, f Facts) *Error {
 	e := &Error{Code: code, Reason: reason, Limit: LimitOf(code, reason)}
+	if f.Window && e.Limit == LimitTotal {
+		e.Limit = LimitWindow
+	}
+	if e.Limit == LimitWindow || reason == ReasonOutsideWindow {
+		e.NextWindowAt = f.NextWindowAt
+	}
 	if word, ok := ruleMessages[code]; ok {
 		e.Message = word(reason, f)
 	} else {

@@ -67,11 +67,31 @@ type ReconcileReport struct {
 	DatabaseBudgetHeld int64 `json:"databaseBudgetHeld,omitempty"`
 	RedisBudgetHeld    int64 `json:"redisBudgetHeld,omitempty"`
 	BudgetDrift        int64 `json:"budgetDrift,omitempty"`
+	// Windows lists the occurrences of the voucher's windows whose gate
+	// counter differs from the uses PostgreSQL's held rows hold in them
+	// (Drift: the database's minus the gate's, as BudgetDrift).
+	Windows []WindowDrift `json:"windows,omitempty"`
+	// RestoredCounters is how many occurrences' counters the gate had
+	// lost (Lost) and the repair put back with the database's count. A
+	// counter present is only reported: it moves with every take and
+	// give-back, and a difference between reads of the two stores at two
+	// moments may be a change in flight.
+	RestoredCounters int `json:"restoredCounters,omitempty"`
+}
+
+// WindowDrift is one occurrence's counters in a ReconcileReport.
+type WindowDrift struct {
+	Start        time.Time `json:"start"`
+	DatabaseHeld int64     `json:"databaseHeld"`
+	RedisHeld    int64     `json:"redisHeld"`
+	Drift        int64     `json:"drift"`
+	// Lost: the gate has no counter for the occurrence.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Consistent reports whether the report found nothing to repair or report.
 func (r ReconcileReport) Consistent() bool {
-	return r.Drift == 0 && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
+	return r.Drift == 0 && !r.windowLost() && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
 		len(r.Unconfirmed) == 0
 }
 
@@ -126,6 +146,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 		rep.BudgetDrift = rep.DatabaseBudgetHeld - rep.RedisBudgetHeld
 	}
+	rep.Windows = windowDrifts(windowCounts(snap.Orders), gs.Windows)
 
 	rows := make(map[string]Redemption, len(snap.Orders))
 	for _, r := range snap.Orders {
@@ -176,7 +197,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		r := rows[id]
 		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
 			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, snap.Voucher)}
+			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, snap.Voucher), Window: r.Window}
 		if r.HeldSince.Before(r.CreatedAt) {
 			h.HeldSince = r.HeldSince
 		}
@@ -217,6 +238,11 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 					return rep, err
 				}
 			}
+		}
+	}
+	if lost := rep.lostWindows(); len(lost) > 0 {
+		if rep.RestoredCounters, err = s.gate.RestoreWindows(ctx, code, lost); err != nil {
+			return rep, err
 		}
 	}
 	before, after, err := s.gate.Clamp(ctx, code, snap.Voucher.TotalLimit)
@@ -280,4 +306,56 @@ func (s *Service) ReconcileAll(ctx context.Context, repair bool, grace, keep tim
 		reports = append(reports, rep)
 	}
 	return reports, nil
+}
+
+// windowLost reports whether the gate lost the counter of an occurrence
+// whose uses the database holds.
+func (r ReconcileReport) windowLost() bool { return len(r.lostWindows()) > 0 }
+
+// lostWindows are the occurrences whose counter the gate lost, with the
+// database's count.
+func (r ReconcileReport) lostWindows() map[time.Time]int64 {
+	var out map[time.Time]int64
+	for _, w := range r.Windows {
+		if w.Lost && w.DatabaseHeld > 0 {
+			if out == nil {
+				out = map[time.Time]int64{}
+			}
+			out[w.Start] = w.DatabaseHeld
+		}
+	}
+	return out
+}
+
+// windowCounts counts the held redemptions per occurrence.
+func windowCounts(orders []Redemption) map[time.Time]int64 {
+	var out map[time.Time]int64
+	for _, r := range orders {
+		if !r.Status.Held() || r.Window.IsZero() {
+			continue
+		}
+		if out == nil {
+			out = map[time.Time]int64{}
+		}
+		out[r.Window.UTC()]++
+	}
+	return out
+}
+
+// windowDrifts lists the occurrences whose counts differ, sorted by start.
+func windowDrifts(db, gate map[time.Time]int64) []WindowDrift {
+	var out []WindowDrift
+	seen := map[time.Time]bool{}
+	for _, m := range []map[time.Time]int64{db, gate} {
+		for w := range m {
+			if seen[w] || db[w] == gate[w] {
+				continue
+			}
+			seen[w] = true
+			_, kept := gate[w]
+			out = append(out, WindowDrift{Start: w, DatabaseHeld: db[w], RedisHeld: gate[w], Drift: db[w] - gate[w], Lost: !kept})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
 }

@@ -110,6 +110,7 @@ func (s *Service) PatchVoucher(ctx context.Context, code string, p Patch) (Vouch
 	if err := p.Validate(s.now()); err != nil {
 		return Voucher{}, err
 	}
+	p.Now = s.now()
 	before, after, err := s.store.PatchVoucher(ctx, code, p)
 	if err != nil {
 		return Voucher{}, err
@@ -163,7 +164,12 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (res Reservat
 			return Reservation{}, err
 		}
 	}
+	// The occurrence of the voucher's windows is decided once, at the
+	// instant eligibility is: the store, the gate and the event all record
+	// this one (window.go).
+	req.Window = rt.v.Occurrence(start).Start
 	res, mode, err = rt.path.reserve(ctx, rt, req, start)
+	err = withNextWindow(err, rt.v, start)
 	if err == nil && res.Replay {
 		// The orderId of a stack (or of one of its members) answers a
 		// per-code reservation as another order's: it holds other codes.

@@ -98,6 +98,10 @@ type StackRequest struct {
 	// Customers are CustomerID in the form each code's voucher counts it
 	// (CustomerIDNormalization), one per code; set by the service.
 	Customers []string
+	// Windows are the start of the occurrence of each code's windows the
+	// order falls in (zero: none), one per code; set by the service, as
+	// ReserveRequest.Window.
+	Windows []time.Time
 	// ReplacesOrderID, when set, names the customer's RESERVED order (a
 	// stack, or a single reservation) whose uses this order takes over:
 	// it is released in the same transaction. Standard vouchers only.
@@ -298,6 +302,7 @@ func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackO
 		return Stack{}, err
 	}
 	req.Customers = make([]string, len(req.Codes))
+	req.Windows = make([]time.Time, len(req.Codes))
 	rts := make([]route, len(req.Codes))
 	flash := false
 	for i, code := range req.Codes {
@@ -310,6 +315,7 @@ func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackO
 			return Stack{}, withFailedCode(Reject(CodeVoucherNotFound, "", Facts{Voucher: code}), code)
 		}
 		req.Customers[i] = rt.v.CustomerIDNormalization.Apply(req.CustomerID)
+		req.Windows[i] = rt.v.Occurrence(start).Start
 		rts[i], flash = rt, flash || rt.v.FlashSale
 	}
 	ttl := s.cfg.ReservationTTL

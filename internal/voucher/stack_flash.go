@@ -42,6 +42,7 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 			OrderID: StackMemberOrderID(req.OrderID, i+1), CustomerID: req.Customers[i], OrderAmount: left,
 			DiscountAmount: d, ReservedAt: at, ExpiresAt: at.Add(s.cfg.ReservationTTL), Owner: s.cfg.Instance,
 			Budget: Budget{Amount: rt.v.Budget.Amount, Clip: rt.v.Budget.Clip},
+			Window: req.Windows[i], WindowLimit: rt.v.WindowLimit,
 		}}
 		left -= d
 	}

@@ -15,6 +15,9 @@ type ValidateRequest struct {
 	OrderAmount int64
 	// Currency is the ISO 4217 code of OrderAmount; "" names none.
 	Currency string
+	// Window is the occurrence the validation falls in
+	// (ReserveRequest.Window).
+	Window time.Time
 	// Requester is who sent the request (ReserveRequest.Requester).
 	Requester Requester
 }
@@ -65,6 +68,8 @@ type Validation struct {
 	// Error.BudgetRemaining).
 	Limit           Limit
 	BudgetRemaining int64
+	// NextWindowAt is the refusal's (Error.NextWindowAt).
+	NextWindowAt time.Time
 }
 
 // ValidationOf turns the answer of a reservation rule into a Validation:
@@ -79,7 +84,7 @@ func ValidationOf(sv StoreValidation, err error) (Validation, error) {
 		return Validation{}, err
 	}
 	return Validation{Code: e.Code, Reason: e.Reason, RetryAfter: e.RetryAfter, Message: e.Message,
-		Limit: e.Limit, BudgetRemaining: e.BudgetRemaining}, nil
+		Limit: e.Limit, BudgetRemaining: e.BudgetRemaining, NextWindowAt: e.NextWindowAt}, nil
 }
 
 // refusal reports whether code is a reservation rule's refusal, which a
@@ -143,5 +148,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (v Validati
 	// As Reserve: the voucher's form of the customerId, before anything is
 	// asked of the store or the gate.
 	req.CustomerID = rt.v.CustomerIDNormalization.Apply(req.CustomerID)
-	return ValidationOf(rt.path.validate(ctx, rt, req, now))
+	req.Window = rt.v.Occurrence(now).Start
+	sv, err := rt.path.validate(ctx, rt, req, now)
+	return ValidationOf(sv, withNextWindow(err, rt.v, now))
 }

@@ -104,6 +104,17 @@ type Voucher struct {
 	CustomerID string
 	// Budget is the voucher's money budget (zero: none).
 	Budget Budget
+	// Schedule, when set, limits reservations to occurrences of its
+	// recurring windows (OUTSIDE_WINDOW otherwise).
+	Schedule *Schedule
+	// WindowLimit, when positive, is the most uses the held redemptions
+	// taken in one occurrence of Schedule may hold together. Set at creation
+	// only (like a budget: a counter added later could miss a reservation
+	// in flight); a PATCH may change it.
+	WindowLimit int32
+	// LatestWindow is the counter of the latest occurrence that has one
+	// (zero: none yet); filled by reads that ask for live counts.
+	LatestWindow WindowCount
 	// Stacking says whether the voucher may share an order with other
 	// codes; read by Store.Voucher, CreateVoucher and PatchVoucher only.
 	Stacking Stacking
@@ -160,6 +171,9 @@ func (v Voucher) Validate() error {
 	if err := v.Budget.Validate(); err != nil {
 		return err
 	}
+	if err := v.validateWindows(); err != nil {
+		return err
+	}
 	if err := v.Stacking.Validate(); err != nil {
 		return err
 	}
@@ -189,6 +203,16 @@ type Patch struct {
 	// BudgetAmount sets the money budget's amount (Budget.Amount); the
 	// store refuses one below what is held (LIMIT_BELOW_HELD).
 	BudgetAmount *int64
+	// Schedule replaces the recurring windows (a voucher with a
+	// WindowLimit keeps one).
+	Schedule *Schedule
+	// WindowLimit sets the uses per occurrence of a voucher created with
+	// one; the store refuses one below what the current occurrence holds
+	// (LIMIT_BELOW_HELD).
+	WindowLimit *int32
+	// Now is when the patch is applied, set by the service: the occurrence
+	// covering it is the one a lower WindowLimit is checked against.
+	Now time.Time
 	// Stacking replaces the stacking setting.
 	Stacking *Stacking
 }
@@ -197,7 +221,7 @@ type Patch struct {
 func (p Patch) Empty() bool {
 	return p.DiscountAmount == nil && p.DiscountPercentBP == nil && p.MaxDiscountAmount == nil && p.MinOrderAmount == nil && p.TotalLimit == nil &&
 		p.PerUserLimit == nil && p.StartsAt == nil && p.EndsAt == nil && p.FlashSale == nil && p.Active == nil &&
-		p.BudgetAmount == nil && p.Stacking == nil
+		p.BudgetAmount == nil && p.Schedule == nil && p.WindowLimit == nil && p.Stacking == nil
 }
 
 // Apply returns v with the patch applied and validated. It does not check
@@ -244,6 +268,16 @@ func (p Patch) Apply(v Voucher) (Voucher, error) {
 	}
 	if p.BudgetAmount != nil {
 		v.Budget.Amount = *p.BudgetAmount
+	}
+	if p.WindowLimit != nil && v.WindowLimit == 0 {
+		return v, Errorf(CodeWindowNotSet, "voucher %s was created without a windowLimit; a quota per window is set at creation", v.Code)
+	}
+	if p.Schedule != nil {
+		s := *p.Schedule
+		v.Schedule = &s
+	}
+	if p.WindowLimit != nil {
+		v.WindowLimit = *p.WindowLimit
 	}
 	if p.Stacking != nil {
 		v.Stacking = *p.Stacking
@@ -292,7 +326,11 @@ type Purchase struct {
 // voucher is bound to, its currency and the minimum order amount.
 func (v Voucher) CheckEligible(p Purchase, now time.Time) error {
 	if reason := v.Eligibility(p, now); reason != "" {
-		return Reject(CodeNotEligible, reason, v.EligibilityFacts(p))
+		f := v.EligibilityFacts(p)
+		if reason == ReasonOutsideWindow {
+			f.NextWindowAt = v.NextWindowAt(now)
+		}
+		return Reject(CodeNotEligible, reason, f)
 	}
 	return nil
 }
@@ -315,6 +353,8 @@ func (v Voucher) Eligibility(p Purchase, now time.Time) Reason {
 		return ReasonCurrencyMismatch
 	case p.Amount < v.MinOrderAmount:
 		return ReasonOrderAmountTooLow
+	case v.windowed() && v.Occurrence(now).Zero():
+		return ReasonOutsideWindow
 	}
 	return ""
 }
@@ -374,6 +414,10 @@ type Redemption struct {
 	// HoldStart). Only the reads that bound a replacement or load the gate
 	// fill it (Store.Order, Store.GateSnapshot); zero elsewhere.
 	HeldSince time.Time
+	// Window is the start of the occurrence of the voucher's windows the
+	// redemption was taken in (zero: none); filled by the reads that load
+	// the gate (Store.GateSnapshot).
+	Window time.Time
 }
 
 // HoldStart is r.HeldSince, or r.CreatedAt when it is not known.
@@ -397,6 +441,12 @@ type ReserveRequest struct {
 	ReplacesOrderID string
 	// Currency is the ISO 4217 code of OrderAmount; "" names none.
 	Currency string
+	// Window is the start of the occurrence of the voucher's schedule the
+	// reservation falls in, set by the service from the voucher it read
+	// (zero: none, which a voucher with a schedule refuses OUTSIDE_WINDOW).
+	// The store records it on the redemption, whose use goes back to that
+	// occurrence whenever it is released.
+	Window time.Time
 	// Requester is who sent the request; the code-guessing limit counts
 	// it besides the customer. Nothing stores it.
 	Requester Requester

@@ -35,6 +35,18 @@ of POST /campaigns/{id}/codes is exactly one of count and codes (a rule the
 schema states in prose): one with both loses codes, one with neither gets
 count 1.
 
+A voucher's or campaign's schedule names a zone of the IANA database, each
+window's from is before its to, and windows sharing a day do not overlap;
+windowLimit needs a schedule: rules the schema states in prose (a zone name
+is not a pattern, the others are between fields) and the server enforces
+with 400. A body of POST /vouchers, POST /campaigns or PATCH
+/vouchers/{code} that breaks them gets the zone UTC unless it names one of
+a few known zones, a window's from and to in order (an empty window ends at
+24:00), the days another window of the body already covers at the same
+time dropped (and a window left with no day dropped, keeping at least the
+first), and no windowLimit without a schedule (POST only: a PATCH of
+windowLimit alone applies to the stored schedule).
+
 The code-guessing limit counts each customer's look-ups of unknown codes
 across every reservation and validation route, and blocks the customer for
 a minute past its limit. The routes of orders of several codes (POST
@@ -42,12 +54,13 @@ a minute past its limit. The routes of orders of several codes (POST
 "s" (cut to 64 characters), so that their look-ups do not block the
 customers the per-code routes are generated with for the rest of the run.
 
-Only these dates, cursors, replaced orderIds, discounts, code counts and
-stack customers change; every other part of every generated request is
-sent as is.
+Only these dates, cursors, replaced orderIds, discounts, code counts,
+schedules and stack customers change; every other part of every generated
+request is sent as is.
 """
 import base64
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import schemathesis
@@ -91,6 +104,52 @@ def _fix_discount(body):
         body["discountAmount"] = 1
 
 
+KNOWN_ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe")
+
+
+def _minutes(hhmm):
+    """Minutes of the day of "HH:MM" (00:00-24:00), None for anything else."""
+    if not isinstance(hhmm, str) or not re.fullmatch(r"([01][0-9]|2[0-3]):[0-5][0-9]|24:00", hhmm):
+        return None
+    return int(hhmm[:2]) * 60 + int(hhmm[3:])
+
+
+def _fix_schedule(body, patch):
+    sched = body.get("schedule")
+    if not isinstance(sched, dict):
+        if not patch and "windowLimit" in body:
+            del body["windowLimit"]
+        return
+    if sched.get("timeZone") not in KNOWN_ZONES:
+        sched["timeZone"] = "UTC"
+    windows = sched.get("windows")
+    if not isinstance(windows, list):
+        return
+    taken = {}  # day -> [(from, to)]
+    kept = []
+    for w in windows:
+        f, t = (_minutes(w.get("from")), _minutes(w.get("to"))) if isinstance(w, dict) else (None, None)
+        if f is None or t is None:
+            kept.append(w)
+            continue
+        if f > t:
+            w["from"], w["to"], f, t = w["to"], w["from"], t, f
+        if f == t:
+            w["to"], t = "24:00", 24 * 60
+        if f >= t:  # from was 24:00
+            w["from"], f = "00:00", 0
+        days = w.get("days")
+        if isinstance(days, list) and all(isinstance(d, str) for d in days):
+            free = [d for d in days if not any(f < b and a < t for a, b in taken.get(d, []))]
+            if not free and kept:
+                continue
+            w["days"] = free or days[:1]
+            for d in w["days"]:
+                taken.setdefault(d, []).append((f, t))
+        kept.append(w)
+    sched["windows"] = kept
+
+
 def _server_cursor(value):
     if not isinstance(value, str) or value == "":
         return False
@@ -123,6 +182,7 @@ def before_call(ctx, case, kwargs):
     if op.path in ("/vouchers", "/campaigns") and op.method.upper() == "POST":
         _fix_window(case.body, patch=False)
         _fix_discount(case.body)
+        _fix_schedule(case.body, patch=False)
     # Generating codes is bounded work, not a rule; a small count keeps the
     # run short.
     if op.method.upper() == "POST":
@@ -137,6 +197,7 @@ def before_call(ctx, case, kwargs):
                 case.body["count"] = 1
     elif op.path == "/vouchers/{code}" and op.method.upper() == "PATCH":
         _fix_window(case.body, patch=True)
+        _fix_schedule(case.body, patch=True)
     else:
         return
     if isinstance(kwargs, dict) and isinstance(kwargs.get("json"), dict):

@@ -13,12 +13,16 @@
 -- limit, 23505 on a campaign code a live order holds: the event is
 -- refused). Either way p_order's hold continues p_replaces's (the same
 -- customer's on p_code): its held_since is p_replaces's. A known p_order
--- changes nothing. Lock order: p_replaces's row,
+-- changes nothing. p_window is the occurrence of the voucher's windows
+-- p_order was taken in (NULL: none), recorded as window_start; its counter
+-- row is created when missing, and p_replaces's use goes back to its own
+-- occurrence. Lock order: p_replaces's row,
 -- the new row, the customer's counter, the voucher row. It returns whether
 -- this call inserted p_order and whose p_order is.
 CREATE OR REPLACE FUNCTION voucherd_apply_replace_code(
     p_order text, p_code text, p_customer text, p_amount bigint, p_discount bigint,
     p_reserved_at timestamptz, p_expires_at timestamptz, p_replaces text, p_unique text,
+    p_window timestamptz DEFAULT NULL,
     OUT o_inserted boolean, OUT o_voucher_code text, OUT o_customer text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -42,13 +46,19 @@ BEGIN
         UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_reserved_at
         WHERE x.order_id = p_replaces;
     END IF;
+    IF p_window IS NOT NULL THEN
+        INSERT INTO voucher_limit (voucher_code, kind, period_start, cap)
+        SELECT v.code, 'window', p_window, v.window_limit FROM voucher v
+        WHERE v.code = p_code AND v.window_limit IS NOT NULL
+        ON CONFLICT ON CONSTRAINT voucher_limit_pkey DO NOTHING;
+    END IF;
 
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at, code, held_since)
+         expires_at, code, held_since, window_start)
     VALUES (p_order, p_code, p_customer, voucherd_customer_legacy(p_customer), p_amount, p_discount, 'RESERVED', p_reserved_at, p_reserved_at, p_expires_at,
             v_unique, CASE WHEN old.voucher_code = p_code AND old.customer = p_customer
-                           THEN least(coalesce(old.held_since, old.created_at), p_reserved_at) END)
+                           THEN least(coalesce(old.held_since, old.created_at), p_reserved_at) END, p_window)
     ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING;
     IF NOT FOUND THEN
         IF v_moved THEN

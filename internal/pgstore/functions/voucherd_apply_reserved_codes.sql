@@ -3,7 +3,12 @@
 -- customer's counter and then each voucher's used_count once by the number
 -- inserted for it. p_unique holds, per event, the campaign code a use of a
 -- flash campaign was taken with (p_codes is then the campaign id), NULL or ''
--- for a voucher's; it is recorded on the redemption. It returns, for each
+-- for a voucher's; it is recorded on the redemption. p_windows holds, per
+-- event, the start of the occurrence of the voucher's windows the use was
+-- taken in (NULL: none), recorded as window_start; the occurrences' counter
+-- rows are created first (cap: the voucher's window_limit), so that the
+-- trigger counts each use against its occurrence and a full one refuses
+-- the call (23514 voucher_limit_held_le_cap). It returns, for each
 -- known orderId of the batch, whether this call inserted it and whose it is.
 -- Any refusal (unknown voucher: 23503; over the total limit: 23514; over a
 -- per-user limit: VD002; a campaign code of another campaign: 23514
@@ -21,7 +26,8 @@
 -- on every later call.
 CREATE OR REPLACE FUNCTION voucherd_apply_reserved_codes(
     p_order_ids text[], p_codes text[], p_customers text[], p_amounts bigint[],
-    p_discounts bigint[], p_reserved_at timestamptz[], p_expires_at timestamptz[], p_unique text[])
+    p_discounts bigint[], p_reserved_at timestamptz[], p_expires_at timestamptz[], p_unique text[],
+    p_windows timestamptz[] DEFAULT NULL)
 RETURNS TABLE (o_order_id text, o_inserted boolean, o_voucher_code text, o_customer text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -50,6 +56,16 @@ BEGIN
             MESSAGE = format('code %L is not a code of campaign %s', b.u, b.code);
     END IF;
 
+    -- The counters of the occurrences the uses were taken in, sorted.
+    IF p_windows IS NOT NULL THEN
+        INSERT INTO voucher_limit (voucher_code, kind, period_start, cap)
+        SELECT DISTINCT e.code, 'window', e.w, v.window_limit
+        FROM unnest(p_codes, p_windows) AS e(code, w) JOIN voucher v ON v.code = e.code
+        WHERE e.w IS NOT NULL AND v.window_limit IS NOT NULL
+        ORDER BY 1, 3
+        ON CONFLICT ON CONSTRAINT voucher_limit_pkey DO NOTHING;
+    END IF;
+
     -- Sorted by orderId (lock order); for a duplicate orderId in the batch the
     -- first occurrence wins. The reserved event's setting is read once for
     -- the rows inserted (voucherd.reserved_wanted, migration 024), for this
@@ -59,12 +75,13 @@ BEGIN
     WITH ins AS (
         INSERT INTO voucher_redemption AS x
             (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-             expires_at, code)
+             expires_at, code, window_start)
         SELECT e.order_id, e.code, e.customer, voucherd_customer_legacy(e.customer), e.amount, e.discount, 'RESERVED', e.reserved_at, e.reserved_at, e.expires_at,
-               nullif(e.u, '')
+               nullif(e.u, ''), e.w
         FROM unnest(p_order_ids, p_codes, p_customers, p_amounts, p_discounts, p_reserved_at, p_expires_at,
-                    coalesce(p_unique, array_fill(NULL::text, ARRAY[cardinality(p_order_ids)])))
-             WITH ORDINALITY AS e(order_id, code, customer, amount, discount, reserved_at, expires_at, u, n)
+                    coalesce(p_unique, array_fill(NULL::text, ARRAY[cardinality(p_order_ids)])),
+                    coalesce(p_windows, array_fill(NULL::timestamptz, ARRAY[cardinality(p_order_ids)])))
+             WITH ORDINALITY AS e(order_id, code, customer, amount, discount, reserved_at, expires_at, u, w, n)
         ORDER BY e.order_id, e.n
         ON CONFLICT ON CONSTRAINT voucher_redemption_pkey DO NOTHING
         RETURNING x.order_id, x.voucher_code, x.customer

@@ -5,7 +5,8 @@
 -- the limit counters (voucher_limit) too, sorted by voucher, before the
 -- customers' (the trigger voucherd_limit_count would take them in the order
 -- the rows expire, so the sweep counts them itself:
--- voucherd.limits_by_caller, for the call).
+-- voucherd.limits_by_caller, for the call); a 'window' row gets back the
+-- uses taken in its occurrence only.
 -- The released rows are kept from the UPDATE's RETURNING, so every count
 -- below is taken from them, with no lookup by the array of orderIds (no
 -- plan to make per call, no index probe per row and statement).
@@ -39,7 +40,8 @@ BEGIN
         UPDATE voucher_limit l
         SET held = l.held - (SELECT coalesce(sum(voucherd_limit_weight(l.kind, 'RESERVED', x.discount_amount)), 0)
                              FROM unnest(v_rows) AS x
-                             WHERE x.voucher_code = l.voucher_code)
+                             WHERE x.voucher_code = l.voucher_code
+                               AND (l.kind <> 'window' OR x.window_start = l.period_start))
         WHERE l.voucher_code = c.voucher_code;
     END LOOP;
     PERFORM set_config('voucherd.limits_by_caller', 'off', true);

@@ -5,7 +5,8 @@
 -- weigh (voucherd_limit_weight; inserted rows add, deleted rows take away),
 -- as voucherd_limit_count does for a row whose update changes its weight.
 -- A limit kind whose rows a redemption is matched to by more than its
--- voucher must be matched here as it is there. A counter pushed over its
+-- voucher must be matched here as it is there: a 'window' row counts the
+-- redemptions taken in its occurrence (window_start) only. A counter pushed over its
 -- cap fails the statement with voucher_limit_held_le_cap (23514). The
 -- counters are locked sorted by (voucher, kind, period), after the
 -- statement's redemption rows (the lock order of docs/rules.md); a
@@ -23,6 +24,9 @@ BEGIN
     END IF;
     PERFORM 1 FROM voucher_limit l
     WHERE l.voucher_code IN (SELECT n.voucher_code FROM voucherd_limit_rows n WHERE n.status <> 'RELEASED')
+      AND (l.kind <> 'window' OR l.period_start IN (
+               SELECT n.window_start FROM voucherd_limit_rows n
+               WHERE n.voucher_code = l.voucher_code AND n.status <> 'RELEASED'))
     ORDER BY l.voucher_code, l.kind, l.period_start
     FOR NO KEY UPDATE;
     IF NOT FOUND THEN
@@ -32,6 +36,7 @@ BEGIN
     FROM (SELECT x.voucher_code, x.kind, x.period_start,
                  sum(voucherd_limit_weight(x.kind, n.status, n.discount_amount)) AS weight
           FROM voucherd_limit_rows n JOIN voucher_limit x ON x.voucher_code = n.voucher_code
+              AND (x.kind <> 'window' OR x.period_start = n.window_start)
           GROUP BY x.voucher_code, x.kind, x.period_start) d
     WHERE l.voucher_code = d.voucher_code AND l.kind = d.kind AND l.period_start = d.period_start
       AND d.weight <> 0;

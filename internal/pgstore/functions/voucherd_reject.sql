@@ -5,7 +5,8 @@
 -- worded from, HINT = the NOT_ELIGIBLE reason (or ''). Facts are
 -- space-separated key=value pairs (keys: voucher, order, uses, customer,
 -- limit, starts, ends, amount, min, vcurrency, currency, budget (what is left
--- of a money budget), retry (milliseconds until a hold may free some); no
+-- of a money budget), retry (milliseconds until a hold may free some), window
+-- (1: the quota of the occurrence refused, not totalLimit); no
 -- value holds a space or '='); the Go
 -- side words every message from one table (voucher.Reject). HELD_OUT is
 -- VD004 (voucherd_reject_stock), VD002 a Kafka batch over a per-user limit,

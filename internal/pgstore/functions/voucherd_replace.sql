@@ -18,10 +18,12 @@
 -- counter, the voucher row last. o_used and o_total are 0: no use was taken
 -- from the stock. p_order's hold continues p_replaces's: its held_since is
 -- p_replaces's (the caller bounds p_ttl by it and the longest hold).
--- p_currency is the order's currency (NULL: none).
+-- p_currency is the order's currency (NULL: none); p_window the occurrence
+-- the new hold is taken in, as voucherd_reserve_one takes it (the replaced
+-- hold's use goes back to its own occurrence).
 CREATE OR REPLACE FUNCTION voucherd_replace(
     p_code text, p_customer text, p_order text, p_replaces text, p_amount bigint, p_now timestamptz,
-    p_ttl interval, p_currency text DEFAULT NULL,
+    p_ttl interval, p_currency text DEFAULT NULL, p_window timestamptz DEFAULT NULL,
     OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -80,6 +82,12 @@ BEGIN
     END IF;
 
     v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
+    IF v_verdict = '' AND v.schedule IS NOT NULL AND p_window IS NULL THEN
+        v_verdict := 'OUTSIDE_WINDOW';
+    END IF;
+    IF v.schedule IS NULL THEN
+        p_window := NULL;
+    END IF;
     IF v_verdict <> '' THEN
         PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
@@ -97,12 +105,13 @@ BEGIN
     UPDATE voucher_redemption x SET status = 'RELEASED', updated_at = p_now WHERE x.order_id = p_replaces;
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at, code, held_since)
+         expires_at, code, held_since, window_start)
     VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
             voucherd_limit_fit(v.code,
-                voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now),
+                voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now,
+                p_window => p_window),
             'RESERVED', p_now, p_now, p_now + p_ttl,
-            v_unique, coalesce(old.held_since, old.created_at))
+            v_unique, coalesce(old.held_since, old.created_at), p_window)
     ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;
     IF NOT FOUND THEN

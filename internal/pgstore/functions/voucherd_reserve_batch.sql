@@ -155,7 +155,8 @@ BEGIN
     -- So is a voucher with a limit this function does not decide.
     v := v_first.x;
     b_has := v_first.l_any;
-    IF v.code IS NOT NULL AND (v.campaign OR v_first.l_other) OR v.code IS NULL AND v_first.campaign THEN
+    IF v.code IS NOT NULL AND (v.campaign OR v_first.l_other OR v.schedule IS NOT NULL)
+       OR v.code IS NULL AND v_first.campaign THEN
         RAISE EXCEPTION USING ERRCODE = 'VD003', MESSAGE = format('campaign code %s: reserve one by one', p_code);
     END IF;
     IF v.code IS NULL THEN
@@ -377,7 +378,7 @@ BEGIN
             e_row[v_i] := ROW(p_orders[v_i], p_code, voucherd_customer_legacy(p_customers[v_i]), p_amounts[v_i],
                               e_discount[v_i],
                               'RESERVED', p_nows[v_i], p_nows[v_i], p_nows[v_i] + p_ttl, NULL,
-                              p_customers[v_i], NULL)::voucher_redemption;
+                              p_customers[v_i], NULL, NULL)::voucher_redemption;
         END LOOP;
 
         -- 5. The rows as decided. A placeholder is usually kept as inserted or

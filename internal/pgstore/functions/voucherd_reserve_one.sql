@@ -13,10 +13,14 @@
 -- for a replay. A voucher with no free use is HELD_OUT or OUT_OF_STOCK
 -- (voucherd_reject_stock). p_currency is the order's currency (NULL: none).
 -- A voucher's money budget is decided in step d2 (voucherd_limit_fit),
--- before the insert whose trigger counts it.
+-- before the insert whose trigger counts it. p_window is the start of the
+-- occurrence of the voucher's windows p_now falls in, as the service
+-- computed it (NULL: none; a voucher with a schedule then refuses
+-- OUTSIDE_WINDOW, after the other reasons); the redemption records it
+-- (window_start) and its quota is decided with the money budget in d2.
 CREATE OR REPLACE FUNCTION voucherd_reserve_one(
     p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz, p_ttl interval,
-    p_currency text DEFAULT NULL,
+    p_currency text DEFAULT NULL, p_window timestamptz DEFAULT NULL,
     OUT redemption voucher_redemption, OUT replay boolean, OUT o_used integer, OUT o_total integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -26,6 +30,7 @@ DECLARE
     v_verdict text;
     v_unique text;  -- the campaign code presented, NULL for a voucher
     v_discount bigint;
+    v_limited boolean;
 BEGIN
     o_used := 0;
     o_total := 0;
@@ -58,6 +63,12 @@ BEGIN
 
     -- c. Eligibility with the caller's clock.
     v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
+    IF v_verdict = '' AND v.schedule IS NOT NULL AND p_window IS NULL THEN
+        v_verdict := 'OUTSIDE_WINDOW';
+    END IF;
+    IF v.schedule IS NULL THEN
+        p_window := NULL;
+    END IF;
     IF v_verdict <> '' THEN
         PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
@@ -82,9 +93,14 @@ BEGIN
     -- insert below finds the order (a replay).
     v_discount := voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount);
     PERFORM 1 FROM voucher_limit x WHERE x.voucher_code = v.code
+        AND (x.kind <> 'window' OR x.period_start = p_window)
     ORDER BY x.kind, x.period_start FOR NO KEY UPDATE;
-    IF FOUND AND NOT EXISTS (SELECT 1 FROM voucher_redemption x WHERE x.order_id = p_order) THEN
-        v_discount := voucherd_limit_fit(v.code, v_discount, p_now, p_lock => false);
+    v_limited := FOUND;
+    IF voucherd_window_row(v.code, p_window) THEN
+        v_limited := true;
+    END IF;
+    IF v_limited AND NOT EXISTS (SELECT 1 FROM voucher_redemption x WHERE x.order_id = p_order) THEN
+        v_discount := voucherd_limit_fit(v.code, v_discount, p_now, p_lock => false, p_window => p_window);
     END IF;
 
     -- e. The redemption row. Nothing inserted means a concurrent request with
@@ -92,10 +108,10 @@ BEGIN
     -- (the insert waited for it).
     INSERT INTO voucher_redemption AS x
         (order_id, voucher_code, customer, customer_id, order_amount, discount_amount, status, created_at, updated_at,
-         expires_at, code)
+         expires_at, code, window_start)
     VALUES (p_order, v.code, p_customer, voucherd_customer_legacy(p_customer), p_amount,
             v_discount, 'RESERVED', p_now, p_now, p_now + p_ttl,
-            v_unique)
+            v_unique, p_window)
     ON CONFLICT DO NOTHING
     RETURNING x.* INTO r;
     IF NOT FOUND THEN

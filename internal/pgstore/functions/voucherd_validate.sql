@@ -9,10 +9,11 @@
 -- It reads without locks: a reservation committed meanwhile may change the
 -- answer, as it would change the reservation's. A campaign code is resolved
 -- to its budget as voucherd_reserve_one does. p_currency is the order's
--- currency (NULL: none).
+-- currency (NULL: none), p_window the occurrence as voucherd_reserve_one
+-- takes it.
 CREATE OR REPLACE FUNCTION voucherd_validate(
     p_code text, p_customer text, p_order text, p_amount bigint, p_now timestamptz,
-    p_currency text DEFAULT NULL,
+    p_currency text DEFAULT NULL, p_window timestamptz DEFAULT NULL,
     OUT o_discount bigint, OUT o_replay boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -50,6 +51,12 @@ BEGIN
     END IF;
 
     v_verdict := voucherd_eligibility(v, p_amount, p_now, p_customer, p_currency);
+    IF v_verdict = '' AND v.schedule IS NOT NULL AND p_window IS NULL THEN
+        v_verdict := 'OUTSIDE_WINDOW';
+    END IF;
+    IF v.schedule IS NULL THEN
+        p_window := NULL;
+    END IF;
     IF v_verdict <> '' THEN
         PERFORM voucherd_reject('NOT_ELIGIBLE', voucherd_eligibility_facts(v, p_amount, p_currency), v_verdict);
     END IF;
@@ -66,7 +73,7 @@ BEGIN
     -- The money budget, read without a lock: BUDGET_EXCEEDED, or the
     -- discount clipped to what is left.
     o_discount := voucherd_limit_fit(v.code,
-        voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now, NULL, false);
+        voucherd_discount(v.discount_amount, v.discount_percent_bp, v.max_discount_amount, p_amount), p_now, NULL, false, p_window);
 
     SELECT u.held INTO v_held FROM voucher_customer_usage u
     WHERE u.voucher_code = v.code AND u.customer = p_customer;

@@ -8,7 +8,8 @@
 --   code; index voucher_redemption_code_live_idx);
 --   the redemption of the orderId whatever its voucher (orders_get's
 --   columns);
---   the voucher's money budget: amount and clip (0 and false for none).
+--   the voucher's money budget: amount and clip (0 and false for none);
+--   its recurring windows (NULL: none) and quota per occurrence (0: none).
 -- Always one row, read with the same index probes whether the code names a
 -- voucher, a campaign code or nothing, so that an unknown code costs what a
 -- known one does; the flags say what was found, the columns of what was not
@@ -26,7 +27,8 @@ SELECT coalesce(x.code, ''), coalesce(x.discount_amount, 0), coalesce(x.min_orde
        coalesce(o.order_id, ''), coalesce(o.code, o.voucher_code, ''), coalesce(o.customer, ''),
        coalesce(o.order_amount, 0), coalesce(o.discount_amount, 0), coalesce(o.status, ''),
        coalesce(o.created_at, 'epoch'), coalesce(o.updated_at, 'epoch'), coalesce(o.expires_at, 'epoch'),
-       coalesce(bl.cap, 0), coalesce(bl.clip, false)
+       coalesce(bl.cap, 0), coalesce(bl.clip, false),
+       x.schedule, coalesce(x.window_limit, 0)
 FROM (SELECT $1::text AS code, $2::text AS order_id) q
 LEFT JOIN LATERAL (
     -- One campaign_code probe, then one voucher probe: of the campaign's

@@ -13,7 +13,9 @@
 --   limit counter   a voucher_limit.held differs from what the held
 --                   redemptions weigh (voucherd_limit_weight), or exceeds
 --                   its cap: for a money budget, the sum of the held
---                   discounts = budgetReserved + budgetConfirmed <= budgetAmount
+--                   discounts = budgetReserved + budgetConfirmed <= budgetAmount;
+--                   for a quota per window, the uses held of each
+--                   occurrence (window_start) <= windowLimit
 -- Columns: kind, voucher code, message.
 WITH v AS (
     SELECT x.code, x.total_limit, x.per_user_limit, x.used_count, x.campaign
@@ -71,7 +73,8 @@ SELECT 'limit counter', l.voucher_code, format('%s: %s counter held %s != held r
                                                l.voucher_code, l.kind, l.held, l.n, l.cap)
 FROM (SELECT l.voucher_code, l.kind, l.cap, l.held,
              (SELECT coalesce(sum(voucherd_limit_weight(l.kind, r.status, r.discount_amount)), 0)
-              FROM voucher_redemption r WHERE r.voucher_code = l.voucher_code)::bigint AS n
+              FROM voucher_redemption r WHERE r.voucher_code = l.voucher_code
+                AND (l.kind <> 'window' OR r.window_start = l.period_start))::bigint AS n
       FROM voucher_limit l JOIN v ON v.code = l.voucher_code) l
 WHERE l.held <> l.n OR l.n > l.cap
 ORDER BY 2, 1, 3

@@ -25,11 +25,13 @@
 -- ARGV[2] -> remaining: totalLimit - held (never totalLimit alone)
 -- ARGV[3] -> n, the number of customers with held uses
 -- ARGV[4 .. 3+2n]   -> customerId, held count pairs
--- ARGV[4+2n .. end-2] -> orderId, encoded hold pairs (lib/hold.lua): held (H),
+-- ARGV[4+2n .. end-3] -> orderId, encoded hold pairs (lib/hold.lua): held (H),
 --                      confirmed (C) or released (R); a campaign's hold has
 --                      its code
--- ARGV[end-1], ARGV[end] -> the money budget: its cap ('0': none) and held,
+-- ARGV[end-2], ARGV[end-1] -> the money budget: its cap ('0': none) and held,
 --                      the discounts of the snapshot's held orders
+-- ARGV[end] -> the counts of the occurrences of the voucher's windows,
+--              a JSON object windowMs -> count ('' none; lib/budget.lua)
 --
 -- Returns:
 --   1 if the snapshot was written
@@ -52,12 +54,13 @@ redis.call('PEXPIREAT', KEYS[4], expireAt)
 
 local n = tonumber(ARGV[3])
 hsetPairs(KEYS[2], 4, 3 + 2 * n, expireAt)
-hsetPairs(KEYS[3], 4 + 2 * n, #ARGV - 2, expireAt)
+hsetPairs(KEYS[3], 4 + 2 * n, #ARGV - 3, expireAt)
 
 -- The codes held by held orders: only a campaign's holds carry one, so a
 -- voucher writes nothing here.
-local held = hsetHeldCodes(KEYS[5], 4 + 2 * n, #ARGV - 2, expireAt)
+local held = hsetHeldCodes(KEYS[5], 4 + 2 * n, #ARGV - 3, expireAt)
 redis.call('SET', KEYS[6], held)
 redis.call('PEXPIREAT', KEYS[6], expireAt)
-loadBudget(KEYS[9], ARGV[#ARGV - 1], ARGV[#ARGV], expireAt)
+loadBudget(KEYS[9], ARGV[#ARGV - 2], ARGV[#ARGV - 1], expireAt)
+loadWindows(KEYS[9], ARGV[#ARGV], expireAt)
 return 1

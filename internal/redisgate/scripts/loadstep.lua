@@ -32,7 +32,8 @@
 --         ARGV[6+2n .. end] orderId, encoded hold pairs (lib/hold.lua): held
 --         (H), confirmed (C) or released (R); a campaign's hold has its code
 -- finish: ARGV[5] remaining (totalLimit - held), ARGV[6] held, ARGV[7] and
---         ARGV[8] the money budget's cap ('0': none) and held (as load.lua)
+--         ARGV[8] the money budget's cap ('0': none) and held, ARGV[9] the
+--         occurrences' counts (as load.lua)
 --
 -- Returns:
 --   1  the step was done (finish: the voucher is loaded)
@@ -84,6 +85,7 @@ redis.call('PEXPIREAT', KEYS[6], expireAt)
 redis.call('INCR', KEYS[4])
 redis.call('PEXPIREAT', KEYS[4], expireAt)
 loadBudget(KEYS[13], ARGV[7], ARGV[8], expireAt)
+loadWindows(KEYS[13], ARGV[9], expireAt)
 redis.call('SET', KEYS[1], ARGV[5])
 redis.call('PEXPIREAT', KEYS[1], expireAt)
 redis.call('DEL', KEYS[9])

@@ -29,6 +29,8 @@
 -- ARGV[7] -> the money budget as in reserve.lua: '' none, 'reject' or 'clip';
 --            the new hold's discount is fitted against what is left once
 --            the replaced hold's discount is given back
+-- ARGV[8] -> the quota per occurrence as in reserve.lua ('' none); the
+--            replaced hold's use counts in its own occurrence, given back
 --
 -- Returns, with the statuses of reserve.lua where they apply:
 --   {1, remaining, ver}   replaced: ver is the version after it
@@ -44,6 +46,7 @@
 --   {10, remaining}       voided: this attempt of the new orderId was voided
 --   {11, remaining, left} budget: the new discount does not fit (reserve.lua)
 --   {1, remaining, ver, discount}  replaced with the discount clipped
+--   {12, remaining}       window full (reserve.lua)
 --
 -- include: hold, known_order, codes, keys, held, void, budget
 local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
@@ -86,6 +89,17 @@ if ARGV[7] ~= '' then
   end
 end
 
+if ARGV[8] ~= '' then
+  local w = holdWindow(hold)
+  local n = w and windowHeld(KEYS[9], w)
+  if n and holdWindow(old) == w then
+    n = n - 1
+  end
+  if not n or n >= tonumber(ARGV[8]) then
+    return {12, r}
+  end
+end
+
 redis.call('HSET', KEYS[3], ARGV[4], holdAs(old, RELEASED))
 redis.call('HSET', KEYS[3], ARGV[1], hold)
 countHeld(KEYS[6], KEYS[7], ARGV[4], true, false)
@@ -99,6 +113,7 @@ if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[5], ARGV[1])
   shareExpiry(KEYS[1], KEYS[5])
 end
+shareExpiry(KEYS[1], KEYS[9])
 local ver = tostring(bumpVersion(KEYS[4], KEYS[1]))
 if clipped then
   return {1, r, ver, clipped}

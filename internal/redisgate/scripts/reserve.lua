@@ -23,6 +23,9 @@
 -- ARGV[6] -> this attempt's token (lib/void.lua)
 -- ARGV[7] -> the money budget as the caller's definition has it: '' none,
 --            'reject' or 'clip' (voucher.Budget.Clip)
+-- ARGV[8] -> the quota per occurrence of the voucher's windows as the
+--            caller's definition has it ('' none); the hold's windowMs
+--            names its occurrence (lib/budget.lua)
 --
 -- Returns {status, remaining} or {status, remaining, stored hold or version}:
 --   {1, remaining, ver}   taken: a use was taken; remaining is after the take,
@@ -42,6 +45,8 @@
 --                         as for sold out
 --   {1, remaining, ver, discount}  taken with the discount clipped to what
 --                         was left of the budget (a string)
+--   {12, remaining}       window full: the hold's occurrence holds ARGV[8]
+--                         uses (or the hold names none)
 -- A voucher with a budget (ARGV[7] set) whose budget key is absent is not
 -- loaded: {5, 0}.
 -- remaining is -1 where it is unknown (a known orderId of an unloaded voucher).
@@ -65,7 +70,7 @@ if refused then
   return refused
 end
 
-local hold, clipped = ARGV[4], nil
+local hold, clipped, last9 = ARGV[4], nil, false
 if ARGV[7] ~= '' then
   local left = budgetLeft(KEYS[9])
   if not left then
@@ -79,6 +84,14 @@ if ARGV[7] ~= '' then
   if d ~= want then
     hold, clipped = holdWithDiscount(hold, tostring(d)), tostring(d)
   end
+end
+
+if ARGV[8] ~= '' then
+  local w = holdWindow(hold)
+  if not w or windowHeld(KEYS[9], w) >= tonumber(ARGV[8]) then
+    return {12, r}
+  end
+  last9 = true
 end
 
 r = redis.call('DECR', KEYS[1])
@@ -98,6 +111,9 @@ end
 -- loaded before versions existed): give them the expiry of the remaining key
 -- so that an old sale leaves Redis as a whole.
 shareExpiry(KEYS[1], unpack(KEYS, 2, last))
+if last9 then
+  shareExpiry(KEYS[1], KEYS[9])
+end
 if clipped then
   return {1, r, tostring(ver), clipped}
 end

@@ -2,7 +2,11 @@
 -- voucher:{CODE}:budget, a hash: cap (budgetAmount, minor units) and held
 -- (the discounts of the orders holding a use: H, P or C in the orders
 -- hash). Absent for a voucher without a budget, and every script leaves an
--- absent one absent. Every script that changes whether an order holds a use
+-- absent one absent. The same hash keeps the quota per occurrence of a
+-- voucher's windows: a field w:<windowMs> per occurrence, the orders
+-- holding a use whose hold was taken in it (its windowMs field); created by
+-- the first take of the occurrence (the hash then gets the voucher's
+-- expiry from the caller). Every script that changes whether an order holds a use
 -- calls countBudget for it next to countHeld (lib/held.lua), in the same
 -- step, so that held is exact whenever no script runs; load.lua and
 -- loadstep.lua write it from the snapshot.
@@ -22,7 +26,13 @@
 --   countBudget(budgetKey, hold, was, is)
 --     records that the order of the encoded hold went from holding a use
 --     (was, a boolean) to holding one or not (is): held moves by its
---     discount
+--     discount, and its occurrence's count (w:<windowMs>) by one
+--   windowHeld(budgetKey, window)
+--     the uses held in the occurrence window (a windowMs string; 0 when
+--     none is counted)
+--   loadWindows(budgetKey, windows, expireAt)
+--     writes the occurrences' counts of a snapshot, windows being a JSON
+--     object windowMs -> count ('' none), with PEXPIREAT expireAt
 local function budgetLeft(budgetKey)
   local v = redis.call('HMGET', budgetKey, 'cap', 'held')
   if not v[1] then
@@ -51,12 +61,30 @@ local function loadBudget(budgetKey, cap, held, expireAt)
   end
 end
 
+local function windowHeld(budgetKey, window)
+  return tonumber(redis.call('HGET', budgetKey, 'w:' .. window) or '0')
+end
+
+local function loadWindows(budgetKey, windows, expireAt)
+  if not windows or windows == '' then
+    return
+  end
+  for ms, n in pairs(cjson.decode(windows)) do
+    redis.call('HSET', budgetKey, 'w:' .. ms, n)
+  end
+  redis.call('PEXPIREAT', budgetKey, expireAt)
+end
+
 local function countBudget(budgetKey, hold, was, is)
   if was == is then
     return
   end
+  local w = holdWindow(hold)
+  if w and (is or redis.call('HEXISTS', budgetKey, 'w:' .. w) == 1) then
+    redis.call('HINCRBY', budgetKey, 'w:' .. w, is and 1 or -1)
+  end
   local d = holdDiscount(hold)
-  if not d or d == 0 or redis.call('EXISTS', budgetKey) == 0 then
+  if not d or d == 0 or redis.call('HEXISTS', budgetKey, 'cap') == 0 then
     return
   end
   redis.call('HINCRBY', budgetKey, 'held', is and d or -d)

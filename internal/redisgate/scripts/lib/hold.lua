@@ -1,7 +1,7 @@
 -- hold.lua (block): the encoding of a hold, the value of a field of the
 -- orders hash (voucher:{CODE}:orders, orderId -> encoded hold):
 --
---   state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces[|heldSinceMs]]]]
+--   state|customerId|orderAmount|discountAmount|reservedAtMs|expiresAtMs[|owner[|code[|replaces[|heldSinceMs[|windowMs]]]]]
 --
 -- hold.go writes and reads the same layout (its field constants);
 -- TestHoldLayoutMatchesLua checks that this line, holdField and the
@@ -12,8 +12,9 @@
 -- owner is the instance writing the hold to the store, code the campaign
 -- code of a hold on a campaign's budget, replaces the orderId whose use a
 -- replacement took, heldSinceMs when the first hold of a replacement's
--- chain began (no script reads it; every script keeps it). No field holds
--- '|'.
+-- chain began (no script reads it; every script keeps it), windowMs the
+-- start of the occurrence of the voucher's windows the hold was taken in
+-- (lib/budget.lua counts the hold against it). No field holds '|'.
 --
 -- Expects nothing. Defines:
 --   HELD, PENDING, CONFIRMED, RELEASED  the state letters
@@ -28,12 +29,13 @@
 --   holdsUse(state)                     whether a hold in state holds a use
 --   holdDiscount(v)                     v's discountAmount (a number), nil if unreadable
 --   holdWithDiscount(v, d)              v with discountAmount set to d (a string)
+--   holdWindow(v)                       v's windowMs (a string), nil when it has none
 local HELD, PENDING, CONFIRMED, RELEASED = 'H', 'P', 'C', 'R'
 
 local holdField = {
   state = 1, customerId = 2, orderAmount = 3, discountAmount = 4,
   reservedAtMs = 5, expiresAtMs = 6, owner = 7, code = 8, replaces = 9,
-  heldSinceMs = 10,
+  heldSinceMs = 10, windowMs = 11,
 }
 
 -- holdBefore is a pattern for the fields before position i (i >= 2), each
@@ -47,6 +49,7 @@ local holdCodePattern = '^' .. holdBefore(holdField.code) .. '([^|]+)'
 local holdReplacesPattern = '^' .. holdBefore(holdField.replaces) .. '([^|]+)'
 local holdExpiryPattern = '^(' .. holdBefore(holdField.expiresAtMs) .. ')(%d+)(.*)$'
 local holdDiscountPattern = '^(' .. holdBefore(holdField.discountAmount) .. ')(%d+)(.*)$'
+local holdWindowPattern = '^' .. holdBefore(holdField.windowMs) .. '(%-?%d+)'
 
 local function holdState(v)
   return string.sub(v, 1, 1)
@@ -90,4 +93,8 @@ end
 local function holdWithDiscount(v, d)
   local head, _, tail = string.match(v, holdDiscountPattern)
   return head .. d .. tail
+end
+
+local function holdWindow(v)
+  return string.match(v, holdWindowPattern)
 end
