@@ -32,12 +32,13 @@ func scanVoucherCounts(row pgx.Row, v *voucher.Voucher) error {
 }
 
 // scanVoucherGet scans voucher_get's columns: the voucher, its live counts,
-// its campaign flag, its money budget and its windows.
+// its campaign flag, its money budget, its windows and its stacking setting.
 func scanVoucherGet(row pgx.Row, v *voucher.Voucher) error {
 	b := &v.Budget
 	var w windowColumns
 	if err := scanVoucher(row, v, &v.Reserved, &v.Confirmed, &v.Campaign,
-		&b.Amount, &b.Held, &b.Clip, &b.Reserved, &b.Confirmed, &w.schedule, &v.WindowLimit, &w.start, &w.held); err != nil {
+		&b.Amount, &b.Held, &b.Clip, &b.Reserved, &b.Confirmed, &w.schedule, &v.WindowLimit, &w.start, &w.held,
+		&v.Stacking.Stackable, &v.Stacking.ExclusiveGroup); err != nil {
 		return err
 	}
 	return w.fill(v)

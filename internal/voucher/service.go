@@ -90,12 +90,7 @@ func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
 	if !ValidCode(code) {
 		return Voucher{}, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
 	}
-	v, err := s.store.Voucher(ctx, code)
-	if err != nil {
-		return Voucher{}, err
-	}
-	v.Stacking, err = s.store.VoucherStacking(ctx, code)
-	return v, err
+	return s.store.Voucher(ctx, code)
 }
 
 // PatchVoucher changes a voucher; for a loaded flash voucher the gate's

@@ -22,7 +22,8 @@ type Store interface {
 	ResolveCode(ctx context.Context, code, orderID string) (Resolution, error)
 	// CreateVoucher inserts a voucher; CodeVoucherExists when the code is taken.
 	CreateVoucher(ctx context.Context, v Voucher) (Voucher, error)
-	// Voucher returns a voucher with live Reserved and Confirmed counts.
+	// Voucher returns a voucher with live Reserved and Confirmed counts and
+	// its stacking setting.
 	Voucher(ctx context.Context, code string) (Voucher, error)
 	// PatchVoucher applies p atomically and returns the voucher before and
 	// after the change (the gate adjusts remaining by the exact difference);

@@ -2,7 +2,8 @@
 -- redemptions (index voucher_redemption_code_status_created_idx), and
 -- whether it is a campaign's budget, and its money budget; its recurring
 -- windows (NULL: none), quota per occurrence (0: none) and the counter of
--- its latest occurrence that has one (NULL start: none yet).
+-- its latest occurrence that has one (NULL start: none yet); and its
+-- stacking setting (no voucher_stacking row: not stackable).
 -- $1 code
 SELECT v.code, coalesce(v.discount_amount, 0), v.min_order_amount, v.total_limit, v.per_user_limit, v.starts_at, v.ends_at,
        v.flash_sale, v.used_count, v.created_at, v.updated_at, v.disabled,
@@ -11,8 +12,10 @@ SELECT v.code, coalesce(v.discount_amount, 0), v.min_order_amount, v.total_limit
        (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = v.code AND r.status = 'CONFIRMED')::integer,
        v.campaign,
        coalesce(b.cap, 0), coalesce(b.held, 0), coalesce(b.clip, false), coalesce(b.reserved, 0), coalesce(b.confirmed, 0),
-       v.schedule, coalesce(v.window_limit, 0), w.period_start, coalesce(w.held, 0)::integer
+       v.schedule, coalesce(v.window_limit, 0), w.period_start, coalesce(w.held, 0)::integer,
+       s.voucher_code IS NOT NULL, coalesce(s.exclusive_group, '')
 FROM voucher v
+LEFT JOIN voucher_stacking s ON s.voucher_code = v.code
 -- The money budget (voucher_budget's columns; none: zeros).
 LEFT JOIN LATERAL (
     SELECT l.cap, l.held, l.clip,
