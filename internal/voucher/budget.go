@@ -84,16 +84,26 @@ func BudgetExceeded(code string, remaining int64, retryAfter time.Duration) *Err
 	return Reject(CodeBudgetExceeded, "", Facts{Voucher: code, BudgetRemaining: remaining, RetryAfter: retryAfter})
 }
 
-// budgetExceeded is the flash paths' BUDGET_EXCEEDED with left, what the
-// gate has left of the budget: with a Retry-After while the store knows a
-// RESERVED hold that may free some (the holds read for HELD_OUT, cached
-// the same way), without one when none is known.
-func (p *flashPath) budgetExceeded(ctx context.Context, rt route, left int64, now time.Time) error {
+// budgetExceeded is the flash paths' BUDGET_EXCEEDED for the gate's
+// refusal dec (dec.BudgetLeft: what the gate has left of the budget): with
+// a Retry-After while a RESERVED hold may free some, without one when none
+// is known. A hold is known from the store (the holds read for HELD_OUT,
+// cached the same way) or, when the store records fewer held uses than the
+// gate holds (Kafka mode, or writes in flight), from the gate: those holds
+// are RESERVED and fresh, and expire about a TTL from now, as stockAnswer
+// says for HELD_OUT. A decision made from the gate's local copy (dec.Local)
+// carries no count of held uses.
+func (p *flashPath) budgetExceeded(ctx context.Context, rt route, dec GateDecision, now time.Time) error {
 	var retry time.Duration
-	if _, sum, err := p.holds(ctx, rt.gateCode(), now); err == nil && !sum.EarliestExpiry.IsZero() {
-		retry = max(sum.EarliestExpiry.Sub(now), time.Second)
+	if _, sum, err := p.holds(ctx, rt.gateCode(), now); err == nil {
+		switch {
+		case !sum.EarliestExpiry.IsZero():
+			retry = max(sum.EarliestExpiry.Sub(now), time.Second)
+		case !dec.Local && int64(sum.TotalLimit)-dec.Remaining > int64(sum.UsedCount):
+			retry = p.cfg.ReservationTTL
+		}
 	}
-	return BudgetExceeded(rt.code, max(left, 0), retry)
+	return BudgetExceeded(rt.code, max(dec.BudgetLeft, 0), retry)
 }
 
 // rediscount makes the gate's hold carry the discount the store gave the

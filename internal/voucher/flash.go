@@ -212,7 +212,7 @@ func (p *flashPath) refusal(ctx context.Context, rt route, o gateOrder, dec Gate
 	case GateNotHeld:
 		return Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: rt.code, OrderID: o.replaces, CustomerID: o.customerID})
 	case GateBudgetExceeded:
-		return p.budgetExceeded(ctx, rt, dec.BudgetLeft, now)
+		return p.budgetExceeded(ctx, rt, dec, now)
 	case GateWindowFull:
 		return p.windowFull(ctx, rt, now)
 	}

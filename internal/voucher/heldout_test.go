@@ -184,3 +184,53 @@ func (s *heldStore) ResolveCode(ctx context.Context, code, orderID string) (Reso
 
 // StackOf: this fake holds no stacks.
 func (*heldStore) StackOf(context.Context, string) (string, bool, error) { return "", false, nil }
+
+// budgetRefusingGate refuses every reservation for the budget with dec's
+// counts, as reserve.lua does once the money is held.
+type budgetRefusingGate struct {
+	Gate
+	dec GateDecision
+}
+
+func (g budgetRefusingGate) Reserve(context.Context, string, int32, Hold) (GateDecision, error) {
+	return g.dec, nil
+}
+
+// A flash BUDGET_EXCEEDED carries a Retry-After while a RESERVED hold may
+// free some money: one the store knows, or one only the gate holds yet
+// (Kafka mode before the consumer writes it, or a write in flight: fresh,
+// about a TTL from expiring); none when every held use is CONFIRMED.
+func TestBudgetExceededRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	refused := GateDecision{Outcome: GateBudgetExceeded, BudgetLeft: 1000, Remaining: 7}
+	local := GateDecision{Outcome: GateBudgetExceeded, Local: true}
+	for _, tc := range []struct {
+		name      string
+		dec       GateDecision
+		sum       HoldSummary
+		wantRetry time.Duration
+	}{
+		{"store knows a RESERVED hold", refused, HoldSummary{TotalLimit: 10, UsedCount: 3, EarliestExpiry: now.Add(90 * time.Second)}, 90 * time.Second},
+		{"the gate holds uses the store does not record yet", refused, HoldSummary{TotalLimit: 10}, DefaultReservationTTL},
+		{"every held use CONFIRMED", refused, HoldSummary{TotalLimit: 10, UsedCount: 3}, 0},
+		{"a local refusal counts no held uses", local, HoldSummary{TotalLimit: 10, UsedCount: 3}, 0},
+	} {
+		for _, writes := range []FlashWrites{FlashSync, FlashKafka} {
+			t.Run(tc.name+"/"+string(writes), func(t *testing.T) {
+				t.Parallel()
+				st := &heldStore{v: flashVoucher()}
+				st.v.Budget = Budget{Amount: 10_000}
+				st.set(tc.sum)
+				svc, err := NewService(ServiceConfig{Store: st, Gate: budgetRefusingGate{dec: tc.dec}, Events: nopEvents{},
+					FlashWrites: writes, Clock: func() time.Time { return now }})
+				require.NoError(t, err)
+				_, err = svc.Reserve(context.Background(), ReserveRequest{Code: "SALE", CustomerID: "1", OrderID: "o-1", OrderAmount: 1})
+				var ve *Error
+				require.ErrorAs(t, err, &ve)
+				require.Equal(t, CodeBudgetExceeded, ve.Code, "%v", err)
+				require.Equal(t, tc.wantRetry, ve.RetryAfter, "%v", err)
+			})
+		}
+	}
+}
