@@ -68,6 +68,34 @@ func TestVoidRefusesTheVoidedAttemptOnly(t *testing.T) {
 	require.False(t, h.Released, "the replaced order still holds its use")
 }
 
+// TestVoidKeepsEveryVoidedAttempt: several attempts of one orderId, each
+// voided before its script arrives (retries on two instances while Redis
+// hung, their voids and scripts reaching it in any order), all take
+// nothing: voiding a later attempt does not let an earlier one through.
+func TestVoidKeepsEveryVoidedAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	v := testVoucher("VOIDALL", 3, 2)
+	loadEmpty(t, g, v)
+
+	first := testHold("o-1", 1)
+	second := first
+	second.ReservedAt = first.ReservedAt.Add(500 * time.Millisecond)
+	for _, h := range []voucher.Hold{first, second} {
+		_, found, err := g.Void(ctx, v.Code, h)
+		require.NoError(t, err)
+		require.False(t, found)
+	}
+	for _, h := range []voucher.Hold{first, second} {
+		_, err := g.Reserve(ctx, v.Code, 2, h)
+		require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), "a voided attempt takes nothing: %v", err)
+	}
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, st.Remaining)
+}
+
 // TestTakeWithoutAnswerIsMarked: a take that times out says it may have
 // run; one refused before it was sent does not.
 func TestTakeWithoutAnswerIsMarked(t *testing.T) {

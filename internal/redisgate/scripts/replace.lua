@@ -17,7 +17,7 @@
 -- KEYS[5] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
--- KEYS[8] -> voucher:{CODE}:void       hash orderId -> token of its voided attempt (void.lua)
+-- KEYS[8] -> voucher:{CODE}:void       hash "orderId token" -> 1, voided attempts (void.lua)
 -- KEYS[9] -> voucher:{CODE}:budget     hash: the money budget (lib/budget.lua)
 --
 -- ARGV[1] -> new orderId

@@ -10,7 +10,7 @@
 --                                      (a campaign's budget, CODE its id)
 -- KEYS[6] -> voucher:{CODE}:held       string int: orders holding a use (lib/held.lua)
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
--- KEYS[8] -> voucher:{CODE}:void       hash orderId -> token of its voided attempt (void.lua)
+-- KEYS[8] -> voucher:{CODE}:void       hash "orderId token" -> 1, voided attempts (void.lua)
 -- KEYS[9] -> voucher:{CODE}:budget     hash cap, held: the money budget (lib/budget.lua)
 --
 -- ARGV[1] -> orderId

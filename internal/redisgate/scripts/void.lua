@@ -8,7 +8,7 @@
 --
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:orders     hash orderId -> encoded hold
--- KEYS[3] -> voucher:{CODE}:void       hash orderId -> token of its voided attempt
+-- KEYS[3] -> voucher:{CODE}:void       hash "orderId token" -> 1, one field per voided attempt
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> the attempt's token (its hold's reservedAt, unix milliseconds)
@@ -24,6 +24,6 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     return stored
   end
 end
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[1] .. ' ' .. ARGV[2], 1)
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
 return false
