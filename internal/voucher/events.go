@@ -36,7 +36,35 @@ type ReservedEvent struct {
 	// from it, which the consumer checks. The store takes the start from
 	// the replaced order's row, so the field changes no version.
 	HeldSince time.Time
+	// Members is set on the one event of a stack (several codes on one
+	// order): every member's use, in the order the codes were given; the
+	// event's own fields are then the first member's (whose orderId is the
+	// stack's) and StackCustomerID is the customerId the stack was asked
+	// with. The consumer writes every member and the stack's rows in one
+	// transaction, or nothing. Such an event is written as version
+	// EventVersionStack.
+	Members []StackEventMember
+	// StackCustomerID is, on a stack's event, the customerId of the
+	// request (each member's CustomerID is normalised by its voucher).
+	StackCustomerID string
 }
+
+// StackEventMember is one code's use in a stack's ReservedEvent. OrderID
+// is the member's orderId (StackMemberOrderID); OrderAmount is what the
+// earlier members left of the stack's amount.
+type StackEventMember struct {
+	Code           string
+	CustomerID     string
+	OrderID        string
+	OrderAmount    int64
+	DiscountAmount int64
+}
+
+// EventVersionStack is the version of a stack's ReservedEvent (Members
+// set). A consumer that knows only the earlier versions refuses it (dead
+// letter) rather than write its first member alone, which would break
+// all or none.
+const EventVersionStack = 4
 
 // EventVersionCampaign is the version of a ReservedEvent of a campaign code
 // (CampaignCode set), replacing or not. A consumer that knows only
