@@ -37,6 +37,20 @@ type wireEvent struct {
 	// HeldSince is present on a replacement whose chain began before it:
 	// when the first hold began. Consumers that do not know it ignore it.
 	HeldSince *time.Time `json:"heldSince,omitempty"`
+	// Members and StackCustomerID are present in version 4 only, the one
+	// event of a stack: every member's use, the first being the event's
+	// own fields, and the customerId the stack was asked with.
+	Members         []wireMember `json:"members,omitempty"`
+	StackCustomerID wireCustomer `json:"stackCustomerId,omitempty"`
+}
+
+// wireMember is one voucher.StackEventMember on the topic.
+type wireMember struct {
+	Code           string       `json:"code"`
+	CustomerID     wireCustomer `json:"customerId"`
+	OrderID        string       `json:"orderId"`
+	OrderAmount    int64        `json:"orderAmount"`
+	DiscountAmount *int64       `json:"discountAmount"`
 }
 
 // wireCustomer is a customerId on the topic: a JSON number for an integer id
@@ -77,7 +91,14 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		t := e.HeldSince.UTC()
 		heldSince = &t
 	}
+	var members []wireMember
+	for _, m := range e.Members {
+		members = append(members, wireMember{Code: m.Code, CustomerID: wireCustomer(m.CustomerID), OrderID: m.OrderID,
+			OrderAmount: m.OrderAmount, DiscountAmount: &m.DiscountAmount})
+	}
 	switch {
+	case len(e.Members) > 0:
+		version = voucher.EventVersionStack
 	case e.CampaignCode != "":
 		version = voucher.EventVersionCampaign
 	case e.ReplacesOrderID != "":
@@ -96,6 +117,8 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		ReservedAt:      e.ReservedAt.UTC(),
 		ExpiresAt:       e.ExpiresAt.UTC(),
 		HeldSince:       heldSince,
+		Members:         members,
+		StackCustomerID: wireCustomer(e.StackCustomerID),
 	})
 }
 
@@ -123,7 +146,14 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 	if w.HeldSince != nil {
 		heldSince = *w.HeldSince
 	}
+	var members []voucher.StackEventMember
+	for _, m := range w.Members {
+		members = append(members, voucher.StackEventMember{Code: m.Code, CustomerID: string(m.CustomerID), OrderID: m.OrderID,
+			OrderAmount: m.OrderAmount, DiscountAmount: *m.DiscountAmount})
+	}
 	return voucher.ReservedEvent{
+		Members:         members,
+		StackCustomerID: string(w.StackCustomerID),
 		HeldSince:       heldSince,
 		Version:         w.Version,
 		Code:            w.Code,
@@ -142,9 +172,14 @@ func (w wireEvent) check() error {
 	switch {
 	case w.Type != EventTypeReserved:
 		return fmt.Errorf("type %q is not %s", w.Type, EventTypeReserved)
-	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace && w.Version != voucher.EventVersionCampaign:
-		return fmt.Errorf("unsupported event version %d (this build reads %d, %d and %d)", w.Version,
-			voucher.EventVersion, voucher.EventVersionReplace, voucher.EventVersionCampaign)
+	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace && w.Version != voucher.EventVersionCampaign &&
+		w.Version != voucher.EventVersionStack:
+		return fmt.Errorf("unsupported event version %d (this build reads %d, %d, %d and %d)", w.Version,
+			voucher.EventVersion, voucher.EventVersionReplace, voucher.EventVersionCampaign, voucher.EventVersionStack)
+	case (w.Version == voucher.EventVersionStack) != (len(w.Members) > 0):
+		return fmt.Errorf("members come with version %d, and only with it", voucher.EventVersionStack)
+	case w.Version == voucher.EventVersionStack && (w.ReplacesOrderID != "" || w.CampaignCode != "" || w.HeldSince != nil):
+		return errors.New("a stack's event has no replacesOrderId, campaignCode or heldSince")
 	case w.Version == voucher.EventVersion && w.ReplacesOrderID != "",
 		w.Version == voucher.EventVersionReplace && w.ReplacesOrderID == "":
 		return fmt.Errorf("replacesOrderId comes with version %d (or %d), and only with it",
@@ -173,6 +208,43 @@ func (w wireEvent) check() error {
 		return errors.New("expiresAt must be after reservedAt")
 	case w.HeldSince != nil && (w.ReplacesOrderID == "" || w.HeldSince.After(w.ReservedAt) || w.HeldSince.IsZero()):
 		return errors.New("heldSince comes with replacesOrderId, and is not after reservedAt")
+	}
+	return w.checkMembers()
+}
+
+// checkMembers checks a stack's members: at most voucher.MaxStackCodes
+// distinct codes, the first being the event's own fields, each under its
+// position's member orderId (voucher.StackMemberOrderID).
+func (w wireEvent) checkMembers() error {
+	if len(w.Members) == 0 {
+		return nil
+	}
+	if len(w.Members) > voucher.MaxStackCodes {
+		return fmt.Errorf("a stack has at most %d members, got %d", voucher.MaxStackCodes, len(w.Members))
+	}
+	if w.StackCustomerID == "" {
+		return errors.New("stackCustomerId is missing")
+	}
+	first := w.Members[0]
+	if first.Code != w.Code || first.CustomerID != w.CustomerID || first.OrderID != w.OrderID || first.OrderAmount != w.OrderAmount ||
+		first.DiscountAmount == nil || *first.DiscountAmount != *w.DiscountAmount {
+		return errors.New("the first member is not the event's own use")
+	}
+	seen := make(map[string]bool, len(w.Members))
+	for i, m := range w.Members {
+		switch {
+		case !voucher.ValidCode(m.Code) || seen[m.Code]:
+			return fmt.Errorf("member %d: invalid or repeated code %q", i+1, m.Code)
+		case m.OrderID != voucher.StackMemberOrderID(w.OrderID, i+1):
+			return fmt.Errorf("member %d: orderId %q is not the stack's member orderId", i+1, m.OrderID)
+		case m.CustomerID == "":
+			return fmt.Errorf("member %d: customerId is missing", i+1)
+		case m.OrderAmount < 0:
+			return fmt.Errorf("member %d: orderAmount must be >= 0, got %d", i+1, m.OrderAmount)
+		case m.DiscountAmount == nil || *m.DiscountAmount < 0 || *m.DiscountAmount > voucher.MaxAmount:
+			return fmt.Errorf("member %d: discountAmount is missing or out of range", i+1)
+		}
+		seen[m.Code] = true
 	}
 	return nil
 }
