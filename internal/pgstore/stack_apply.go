@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,7 +45,8 @@ func (s *Store) applyStack(ctx context.Context, e voucher.ReservedEvent) (vouche
 		return out, nil
 	case err != nil:
 		if reason, refused := refusal(err, e); refused {
-			return voucher.ApplyResult{Outcome: voucher.Rejected, Reason: reason}, nil
+			// refusal names the event's own code; any member may be the one.
+			return voucher.ApplyResult{Outcome: voucher.Rejected, Reason: "stack of " + strings.Join(stackCodes(e), ",") + ": " + reason}, nil
 		}
 		return voucher.ApplyResult{}, interpretError(err)
 	}
@@ -118,4 +120,13 @@ func applyStackTx(ctx context.Context, tx pgx.Tx, e voucher.ReservedEvent) (vouc
 		return voucher.ApplyResult{}, err
 	}
 	return voucher.ApplyResult{Outcome: voucher.Applied}, nil
+}
+
+// stackCodes lists the codes of a stack's event, in order.
+func stackCodes(e voucher.ReservedEvent) []string {
+	codes := make([]string, len(e.Members))
+	for i, m := range e.Members {
+		codes[i] = m.Code
+	}
+	return codes
 }

@@ -75,6 +75,7 @@ func TestApplyStackEvent(t *testing.T) {
 	results, err = s.ApplyReserved(ctx, []voucher.ReservedEvent{stackEvent("stack-2", "SA", "SB")})
 	require.NoError(t, err)
 	require.Equal(t, voucher.Rejected, results[0].Outcome)
+	require.Contains(t, results[0].Reason, "stack of SA,SB: ")
 	require.Equal(t, a, readCounts(t, s, "SA"), "all or none")
 	_, err = s.Stack(ctx, "stack-2")
 	require.True(t, voucher.IsCode(err, voucher.CodeReservationNotFound), "%v", err)
