@@ -37,9 +37,25 @@ type wireEvent struct {
 	// HeldSince is present on a replacement whose chain began before it:
 	// when the first hold began. Consumers that do not know it ignore it.
 	HeldSince *time.Time `json:"heldSince,omitempty"`
-	// Window is present in version 4 only: the start of the occurrence of
-	// the voucher's windows the use was taken in.
+	// Window is present in versions 4 and 5 only: the start of the
+	// occurrence of the voucher's windows the use was taken in (in version
+	// 5, the first member's).
 	Window *time.Time `json:"window,omitempty"`
+	// Members and StackCustomerID are present in version 5 only, the one
+	// event of a stack: every member's use, the first being the event's
+	// own fields, and the customerId the stack was asked with.
+	Members         []wireMember `json:"members,omitempty"`
+	StackCustomerID wireCustomer `json:"stackCustomerId,omitempty"`
+}
+
+// wireMember is one voucher.StackEventMember on the topic.
+type wireMember struct {
+	Code           string       `json:"code"`
+	CustomerID     wireCustomer `json:"customerId"`
+	OrderID        string       `json:"orderId"`
+	OrderAmount    int64        `json:"orderAmount"`
+	DiscountAmount *int64       `json:"discountAmount"`
+	Window         *time.Time   `json:"window,omitempty"`
 }
 
 // wireCustomer is a customerId on the topic: a JSON number for an integer id
@@ -71,8 +87,9 @@ func (c *wireCustomer) UnmarshalJSON(b []byte) error {
 
 // encodeEvent writes e in the wire format: version EventVersion, or
 // EventVersionReplace for a replacement, or EventVersionCampaign for a use
-// of a flash campaign (replacing or not), the lowest version that says
-// everything e says.
+// of a flash campaign (replacing or not), or EventVersionWindow for a use
+// in a window's occurrence, or EventVersionStack for a stack: the lowest
+// version that says everything e says.
 func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 	version := voucher.EventVersion
 	var heldSince *time.Time
@@ -80,12 +97,15 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		t := e.HeldSince.UTC()
 		heldSince = &t
 	}
-	var window *time.Time
-	if !e.Window.IsZero() {
-		t := e.Window.UTC()
-		window = &t
+	var members []wireMember
+	for _, m := range e.Members {
+		members = append(members, wireMember{Code: m.Code, CustomerID: wireCustomer(m.CustomerID), OrderID: m.OrderID,
+			OrderAmount: m.OrderAmount, DiscountAmount: &m.DiscountAmount, Window: wireTime(m.Window)})
 	}
+	window := wireTime(e.Window)
 	switch {
+	case len(e.Members) > 0:
+		version = voucher.EventVersionStack
 	case window != nil:
 		version = voucher.EventVersionWindow
 	case e.CampaignCode != "":
@@ -107,7 +127,18 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		ExpiresAt:       e.ExpiresAt.UTC(),
 		HeldSince:       heldSince,
 		Window:          window,
+		Members:         members,
+		StackCustomerID: wireCustomer(e.StackCustomerID),
 	})
+}
+
+// wireTime is t in UTC, nil when t is zero.
+func wireTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // errUndecodable marks a record the consumer cannot turn into an event; it
@@ -138,7 +169,18 @@ func decodeEvent(value []byte) (voucher.ReservedEvent, error) {
 	if w.Window != nil {
 		window = w.Window.UTC()
 	}
+	var members []voucher.StackEventMember
+	for _, m := range w.Members {
+		var mw time.Time
+		if m.Window != nil {
+			mw = m.Window.UTC()
+		}
+		members = append(members, voucher.StackEventMember{Code: m.Code, CustomerID: string(m.CustomerID), OrderID: m.OrderID,
+			OrderAmount: m.OrderAmount, DiscountAmount: *m.DiscountAmount, Window: mw})
+	}
 	return voucher.ReservedEvent{
+		Members:         members,
+		StackCustomerID: string(w.StackCustomerID),
 		HeldSince:       heldSince,
 		Window:          window,
 		Version:         w.Version,
@@ -159,11 +201,18 @@ func (w wireEvent) check() error {
 	case w.Type != EventTypeReserved:
 		return fmt.Errorf("type %q is not %s", w.Type, EventTypeReserved)
 	case w.Version != voucher.EventVersion && w.Version != voucher.EventVersionReplace && w.Version != voucher.EventVersionCampaign &&
-		w.Version != voucher.EventVersionWindow:
-		return fmt.Errorf("unsupported event version %d (this build reads %d, %d, %d and %d)", w.Version,
-			voucher.EventVersion, voucher.EventVersionReplace, voucher.EventVersionCampaign, voucher.EventVersionWindow)
-	case (w.Version == voucher.EventVersionWindow) != (w.Window != nil):
-		return fmt.Errorf("window comes with version %d, and only with it", voucher.EventVersionWindow)
+		w.Version != voucher.EventVersionWindow && w.Version != voucher.EventVersionStack:
+		return fmt.Errorf("unsupported event version %d (this build reads %d, %d, %d, %d and %d)", w.Version,
+			voucher.EventVersion, voucher.EventVersionReplace, voucher.EventVersionCampaign, voucher.EventVersionWindow,
+			voucher.EventVersionStack)
+	case (w.Version == voucher.EventVersionStack) != (len(w.Members) > 0):
+		return fmt.Errorf("members come with version %d, and only with it", voucher.EventVersionStack)
+	case w.Version == voucher.EventVersionStack && (w.ReplacesOrderID != "" || w.CampaignCode != "" || w.HeldSince != nil):
+		return errors.New("a stack's event has no replacesOrderId, campaignCode or heldSince")
+	case w.Version == voucher.EventVersionWindow && w.Window == nil,
+		w.Version != voucher.EventVersionWindow && w.Version != voucher.EventVersionStack && w.Window != nil:
+		return fmt.Errorf("window comes with version %d (or %d), and only with it", voucher.EventVersionWindow,
+			voucher.EventVersionStack)
 	case w.Version == voucher.EventVersion && w.ReplacesOrderID != "",
 		w.Version == voucher.EventVersionReplace && w.ReplacesOrderID == "":
 		return fmt.Errorf("replacesOrderId comes with version %d (or %d or %d), and only with it",
@@ -195,5 +244,50 @@ func (w wireEvent) check() error {
 	case w.HeldSince != nil && (w.ReplacesOrderID == "" || w.HeldSince.After(w.ReservedAt) || w.HeldSince.IsZero()):
 		return errors.New("heldSince comes with replacesOrderId, and is not after reservedAt")
 	}
+	return w.checkMembers()
+}
+
+// checkMembers checks a stack's members: at most voucher.MaxStackCodes
+// distinct codes, the first being the event's own fields, each under its
+// position's member orderId (voucher.StackMemberOrderID).
+func (w wireEvent) checkMembers() error {
+	if len(w.Members) == 0 {
+		return nil
+	}
+	if len(w.Members) > voucher.MaxStackCodes {
+		return fmt.Errorf("a stack has at most %d members, got %d", voucher.MaxStackCodes, len(w.Members))
+	}
+	if w.StackCustomerID == "" {
+		return errors.New("stackCustomerId is missing")
+	}
+	first := w.Members[0]
+	if first.Code != w.Code || first.CustomerID != w.CustomerID || first.OrderID != w.OrderID || first.OrderAmount != w.OrderAmount ||
+		first.DiscountAmount == nil || *first.DiscountAmount != *w.DiscountAmount || !sameWireTime(first.Window, w.Window) {
+		return errors.New("the first member is not the event's own use")
+	}
+	seen := make(map[string]bool, len(w.Members))
+	for i, m := range w.Members {
+		switch {
+		case !voucher.ValidCode(m.Code) || seen[m.Code]:
+			return fmt.Errorf("member %d: invalid or repeated code %q", i+1, m.Code)
+		case m.OrderID != voucher.StackMemberOrderID(w.OrderID, i+1):
+			return fmt.Errorf("member %d: orderId %q is not the stack's member orderId", i+1, m.OrderID)
+		case m.CustomerID == "":
+			return fmt.Errorf("member %d: customerId is missing", i+1)
+		case m.OrderAmount < 0:
+			return fmt.Errorf("member %d: orderAmount must be >= 0, got %d", i+1, m.OrderAmount)
+		case m.DiscountAmount == nil || *m.DiscountAmount < 0 || *m.DiscountAmount > voucher.MaxAmount:
+			return fmt.Errorf("member %d: discountAmount is missing or out of range", i+1)
+		}
+		seen[m.Code] = true
+	}
 	return nil
+}
+
+// sameWireTime tells whether two optional times are both absent or equal.
+func sameWireTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -222,10 +223,11 @@ func TestDecodeEventRejects(t *testing.T) {
 		{"empty", nil, "EOF"},
 		{"trailing data", append(valid(func(map[string]any) {}), []byte(` {}`)...), "trailing data"},
 		{"wrong type", valid(func(m map[string]any) { m["type"] = "VoucherReleased" }), `type "VoucherReleased"`},
-		{"newer version", valid(func(m map[string]any) { m["version"] = 5 }), "unsupported event version 5"},
+		{"newer version", valid(func(m map[string]any) { m["version"] = 6 }), "unsupported event version 6"},
 		{"version 4 without window", valid(func(m map[string]any) { m["version"] = 4 }), "window comes with version 4"},
 		{"window in version 1", valid(func(m map[string]any) { m["window"] = m["reservedAt"] }), "window comes with version 4"},
 		{"version 3 without campaignCode", valid(func(m map[string]any) { m["version"] = 3 }), "campaignCode comes with version 3"},
+		{"version 5 without members", valid(func(m map[string]any) { m["version"] = 5 }), "members come with version 5"},
 		{"campaignCode in version 1", valid(func(m map[string]any) { m["campaignCode"] = "K-1" }), "campaignCode comes with version 3"},
 		{"bad campaignCode", valid(func(m map[string]any) { m["version"] = 3; m["campaignCode"] = "no spaces" }), "invalid campaignCode"},
 		{"version 2 without replacesOrderId", valid(func(m map[string]any) { m["version"] = 2 }), "replacesOrderId comes with version 2"},
@@ -360,4 +362,68 @@ func TestDecodeEventOfAFixedDiscount(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(100_000), got.DiscountAmount)
 	require.Equal(t, int64(250_000), got.OrderAmount)
+}
+
+func TestStackEventWireFormat(t *testing.T) {
+	t.Parallel()
+	e := sampleEvent(3)
+	e.Members = []voucher.StackEventMember{
+		{Code: e.Code, CustomerID: e.CustomerID, OrderID: e.OrderID, OrderAmount: e.OrderAmount, DiscountAmount: e.DiscountAmount},
+		{Code: "SECOND", CustomerID: "c-9", OrderID: voucher.StackMemberOrderID(e.OrderID, 2), OrderAmount: 150_000, DiscountAmount: 0},
+	}
+	e.StackCustomerID = "C-9"
+	raw, err := encodeEvent(e)
+	require.NoError(t, err)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(raw, &fields))
+	require.Equal(t, float64(voucher.EventVersionStack), fields["version"])
+	require.Len(t, fields["members"], 2)
+	got, err := decodeEvent(raw)
+	require.NoError(t, err)
+	e.Version = voucher.EventVersionStack
+	e.ReservedAt, e.ExpiresAt = e.ReservedAt.UTC(), e.ExpiresAt.UTC()
+	got.ReservedAt, got.ExpiresAt = got.ReservedAt.UTC(), got.ExpiresAt.UTC()
+	require.Equal(t, e, got)
+
+	windowed := e
+	start := e.ReservedAt.Truncate(time.Hour)
+	windowed.Window = start
+	windowed.Members = slices.Clone(e.Members)
+	windowed.Members[0].Window = start
+	windowed.Members[1].Window = start.Add(-time.Hour)
+	rawWindowed, err := encodeEvent(windowed)
+	require.NoError(t, err)
+	got, err = decodeEvent(rawWindowed)
+	require.NoError(t, err)
+	require.Equal(t, voucher.EventVersionStack, got.Version)
+	require.True(t, got.Window.Equal(start))
+	require.True(t, got.Members[1].Window.Equal(start.Add(-time.Hour)))
+
+	bad := map[string]func(*wireEvent){
+		"first member's window not the event's": func(w *wireEvent) { t := w.ReservedAt; w.Members[0].Window = &t },
+		"members without version 5":             func(w *wireEvent) { w.Version = voucher.EventVersion },
+		"version 5 without members":             func(w *wireEvent) { w.Members = nil },
+		"first member not the event":            func(w *wireEvent) { w.Members[0].Code = "OTHER" },
+		"repeated code":                         func(w *wireEvent) { w.Members[1].Code = w.Code },
+		"member orderId":                        func(w *wireEvent) { w.Members[1].OrderID = "other" },
+		"member discount missing":               func(w *wireEvent) { w.Members[1].DiscountAmount = nil },
+		"stack customer missing":                func(w *wireEvent) { w.StackCustomerID = "" },
+		"with a replacement":                    func(w *wireEvent) { w.ReplacesOrderID = "old-order" },
+		"six members": func(w *wireEvent) {
+			for i := 2; i < 6; i++ {
+				d := int64(0)
+				w.Members = append(w.Members, wireMember{Code: "C" + strconv.Itoa(i), CustomerID: "1",
+					OrderID: voucher.StackMemberOrderID(w.OrderID, i+1), DiscountAmount: &d})
+			}
+		},
+	}
+	for name, edit := range bad {
+		var w wireEvent
+		require.NoError(t, json.Unmarshal(raw, &w))
+		edit(&w)
+		b, err := json.Marshal(w)
+		require.NoError(t, err)
+		_, err = decodeEvent(b)
+		require.ErrorIs(t, err, errUndecodable, name)
+	}
 }

@@ -154,3 +154,100 @@ func TestConsumerRefusesEventThatDisagreesWithItsVoucher(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, v.UsedCount)
 }
+
+// Stack events through Kafka against the real store: a stack is written
+// whole, one the database refuses (a member sold out) or the check refuses
+// (a member's discount) is dead-lettered whole with nothing written, and a
+// redelivery of the topic to a fresh group changes nothing.
+func TestConsumerAppliesStackEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := testenv.Postgres(t)
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	require.NoError(t, store.Migrate(ctx))
+
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	limits := map[string]int32{"STACKA": 10, "STACKB": 1, "STACKC": 10}
+	for code, limit := range limits {
+		_, err = store.CreateVoucher(ctx, voucher.Voucher{
+			Code: code, DiscountAmount: 1000, TotalLimit: limit, PerUserLimit: 5, FlashSale: true,
+			StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour), Stacking: voucher.Stacking{Stackable: true},
+		})
+		require.NoError(t, err)
+	}
+	check, err := voucher.NewEventChecker(voucher.EventCheckConfig{Store: store, Staleness: time.Minute})
+	require.NoError(t, err)
+	cfg := testConfig(t, testenv.Kafka(t).Brokers, 2)
+	cfg.Check = check
+	stack := func(orderID string, discounts map[string]int64, codes ...string) voucher.ReservedEvent {
+		e := voucher.ReservedEvent{StackCustomerID: "42"}
+		left := int64(20_000)
+		for i, code := range codes {
+			h := voucher.Hold{OrderID: voucher.StackMemberOrderID(orderID, i+1), CustomerID: "42", OrderAmount: left,
+				DiscountAmount: 1000, ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
+			if d, ok := discounts[code]; ok {
+				h.DiscountAmount = d
+			}
+			if i == 0 {
+				first := voucher.EventFromHold(code, h)
+				first.Members, first.StackCustomerID = e.Members, e.StackCustomerID
+				e = first
+			}
+			e.Members = append(e.Members, voucher.StackEventMember{Code: code, CustomerID: "42", OrderID: h.OrderID,
+				OrderAmount: left, DiscountAmount: h.DiscountAmount})
+			left -= h.DiscountAmount
+		}
+		return e
+	}
+	evs := []voucher.ReservedEvent{
+		stack("kstack-1", nil, "STACKA", "STACKB"),
+		stack("kstack-2", nil, "STACKA", "STACKB"),                              // STACKB sold out
+		stack("kstack-3", map[string]int64{"STACKC": 2000}, "STACKA", "STACKC"), // doubled discount
+	}
+	// Every event is keyed by STACKA, its first code: one partition, in
+	// order.
+	l := newLog(t, cfg)
+	for _, e := range evs {
+		require.NoError(t, l.PublishReserved(ctx, e))
+	}
+	c := newConsumer(t, cfg, store)
+	res := sum(drain(t, c, len(evs)))
+	require.Equal(t, 1, res.Applied)
+	require.Equal(t, 1, res.Rejected)
+	require.Equal(t, map[string]int{voucher.MismatchDiscount: 1}, res.Mismatched)
+	dead := consume(t, cfg.Brokers, cfg.DeadLetterTopic, 2)
+	for _, r := range dead {
+		require.NotEmpty(t, headers(r)[HeaderDeadLetterReason])
+	}
+
+	st, err := store.Stack(ctx, "kstack-1")
+	require.NoError(t, err)
+	require.Len(t, st.Items, 2)
+	for _, id := range []string{"kstack-2", "kstack-3"} {
+		_, err := store.Stack(ctx, id)
+		require.True(t, voucher.IsCode(err, voucher.CodeReservationNotFound), "%s: %v", id, err)
+	}
+	used := map[string]int32{}
+	for code := range limits {
+		v, err := store.Voucher(ctx, code)
+		require.NoError(t, err)
+		used[code] = v.UsedCount
+	}
+	require.Equal(t, map[string]int32{"STACKA": 1, "STACKB": 1, "STACKC": 0}, used, "refused stacks took nothing, STACKA's use included")
+
+	// A fresh group replays the topic: the store changes nothing.
+	cfg.Group = uniqueGroup()
+	replay := sum(drain(t, newConsumer(t, cfg, store), len(evs)))
+	require.Equal(t, 1, replay.AlreadyApplied)
+	require.Zero(t, replay.Applied)
+	for code, n := range used {
+		v, err := store.Voucher(ctx, code)
+		require.NoError(t, err)
+		require.Equal(t, n, v.UsedCount, code)
+	}
+	again, err := store.Stack(ctx, "kstack-1")
+	require.NoError(t, err)
+	require.Equal(t, st, again)
+}

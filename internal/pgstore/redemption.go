@@ -210,13 +210,14 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]vouc
 //
 // An event that replaces an order (ReplacesOrderID) is applied on its own,
 // in order with the others, by voucherd_apply_replace: the release of the
-// replaced hold and the new row in one transaction.
+// replaced hold and the new row in one transaction. A stack's event
+// (Members) is applied on its own too, by applyStack.
 func (s *Store) ApplyReserved(ctx context.Context, events []voucher.ReservedEvent) ([]voucher.ApplyResult, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
 	for i, e := range events {
-		if e.ReplacesOrderID == "" {
+		if e.ReplacesOrderID == "" && len(e.Members) == 0 {
 			continue
 		}
 		results := make([]voucher.ApplyResult, 0, len(events))
@@ -227,7 +228,11 @@ func (s *Store) ApplyReserved(ctx context.Context, events []voucher.ReservedEven
 			}
 			results = append(results, before...)
 		}
-		one, err := s.applyReplace(ctx, e)
+		apply := s.applyReplace
+		if len(e.Members) > 0 {
+			apply = s.applyStack
+		}
+		one, err := apply(ctx, e)
 		if err != nil {
 			return nil, err
 		}

@@ -139,8 +139,56 @@ func NewEventChecker(cfg EventCheckConfig) (*EventChecker, error) {
 }
 
 // Check returns one verdict per event, in order. An error (the store or
-// the gate could not be read) decides nothing: the caller retries.
+// the gate could not be read) decides nothing: the caller retries. A
+// stack's event (Members) is checked member by member, each as the event
+// of a single take; its verdict is its first member's mismatch, whose
+// detail names the member's code.
 func (c *EventChecker) Check(ctx context.Context, events []ReservedEvent) ([]EventMismatch, error) {
+	stacks := false
+	for _, e := range events {
+		stacks = stacks || len(e.Members) > 0
+	}
+	if !stacks {
+		return c.check(ctx, events)
+	}
+	var (
+		flat  []ReservedEvent
+		owner []int
+	)
+	for i, e := range events {
+		if len(e.Members) == 0 {
+			flat, owner = append(flat, e), append(owner, i)
+			continue
+		}
+		for _, m := range e.Members {
+			flat = append(flat, ReservedEvent{
+				Version: EventVersion, Code: m.Code, CustomerID: m.CustomerID, OrderID: m.OrderID,
+				OrderAmount: m.OrderAmount, DiscountAmount: m.DiscountAmount, ReservedAt: e.ReservedAt, ExpiresAt: e.ExpiresAt,
+				Window: m.Window,
+			})
+			owner = append(owner, i)
+		}
+	}
+	verdicts, err := c.check(ctx, flat)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EventMismatch, len(events))
+	for j, v := range verdicts {
+		i := owner[j]
+		if v.Reason == "" || out[i].Reason != "" {
+			continue
+		}
+		if len(events[i].Members) > 0 {
+			v.Detail = "stack member " + flat[j].Code + ": " + v.Detail
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// check is Check of events without members.
+func (c *EventChecker) check(ctx context.Context, events []ReservedEvent) ([]EventMismatch, error) {
 	now := c.cfg.Clock()
 	out := make([]EventMismatch, len(events))
 	// The history of a voucher is read once per call, from the oldest

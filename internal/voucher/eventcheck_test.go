@@ -56,6 +56,20 @@ func TestEventChecker(t *testing.T) {
 		}
 		return e
 	}
+	// stack is an event of SALE (5,000 on 50,000) then code (8,000 on
+	// the 45,000 left), edited by edit.
+	stack := func(code string, edit func(*ReservedEvent)) ReservedEvent {
+		e := event("SALE", nil)
+		e.Version, e.StackCustomerID = EventVersionStack, "c1"
+		e.Members = []StackEventMember{
+			{Code: "SALE", CustomerID: "c1", OrderID: "o1", OrderAmount: 50_000, DiscountAmount: 5000},
+			{Code: code, CustomerID: "c1", OrderID: StackMemberOrderID("o1", 2), OrderAmount: 45_000, DiscountAmount: 8000},
+		}
+		if edit != nil {
+			edit(&e)
+		}
+		return e
+	}
 	// PATCHED went from 10% to 20% a second ago, after 15% for a while
 	// before.
 	history := checkHistory{
@@ -89,6 +103,11 @@ func TestEventChecker(t *testing.T) {
 		{"a replacement past MaxHold from its chain's start", event("SALE", func(e *ReservedEvent) {
 			e.ReplacesOrderID, e.HeldSince = "o0", now.Add(-50*time.Minute)
 		}), nil, MismatchHoldTooLong},
+		{"a stack that agrees", stack("PATCHED", nil), nil, ""},
+		{"a stack's second member: doubled discount", stack("PATCHED", func(e *ReservedEvent) { e.Members[1].DiscountAmount = 16_000 }), nil, MismatchDiscount},
+		{"a stack's second member: standard voucher", stack("STD", nil), nil, MismatchNotFlash},
+		{"a stack's second member: unknown voucher", stack("GHOST", nil), nil, MismatchUnknownVoucher},
+		{"a stack held past MaxHold", stack("PATCHED", func(e *ReservedEvent) { e.ExpiresAt = now.Add(time.Hour + time.Second) }), nil, MismatchHoldTooLong},
 		{"patched since: the new definition", event("PATCHED", func(e *ReservedEvent) { e.DiscountAmount = 8000 }), history, ""},
 		{"patched since: the definition before", event("PATCHED", nil), history, ""},
 		{"patched since: without history, the current definition decides", event("PATCHED", nil), nil, MismatchDiscount},
@@ -116,6 +135,35 @@ func TestEventChecker(t *testing.T) {
 			require.Equal(t, tc.want, got[0].Reason, got[0].String())
 		})
 	}
+}
+
+// A batch of stacks and singles gets one verdict per event, in order; a
+// stack's verdict names its refused member.
+func TestEventCheckerStackBatch(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	sale := Voucher{Code: "SALE", DiscountAmount: 1000, TotalLimit: 10, PerUserLimit: 1, FlashSale: true,
+		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour), UpdatedAt: now.Add(-time.Hour)}
+	std := sale
+	std.Code, std.FlashSale = "STD", false
+	c, err := NewEventChecker(EventCheckConfig{Store: checkStore{vouchers: map[string]Voucher{"SALE": sale, "STD": std}},
+		Clock: func() time.Time { return now }})
+	require.NoError(t, err)
+	single := func(code string) ReservedEvent {
+		return ReservedEvent{Version: EventVersion, Code: code, CustomerID: "c1", OrderID: "single-" + code,
+			OrderAmount: 5000, DiscountAmount: 1000, ReservedAt: now, ExpiresAt: now.Add(time.Minute)}
+	}
+	st := single("SALE")
+	st.OrderID, st.Version, st.StackCustomerID = "stack", EventVersionStack, "c1"
+	st.Members = []StackEventMember{
+		{Code: "SALE", CustomerID: "c1", OrderID: "stack", OrderAmount: 5000, DiscountAmount: 1000},
+		{Code: "STD", CustomerID: "c1", OrderID: StackMemberOrderID("stack", 2), OrderAmount: 4000, DiscountAmount: 1000},
+	}
+	got, err := c.Check(context.Background(), []ReservedEvent{single("SALE"), st, single("STD"), single("SALE")})
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	require.Equal(t, []string{"", MismatchNotFlash, MismatchNotFlash, ""}, []string{got[0].Reason, got[1].Reason, got[2].Reason, got[3].Reason})
+	require.Contains(t, got[1].Detail, "stack member STD")
 }
 
 func withPercent(v Voucher, bp int32) Voucher {

@@ -41,6 +41,17 @@ type ReservedEvent struct {
 	// redemption, whose use counts against that occurrence. Such an event
 	// is written as version EventVersionWindow.
 	Window time.Time
+	// Members is set on the one event of a stack (several codes on one
+	// order): every member's use, in the order the codes were given; the
+	// event's own fields are then the first member's (whose orderId is the
+	// stack's) and StackCustomerID is the customerId the stack was asked
+	// with. The consumer writes every member and the stack's rows in one
+	// transaction, or nothing. Such an event is written as version
+	// EventVersionStack.
+	Members []StackEventMember
+	// StackCustomerID is, on a stack's event, the customerId of the
+	// request (each member's CustomerID is normalised by its voucher).
+	StackCustomerID string
 }
 
 // EventVersionWindow is the version of a ReservedEvent taken in an
@@ -49,6 +60,26 @@ type ReservedEvent struct {
 // it (dead letter) rather than write the use outside its occurrence's
 // quota.
 const EventVersionWindow = 4
+
+// StackEventMember is one code's use in a stack's ReservedEvent. OrderID
+// is the member's orderId (StackMemberOrderID); OrderAmount is what the
+// earlier members left of the stack's amount.
+type StackEventMember struct {
+	Code           string
+	CustomerID     string
+	OrderID        string
+	OrderAmount    int64
+	DiscountAmount int64
+	// Window is the member's occurrence of its voucher's windows (as
+	// ReservedEvent.Window), zero when it has none.
+	Window time.Time
+}
+
+// EventVersionStack is the version of a stack's ReservedEvent (Members
+// set), whether its members carry windows or not. A consumer that knows
+// only the earlier versions refuses it (dead letter) rather than write its
+// first member alone, which would break all or none.
+const EventVersionStack = 5
 
 // EventVersionCampaign is the version of a ReservedEvent of a campaign code
 // (CampaignCode set), replacing or not. A consumer that knows only
