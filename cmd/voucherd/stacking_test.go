@@ -17,10 +17,19 @@ import (
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
-// stackingModes are the modes orders of several codes run in: standard
-// and flash-sync (Kafka mode refuses a stack naming a flash-sale voucher,
-// docs/stacks.md).
-var stackingModes = modes[:2]
+// stackingModes are the modes orders of several codes run in: every
+// mode.
+var stackingModes = modes
+
+// written waits, in Kafka mode, until the consumer has applied every event
+// acknowledged so far, so that PostgreSQL's counts can be read; in other
+// modes it returns at once.
+func (s *stack) written() {
+	s.t.Helper()
+	if s.opts.kafka {
+		s.caughtUp()
+	}
+}
 
 // gateRemaining is the gate's count of uses left of a flash voucher, -1
 // in standard mode.
@@ -114,6 +123,7 @@ func TestStackReservation(t *testing.T) {
 		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
 		require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
 		require.Equal(t, first, r.body, "a replay answers the stored stack")
+		s.written()
 		require.Equal(t, 1, s.state(a).usedCount)
 		require.Equal(t, 1, s.state(b).usedCount)
 
@@ -177,6 +187,7 @@ func TestStackReservation(t *testing.T) {
 		r = s.do(http.MethodPost, "/reservations/st-2/confirm", nil)
 		require.Equal(t, http.StatusOK, r.status, string(r.raw))
 		require.Equal(t, "CONFIRMED", r.str("status"))
+		s.written()
 		require.Equal(t, 1, s.state(a).confirmed)
 		require.Equal(t, 1, s.state(b).confirmed)
 
@@ -212,11 +223,14 @@ func TestStackRefusals(t *testing.T) {
 		if s.opts.flash {
 			require.Equal(t, int64(10), s.gateRemaining(a), "the gate gave A's use back before the answer")
 			mode = "flash-sync"
+			if s.opts.kafka {
+				mode = "flash-kafka"
+			}
 		}
 		m := string(s.doToken(http.MethodGet, "/metrics", nil, testAdminToken).raw)
 		require.Contains(t, m, `voucherd_stack_reservations_total{codes="2",failed_position="2",mode="`+mode+`",outcome="HELD_OUT"} 1`)
 		if s.opts.flash {
-			require.Contains(t, m, `voucherd_stack_give_backs_total{mode="flash-sync"} 1`, "A's use, taken before B refused")
+			require.Contains(t, m, `voucherd_stack_give_backs_total{mode="`+mode+`"} 1`, "A's use, taken before B refused")
 		} else {
 			require.NotContains(t, m, `voucherd_stack_give_backs_total{`, "one transaction takes nothing it gives back")
 		}
@@ -242,9 +256,11 @@ func TestStackRefusals(t *testing.T) {
 		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
 
 		// A single that took the orderId a member would get is not adopted.
+		s.written() // Kafka mode loads a new voucher into Redis once the consumer caught up
 		d := s.createStackableAs("D", map[string]any{"discountAmount": 100}, 10, stackable)
 		r = s.reserve(d, 7, voucher.StackMemberOrderID("st-collide", 2), 20000)
 		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		s.written()
 		before, remainingA := s.state(a), s.gateRemaining(a)
 		r = s.reserveStack("7", "st-collide", 20000, a, d)
 		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
@@ -286,12 +302,24 @@ func TestStackRace(t *testing.T) {
 	})
 }
 
-// TestStackRaceRedisCluster is TestStackRace in flash-sync mode on a
+// TestStackRaceRedisCluster is TestStackRace in both flash modes on a
 // Redis Cluster of three masters, with A and B on different masters.
 func TestStackRaceRedisCluster(t *testing.T) {
 	t.Parallel()
+	for _, m := range stackingModes[1:] {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			runStackRaceRedisCluster(t, m.opts)
+		})
+	}
+}
+
+// runStackRaceRedisCluster runs the race of TestStackRaceRedisCluster in
+// the flash mode of opts.
+func runStackRaceRedisCluster(t *testing.T, opts stackOptions) {
 	cluster := testenv.NewRedisCluster(t)
-	s := newStack(t, stackOptions{flash: true, redisAddrs: cluster.Addrs})
+	opts.redisAddrs = cluster.Addrs
+	s := newStack(t, opts)
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs, DisableCache: true})
 	require.NoError(t, err)
 	defer rc.Close()
@@ -356,6 +384,7 @@ func runStackRace(t *testing.T, s *stack, a, b string) {
 		}
 	})
 	require.Equal(t, int64(50), stacks.Load())
+	s.written()
 	require.Equal(t, 50, s.state(a).usedCount)
 	require.Equal(t, 50+int(singles.Load()), s.state(b).usedCount)
 	require.Equal(t, 50, s.state(a).reserved)
@@ -389,6 +418,7 @@ func TestStackExpiresWhole(t *testing.T) {
 			b := s.createStackable(map[string]any{"discountPercent": 10}, 10, stackable)
 			r := s.reserveStack("7", "st-exp", 20000, a, b)
 			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+			s.written()
 			time.Sleep(1100 * time.Millisecond)
 			n, err := s.app.svc.ExpireDue(t.Context(), 1)
 			require.NoError(t, err)

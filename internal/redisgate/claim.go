@@ -2,8 +2,15 @@ package redisgate
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 var (
@@ -37,6 +44,9 @@ func (g *Gate) ClaimOrder(ctx context.Context, orderID, code string, until time.
 	if err != nil {
 		return "", interpretError(err, "claim", code)
 	}
+	if isStackClaim(owner) {
+		return "", nil
+	}
 	return owner, nil
 }
 
@@ -52,4 +62,108 @@ func (g *Gate) UnclaimOrder(ctx context.Context, orderID, code string) error {
 		return interpretError(err, "unclaim", code)
 	}
 	return nil
+}
+
+// A stack's claim (voucher.StackRecord) is stored as stackClaimPrefix and
+// the record's JSON: a code's claim is a bare code, which never starts
+// with it, so claim.lua and unclaim.lua serve both unchanged.
+const stackClaimPrefix = "stack:"
+
+// isStackClaim reports whether a claim's value is a stack's record.
+func isStackClaim(v string) bool { return strings.HasPrefix(v, stackClaimPrefix) }
+
+// wireStackRecord is voucher.StackRecord in a claim.
+type wireStackRecord struct {
+	OrderID     string   `json:"o"`
+	CustomerID  string   `json:"c"`
+	OrderAmount int64    `json:"a"`
+	Codes       []string `json:"s"`
+	At          int64    `json:"t"`
+}
+
+func encodeStackClaim(rec voucher.StackRecord) (string, error) {
+	b, err := json.Marshal(wireStackRecord{OrderID: rec.OrderID, CustomerID: rec.CustomerID, OrderAmount: rec.OrderAmount,
+		Codes: rec.Codes, At: rec.At.UnixMilli()})
+	if err != nil {
+		return "", err
+	}
+	return stackClaimPrefix + string(b), nil
+}
+
+// decodeOwner turns a claim's value into its owner.
+func decodeOwner(v string) (voucher.OrderOwner, error) {
+	if !isStackClaim(v) {
+		return voucher.OrderOwner{Code: v}, nil
+	}
+	var w wireStackRecord
+	if err := json.Unmarshal([]byte(v[len(stackClaimPrefix):]), &w); err != nil {
+		return voucher.OrderOwner{}, fmt.Errorf("redisgate: undecodable stack claim %q: %w", v, err)
+	}
+	return voucher.OrderOwner{Stack: &voucher.StackRecord{OrderID: w.OrderID, CustomerID: w.CustomerID, OrderAmount: w.OrderAmount,
+		Codes: w.Codes, At: time.UnixMilli(w.At).UTC()}}, nil
+}
+
+// ClaimStack claims orderID for the stack rec until the given time and
+// returns its owner (rec when the claim is ours), with claim.lua: the key
+// is the orderId's own, so it is one script on one slot.
+func (g *Gate) ClaimStack(ctx context.Context, orderID string, rec voucher.StackRecord, until time.Time) (voucher.OrderOwner, error) {
+	if err := checkOrderID(orderID); err != nil {
+		return voucher.OrderOwner{}, err
+	}
+	v, err := encodeStackClaim(rec)
+	if err != nil {
+		return voucher.OrderOwner{}, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.OrderOwner{}, err
+	}
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	owner, err := claimScript.Exec(ctx, client, []string{g.orderKey(orderID)},
+		[]string{v, strconv.FormatInt(until.UnixMilli(), 10)}).ToString()
+	if err != nil {
+		return voucher.OrderOwner{}, interpretError(err, "claim", orderID)
+	}
+	return decodeOwner(owner)
+}
+
+// UnclaimStack drops rec's claim on orderID, if it holds it (unclaim.lua
+// compares the whole value).
+func (g *Gate) UnclaimStack(ctx context.Context, orderID string, rec voucher.StackRecord) error {
+	v, err := encodeStackClaim(rec)
+	if err != nil {
+		return err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	if err := unclaimScript.Exec(ctx, client, []string{g.orderKey(orderID)}, []string{v}).Error(); err != nil {
+		return interpretError(err, "unclaim", orderID)
+	}
+	return nil
+}
+
+// OrderOwner reads what claims orderID: one GET of its claim key.
+func (g *Gate) OrderOwner(ctx context.Context, orderID string) (voucher.OrderOwner, error) {
+	if err := checkOrderID(orderID); err != nil {
+		return voucher.OrderOwner{}, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.OrderOwner{}, err
+	}
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	v, err := client.Do(ctx, client.B().Get().Key(g.orderKey(orderID)).Build()).ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return voucher.OrderOwner{}, nil
+	case err != nil:
+		return voucher.OrderOwner{}, interpretError(err, "claim", orderID)
+	}
+	return decodeOwner(v)
 }

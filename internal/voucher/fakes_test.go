@@ -125,6 +125,14 @@ func (g *fakeGate) ClaimOrder(_ context.Context, _, code string, _ time.Time) (s
 	return code, nil
 }
 
+func (g *fakeGate) ClaimStack(_ context.Context, _ string, rec StackRecord, _ time.Time) (OrderOwner, error) {
+	return OrderOwner{Stack: &rec}, nil
+}
+
+func (g *fakeGate) UnclaimStack(context.Context, string, StackRecord) error { return nil }
+
+func (g *fakeGate) OrderOwner(context.Context, string) (OrderOwner, error) { return OrderOwner{}, nil }
+
 func (g *fakeGate) Lookup(context.Context, string, string) (Hold, bool, error) {
 	return Hold{}, false, nil
 }

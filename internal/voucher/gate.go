@@ -231,11 +231,58 @@ type GateTakes interface {
 	Replace(ctx context.Context, code string, hold Hold, replaces string) (GateDecision, error)
 	// ClaimOrder claims orderID for code until the given time, across all
 	// vouchers, and returns the owning code (code itself when the claim is
-	// ours). Kafka mode needs it: a voucher's own keys cannot see that an
+	// ours; "" when a stack owns it, ClaimStack). Kafka mode needs it: a voucher's own keys cannot see that an
 	// orderId was used with another code.
 	ClaimOrder(ctx context.Context, orderID, code string, until time.Time) (owner string, err error)
 	// UnclaimOrder drops code's claim on orderID, if it holds it.
 	UnclaimOrder(ctx context.Context, orderID, code string) error
+	// ClaimStack claims orderID for the stack rec until the given time, as
+	// ClaimOrder claims it for a code (the same key: a code's claim and a
+	// stack's exclude each other), and returns what owns it: rec when the
+	// claim is (or already was) one of rec's exact value. Kafka mode claims
+	// a stack's orderId and each member's before its first take.
+	ClaimStack(ctx context.Context, orderID string, rec StackRecord, until time.Time) (OrderOwner, error)
+	// UnclaimStack drops rec's claim on orderID, if it holds it.
+	UnclaimStack(ctx context.Context, orderID string, rec StackRecord) error
+	// OrderOwner reads what claims orderID (zero: nothing).
+	OrderOwner(ctx context.Context, orderID string) (OrderOwner, error)
+}
+
+// StackRecord is the gate's record of a stack in Kafka mode, kept in the
+// claim of its orderId and of each member's orderId: the routes of the
+// stack and of its members find it there before the consumer has written
+// the stack to the store.
+type StackRecord struct {
+	// OrderID is the stack's orderId.
+	OrderID     string
+	CustomerID  string
+	OrderAmount int64
+	// Codes are the stack's codes in the order given; the member of
+	// position i+1 holds Codes[i] under StackMemberOrderID(OrderID, i+1).
+	Codes []string
+	// At is when the stack's holds were taken (their ReservedAt).
+	At time.Time
+}
+
+// Same reports whether r and o record the same request: orderId,
+// customer, amount and codes (At may differ between attempts).
+func (r StackRecord) Same(o StackRecord) bool {
+	if r.OrderID != o.OrderID || r.CustomerID != o.CustomerID || r.OrderAmount != o.OrderAmount || len(r.Codes) != len(o.Codes) {
+		return false
+	}
+	for i := range r.Codes {
+		if r.Codes[i] != o.Codes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// OrderOwner is what claims an orderId in the gate: a single reservation's
+// voucher (Code), or a stack (Stack); zero when nothing does.
+type OrderOwner struct {
+	Code  string
+	Stack *StackRecord
 }
 
 // GateHolds follows one hold after its take: made durable, confirmed,

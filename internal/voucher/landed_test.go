@@ -51,6 +51,9 @@ func (emptyGate) Lookup(context.Context, string, string) (Hold, bool, error) {
 	return Hold{}, false, nil
 }
 func (emptyGate) Loaded(context.Context, string) (bool, error) { return false, nil }
+func (emptyGate) OrderOwner(context.Context, string) (OrderOwner, error) {
+	return OrderOwner{}, nil
+}
 func (emptyGate) Confirm(context.Context, string, string, string) (GateConfirmation, error) {
 	return GateConfirmUnknown, nil
 }

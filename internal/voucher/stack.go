@@ -259,8 +259,8 @@ func withFailedCode(err error, code string) error {
 // none: a refusal of any code is that code's error with FailedCode, and
 // nothing stays held. Standard vouchers are written by the store's one
 // transaction; flash-sale vouchers are taken in the gate first in
-// flash-sync mode (reserveStackSync) and refused with 400 in Kafka mode
-// (docs/stacks.md). Every valid request is reported to the Observer
+// flash-sync mode (reserveStackSync), and in Kafka mode taken in the
+// gate and published as one event (reserveStackKafka; docs/stacks.md). Every valid request is reported to the Observer
 // (Stacked).
 func (s *Service) ReserveStack(ctx context.Context, req StackRequest) (Stack, error) {
 	if err := req.Validate(); err != nil {
@@ -341,9 +341,9 @@ func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackO
 			if !s.cfg.FlashFallback {
 				return Stack{}, Unavailable(nil, "flash vouchers need Redis, which is not configured")
 			}
-		default:
+		case *kafkaWrites:
 			so.mode = ModeFlashKafka
-			return Stack{}, notStackableHere(firstFlash(rts), "flash-sale vouchers are not stacked in Kafka mode")
+			return s.reserveStackKafka(ctx, s.flash.(*flashPath), w, req, rts, start, &so.gaveBack)
 		}
 	}
 	wctx, cancel := s.writeContext(ctx)
@@ -393,7 +393,11 @@ func (s *Service) Stack(ctx context.Context, orderID string) (Stack, error) {
 	if !ValidOrderID(orderID) {
 		return Stack{}, stackNotFound(orderID)
 	}
-	return s.store.Stack(ctx, orderID)
+	st, err := s.store.Stack(ctx, orderID)
+	if IsCode(err, CodeReservationNotFound) {
+		return s.unwrittenStack(ctx, orderID, err)
+	}
+	return st, err
 }
 
 // ConfirmStack confirms every code of the stack orderID, all or none.
@@ -403,7 +407,11 @@ func (s *Service) ConfirmStack(ctx context.Context, orderID string) (Stack, erro
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	return s.store.ConfirmStack(wctx, orderID, s.now())
+	st, err := s.stackWrite(wctx, orderID, func() (Stack, error) { return s.store.ConfirmStack(wctx, orderID, s.now()) })
+	if err == nil {
+		s.confirmedStack(wctx, st)
+	}
+	return st, err
 }
 
 // ReleaseStack gives back every code of the stack orderID at once;
@@ -414,7 +422,7 @@ func (s *Service) ReleaseStack(ctx context.Context, orderID string) (Stack, erro
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	st, err := s.store.ReleaseStack(wctx, orderID, s.now())
+	st, err := s.stackWrite(wctx, orderID, func() (Stack, error) { return s.store.ReleaseStack(wctx, orderID, s.now()) })
 	if err != nil {
 		return Stack{}, err
 	}
@@ -434,7 +442,9 @@ func (s *Service) ExtendStack(ctx context.Context, orderID string, d time.Durati
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	now := s.now()
-	st, err := s.store.ExtendStack(wctx, orderID, now.Add(d).Truncate(time.Millisecond), now, s.cfg.MaxHold)
+	st, err := s.stackWrite(wctx, orderID, func() (Stack, error) {
+		return s.store.ExtendStack(wctx, orderID, now.Add(d).Truncate(time.Millisecond), now, s.cfg.MaxHold)
+	})
 	if err != nil {
 		return Stack{}, err
 	}
@@ -447,7 +457,7 @@ func (s *Service) ExtendStack(ctx context.Context, orderID string, d time.Durati
 // Only replays ask: a new orderId cannot be a stack's, whose first member
 // holds it.
 func (s *Service) stackConflict(ctx context.Context, req ReserveRequest) error {
-	if _, found, err := s.store.StackOf(ctx, req.OrderID); err != nil || !found {
+	if _, found, err := s.store.StackOf(ctx, req.OrderID); err != nil || !found && s.kafkaStackPart(ctx, req.OrderID) == "" {
 		return err
 	}
 	return Reject(CodeOrderConflict, "", Facts{Voucher: req.Code, OrderID: req.OrderID})
@@ -460,10 +470,12 @@ func (s *Service) notPartOfStack(ctx context.Context, orderID string) error {
 	switch {
 	case err != nil:
 		return err
-	case found:
-		return Errorf(CodePartOfStack, "order %s holds several codes: act on it with /reservations/%s", orderID, stack)
+	case !found:
+		if stack = s.kafkaStackPart(ctx, orderID); stack == "" {
+			return nil
+		}
 	}
-	return nil
+	return Errorf(CodePartOfStack, "order %s holds several codes: act on it with /reservations/%s", orderID, stack)
 }
 
 // firstFlash is the first flash-sale voucher's code of rts, "" for none.

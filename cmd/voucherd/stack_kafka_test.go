@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// TestKafkaStackBeforeConsumerApplied: in Kafka mode, with the consumer
+// off, a stack answered 201 is known at once from the gate's record of
+// it: its replay and ORDER_CONFLICT, PART_OF_STACK on every per-code route
+// of each member, GET, and extend, DELETE and confirm of the whole stack
+// (written from the gate first, all members in one transaction). The
+// consumer's later apply of each stack's one event changes nothing.
+func TestKafkaStackBeforeConsumerApplied(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true, kafka: true, tweak: func(c *Config) { c.RunConsumer = false }})
+	a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackableAs("B", map[string]any{"discountPercent": 10}, 10, stackable)
+
+	r := s.reserveStack("7", "sk-1", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, map[string]int64{a: 1000, b: 1900}, r.items())
+	first := r.body
+	require.Zero(t, s.state(a).reserved, "the consumer is off; nothing is in PostgreSQL yet")
+	require.Equal(t, int64(9), s.gateRemaining(a))
+	require.Equal(t, int64(9), s.gateRemaining(b))
+
+	r = s.reserveStack("7", "sk-1", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+	require.Equal(t, first, r.body, "a replay answers the stack from the gate")
+	for _, codes := range [][]string{{a}, {b, a}} {
+		r = s.reserveStack("7", "sk-1", 20000, codes...)
+		require.Equal(t, "ORDER_CONFLICT", r.str("error"), "%v: %s", codes, r.raw)
+	}
+	r = s.reserveStack("8", "sk-1", 20000, a, b)
+	require.Equal(t, "ORDER_CONFLICT", r.str("error"), string(r.raw))
+	for _, code := range []string{a, b} {
+		r = s.reserve(code, 7, "sk-1", 20000)
+		require.Equal(t, "ORDER_CONFLICT", r.str("error"), "a single of the stack's orderId with %s: %s", code, r.raw)
+	}
+	for code, orderID := range map[string]string{a: "sk-1", b: voucher.StackMemberOrderID("sk-1", 2)} {
+		for _, call := range []struct{ method, suffix string }{
+			{http.MethodGet, ""}, {http.MethodDelete, ""}, {http.MethodPost, "/confirm"},
+		} {
+			r = s.do(call.method, "/vouchers/"+code+"/reservations/"+orderID+call.suffix, nil)
+			require.Equal(t, http.StatusConflict, r.status, "%s %s %s: %s", call.method, orderID, call.suffix, r.raw)
+			require.Equal(t, "PART_OF_STACK", r.str("error"))
+		}
+		r = s.do(http.MethodPost, "/vouchers/"+code+"/reservations/"+orderID+"/extend", map[string]any{"seconds": 60})
+		require.Equal(t, "PART_OF_STACK", r.str("error"), string(r.raw))
+	}
+	require.Zero(t, s.state(a).reserved, "no per-code route wrote a member alone")
+	require.Zero(t, s.state(b).reserved, "no per-code route wrote a member alone")
+
+	r = s.do(http.MethodGet, "/reservations/sk-1", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, "RESERVED", r.str("status"))
+	require.Equal(t, map[string]int64{a: 1000, b: 1900}, r.items())
+	expires := r.str("expiresAt")
+	r = s.do(http.MethodPost, "/reservations/sk-1/extend", map[string]any{"seconds": 3000})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Greater(t, r.str("expiresAt"), expires)
+	require.Equal(t, 1, s.state(a).reserved, "the extension wrote the stack from the gate, whole")
+	require.Equal(t, 1, s.state(b).reserved, "the extension wrote the stack from the gate, whole")
+
+	r = s.reserveStack("7", "sk-2", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	r = s.do(http.MethodDelete, "/reservations/sk-2", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, "RELEASED", r.str("status"))
+	require.Equal(t, int64(9), s.gateRemaining(a), "DELETE gave both uses back to the gate")
+	require.Equal(t, int64(9), s.gateRemaining(b), "DELETE gave both uses back to the gate")
+	r = s.reserveStack("7", "sk-2", 20000, a, b)
+	require.Equal(t, "ORDER_RELEASED", r.str("error"), string(r.raw))
+
+	r = s.reserveStack("7", "sk-3", 20000, b, a)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	r = s.do(http.MethodPost, "/reservations/sk-3/confirm", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, "CONFIRMED", r.str("status"))
+
+	// The consumer now applies the three stacks' events: they change nothing.
+	consumer, err := kafkalog.NewConsumer(kafkaConfig(s.cfg, s.app.log), s.app.store)
+	require.NoError(t, err)
+	consumer.Start(context.Background())
+	t.Cleanup(consumer.Stop)
+	require.Eventually(t, func() bool { return consumer.Stats().AlreadyApplied >= 3 }, 30*time.Second, 100*time.Millisecond)
+	require.Zero(t, consumer.Stats().Rejected, "no stack event dead-lettered")
+	for _, code := range []string{a, b} {
+		st := s.state(code)
+		require.Equal(t, 1, st.reserved, code)
+		require.Equal(t, 1, st.confirmed, code)
+		require.Equal(t, 1, st.released, code)
+		require.Equal(t, 2, st.usedCount, code)
+		s.assertConsistent(code)
+	}
+}

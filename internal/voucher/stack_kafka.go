@@ -1,0 +1,507 @@
+package voucher
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+)
+
+// A stack of flash vouchers in Kafka mode (docs/stacks.md, "Kafka mode"):
+// the gate records the stack in the claims of its orderId and of each
+// member's orderId (StackRecord) before the first take, takes the members
+// in code order as flash-sync does, then one event carries every member
+// and the consumer writes them all or none. Until the consumer has
+// written it, the stack's routes and the per-code routes of its members
+// find it through that record.
+
+// reserveStackKafka reserves a stack of flash vouchers in Kafka mode. A
+// standard voucher in the stack is refused (NOT_STACKABLE): its use would
+// be taken by a store transaction of its own, apart from the event's, so
+// the stack could be written in part. gaveBack counts the uses given back
+// before answering.
+func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafkaWrites, req StackRequest, rts []route, now time.Time, gaveBack *int) (Stack, error) {
+	for _, rt := range rts {
+		if !rt.v.FlashSale {
+			return Stack{}, &Error{Code: CodeNotEligible, Reason: ReasonNotStackable, FailedCode: rt.code,
+				Message: "voucher " + rt.code + " is a standard voucher: in Kafka mode a stack holding a flash-sale voucher holds flash-sale vouchers only"}
+		}
+	}
+	at := now.Truncate(time.Millisecond)
+	rec := StackRecord{OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount, Codes: req.Codes, At: at}
+	owner, err := s.gate.OrderOwner(ctx, req.OrderID)
+	if err != nil {
+		return Stack{}, err
+	}
+	if owner != (OrderOwner{}) {
+		return s.replayStackKafka(ctx, w, rec, owner)
+	}
+	if st, known, err := s.storedStack(ctx, w, rec); known {
+		return st, err
+	}
+	settings, err := s.stackingSettings(ctx, rts)
+	if err != nil {
+		return Stack{}, err
+	}
+	for i, reason := range StackingRefusals(req.Codes, settings) {
+		if reason != "" {
+			return Stack{}, withFailedCode(StackingError(req.Codes[i], reason), req.Codes[i])
+		}
+	}
+	if err := s.stackEligible(ctx, req, rts, now); err != nil {
+		return Stack{}, err
+	}
+	claimed, err := s.claimStack(ctx, w, rec)
+	if err != nil {
+		return Stack{}, err
+	}
+	if claimed != nil {
+		// A concurrent copy of the request claimed it first.
+		return s.replayStackKafka(ctx, w, rec, *claimed)
+	}
+	takes := stackKafkaTakes(s, req, rts, at)
+	order := make([]int, len(takes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return takes[order[a]].rt.gateCode() < takes[order[b]].rt.gateCode() })
+	for _, i := range order {
+		t := &takes[i]
+		err := s.takeStackMember(ctx, fp, t, req, now)
+		if err == nil && !t.taken {
+			// The gate holds the member's orderId from before this claim
+			// (an older order of the same id): not this stack's.
+			err = orderConflict(t.rt.code, t.hold.OrderID, "")
+		}
+		if err != nil {
+			*gaveBack += s.untakeStack(ctx, takes)
+			if !IsOutcomeUnknown(err) {
+				s.unclaimStack(ctx, rec)
+			}
+			return Stack{}, withFailedCode(err, t.rt.code)
+		}
+	}
+	return s.publishStack(ctx, w, rec, takes, gaveBack)
+}
+
+// stackingSettings reads each code's stacking setting from the store, as
+// the store's own ReserveStack does, so that a PATCH is seen by the next
+// stack. While the store cannot be read the cached definition's setting
+// stands in: a definition resolved without it has the zero setting, which
+// refuses (NOT_STACKABLE) and never lets through what the setting refuses.
+func (s *Service) stackingSettings(ctx context.Context, rts []route) (map[string]Stacking, error) {
+	settings := make(map[string]Stacking, len(rts))
+	if len(rts) < 2 {
+		return settings, nil
+	}
+	for _, rt := range rts {
+		st, err := s.store.VoucherStacking(ctx, rt.code)
+		switch {
+		case IsCode(err, CodeUnavailable):
+			st = rt.v.Stacking
+		case err != nil:
+			return nil, withFailedCode(err, rt.code)
+		}
+		settings[rt.code] = st
+	}
+	return settings, nil
+}
+
+// stackKafkaTakes computes each member's pending hold as reserveStackSync
+// does: the discount of the cached definition on what the earlier codes
+// leave.
+func stackKafkaTakes(s *Service, req StackRequest, rts []route, at time.Time) []stackTake {
+	takes := make([]stackTake, len(rts))
+	left := req.OrderAmount
+	for i, rt := range rts {
+		d := rt.v.Discount().Compute(left)
+		takes[i] = stackTake{rt: rt, hold: Hold{
+			OrderID: StackMemberOrderID(req.OrderID, i+1), CustomerID: req.Customers[i], OrderAmount: left,
+			DiscountAmount: d, ReservedAt: at, ExpiresAt: at.Add(s.cfg.ReservationTTL), Owner: s.cfg.Instance, Pending: true,
+			Budget: Budget{Amount: rt.v.Budget.Amount, Clip: rt.v.Budget.Clip},
+			Window: req.Windows[i], WindowLimit: rt.v.WindowLimit,
+		}}
+		left -= d
+	}
+	return takes
+}
+
+// claimStack claims the stack's orderId, then each member's, for rec. It
+// returns the owner when the stack's orderId is claimed already (the
+// caller replays against it); a member's orderId claimed by anything else
+// is ORDER_CONFLICT naming that member's code, with every claim of this
+// call dropped.
+func (s *Service) claimStack(ctx context.Context, w *kafkaWrites, rec StackRecord) (*OrderOwner, error) {
+	until := s.now().Add(claimTTL)
+	owner, err := s.gate.ClaimStack(ctx, rec.OrderID, rec, until)
+	if err != nil {
+		return nil, err
+	}
+	if owner.Stack == nil || !owner.Stack.Same(rec) || !owner.Stack.At.Equal(rec.At) {
+		return &owner, nil
+	}
+	for i := 2; i <= len(rec.Codes); i++ {
+		member := StackMemberOrderID(rec.OrderID, i)
+		owner, err := s.gate.ClaimStack(ctx, member, rec, until)
+		if err == nil && (owner.Stack == nil || !owner.Stack.Same(rec)) {
+			err = orderConflict(rec.Codes[i-1], member, owner.Code)
+		}
+		if err != nil {
+			s.unclaimStack(ctx, rec)
+			return nil, withFailedCode(err, rec.Codes[i-1])
+		}
+	}
+	return nil, nil
+}
+
+// unclaimStack drops rec's claims (a refused stack's orderId may be used
+// afresh); a claim left behind answers a retry ORDER_CONFLICT or a replay
+// that finds no hold, until it expires.
+func (s *Service) unclaimStack(ctx context.Context, rec StackRecord) {
+	cctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	for i := len(rec.Codes); i >= 1; i-- {
+		id := StackMemberOrderID(rec.OrderID, i)
+		if err := s.gate.UnclaimStack(cctx, id, rec); err != nil {
+			s.log.WarnContext(ctx, "could not drop a stack's orderId claim", "orderId", id, "err", err)
+		}
+	}
+}
+
+// stackEvent is the one event of a stack whose members takes hold.
+func stackEvent(rec StackRecord, takes []stackTake) ReservedEvent {
+	e := EventFromHold(takes[0].rt.gateCode(), takes[0].hold)
+	e.StackCustomerID = rec.CustomerID
+	for _, t := range takes {
+		e.Members = append(e.Members, StackEventMember{Code: t.rt.gateCode(), CustomerID: t.hold.CustomerID, OrderID: t.hold.OrderID,
+			OrderAmount: t.hold.OrderAmount, DiscountAmount: t.hold.DiscountAmount, Window: t.hold.Window})
+	}
+	return e
+}
+
+// publishStack produces the stack's one event once the gate holds every
+// member, and answers once Kafka acknowledged it, each member's hold then
+// made durable. A produce that provably failed gives every use back; one
+// of unknown outcome keeps the holds pending and remembers each member's
+// event (settleEvent fences each member alone: the consumer writes the
+// stack whole or not at all, so every member's fence finds the same
+// outcome).
+func (s *Service) publishStack(ctx context.Context, w *kafkaWrites, rec StackRecord, takes []stackTake, gaveBack *int) (Stack, error) {
+	wctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	perr := s.events.PublishReserved(wctx, stackEvent(rec, takes))
+	if perr != nil {
+		if errors.Is(perr, ErrOutcomeUnknown) {
+			s.log.WarnContext(ctx, "stack event outcome unknown; holds kept pending", "orderId", rec.OrderID, "err", perr)
+			for _, t := range takes {
+				s.unanswered.rememberEvent(t.rt.gateCode(), t.hold, s.now())
+			}
+			return Stack{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
+				Message: "Kafka did not acknowledge in time; the order may or may not stand: retry with the same orderId"}
+		}
+		*gaveBack += s.giveBackStackKafka(ctx, takes, perr)
+		s.unclaimStack(ctx, rec)
+		if !IsCode(perr, CodeUnavailable) {
+			perr = Unavailable(perr, "could not record the order")
+		}
+		return Stack{}, perr
+	}
+	st := Stack{OrderID: rec.OrderID, CustomerID: rec.CustomerID, OrderAmount: rec.OrderAmount, CreatedAt: rec.At}
+	for _, t := range takes {
+		committed, err := s.gate.Commit(wctx, t.rt.gateCode(), t.hold)
+		if err != nil {
+			s.log.ErrorContext(ctx, "hold not marked durable in the gate", "code", t.rt.code, "orderId", t.hold.OrderID, "err", err)
+		}
+		if err == nil && !committed {
+			// Fenced meanwhile (this instance stalled past its
+			// heartbeat): the event is refused whole by the consumer.
+			if _, done, err := w.notCommitted(wctx, t.rt.gateCode(), t.hold); done {
+				return Stack{}, withFailedCode(err, t.rt.code)
+			}
+		}
+		h := t.hold
+		h.Pending = false
+		st.Items = append(st.Items, StackItem{Code: t.rt.code, Redemption: holdRedemption(t.rt.gateCode(), h, StatusReserved)})
+	}
+	return st, nil
+}
+
+// giveBackStackKafka gives back, in reverse code order, the uses taken
+// for a stack whose event provably failed; it returns their number.
+func (s *Service) giveBackStackKafka(ctx context.Context, takes []stackTake, cause error) int {
+	n := 0
+	for i := len(takes) - 1; i >= 0; i-- {
+		if t := takes[i]; t.taken {
+			s.compensate(ctx, ModeFlashKafka, t.rt.gateCode(), t.hold, cause)
+			n++
+		}
+	}
+	return n
+}
+
+// storedStack answers a stack request whose orderId the store knows
+// already (known): a stack's replay, ORDER_RELEASED or ORDER_CONFLICT, as
+// the store's own ReserveStack answers them, or ORDER_CONFLICT for another
+// order of the id. The orderId may be the store's alone (an order of
+// another mode, or a claim expired); a store that cannot answer within
+// storeCheckWait leaves the decision to the gate's claim, as for a single.
+func (s *Service) storedStack(ctx context.Context, w *kafkaWrites, rec StackRecord) (Stack, bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, storeCheckWait)
+	defer cancel()
+	_, found, err := s.store.StackOf(rctx, rec.OrderID)
+	switch {
+	case err != nil:
+		return Stack{}, false, nil
+	case found:
+		return s.answerStoredStack(ctx, rec)
+	}
+	row, err := s.store.Order(rctx, rec.OrderID)
+	if err != nil {
+		return Stack{}, false, nil
+	}
+	return Stack{}, true, withFailedCode(orderConflict(rec.Codes[0], rec.OrderID, row.VoucherCode), rec.Codes[0])
+}
+
+// answerStoredStack answers rec against the store's stack of its orderId.
+func (s *Service) answerStoredStack(ctx context.Context, rec StackRecord) (Stack, bool, error) {
+	st, err := s.store.Stack(ctx, rec.OrderID)
+	if err != nil {
+		return Stack{}, true, err
+	}
+	if !storedStackIs(st, rec) {
+		return Stack{}, true, Reject(CodeOrderConflict, "", Facts{Voucher: rec.Codes[0], OrderID: rec.OrderID})
+	}
+	if st.Status() == StatusReleased {
+		return Stack{}, true, orderReleased(rec.OrderID)
+	}
+	st.Replay = true
+	return st, true, nil
+}
+
+// storedStackIs reports whether the store's stack st is the request rec.
+func storedStackIs(st Stack, rec StackRecord) bool {
+	if st.CustomerID != rec.CustomerID || len(st.Items) != len(rec.Codes) {
+		return false
+	}
+	for i, it := range st.Items {
+		if it.Code != rec.Codes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// replayStackKafka answers a stack request whose orderId the gate has a
+// claim of: another order's is ORDER_CONFLICT; the same request's is its
+// replay, from the store once the consumer wrote it, else from the
+// members' holds. While a member's hold is pending (the first request is
+// waiting for Kafka) it asks again for about a second, as a single's
+// replay does, then answers 503 with the outcome unknown; a claim well
+// past any produce whose members hold nothing in the gate (an attempt
+// that died before its takes, or whose holds were fenced) is
+// ORDER_RELEASED.
+func (s *Service) replayStackKafka(ctx context.Context, w *kafkaWrites, rec StackRecord, owner OrderOwner) (Stack, error) {
+	if owner.Stack == nil || !owner.Stack.Same(rec) {
+		return Stack{}, Reject(CodeOrderConflict, "", Facts{Voucher: rec.Codes[0], OrderID: rec.OrderID, UsesVoucher: owner.Code})
+	}
+	for attempt := 0; ; attempt++ {
+		if st, known, err := s.storedStackRead(ctx, rec); known {
+			return st, err
+		}
+		st, state, err := s.stackFromHolds(ctx, w, *owner.Stack)
+		switch {
+		case err != nil:
+			return Stack{}, outcomeUnknown(err, rec.OrderID)
+		case state == stackHeld:
+			st.Replay = true
+			return st, nil
+		case state == stackReleased:
+			return Stack{}, orderReleased(rec.OrderID)
+		case attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil:
+			continue
+		case state == stackAbsent && s.now().Sub(owner.Stack.At) >= w.orphanAge() && w.events.CaughtUp(ctx) == nil:
+			return Stack{}, Errorf(CodeOrderReleased,
+				"order %s never reached the database and holds nothing; start a new attempt with a new orderId", rec.OrderID)
+		}
+		return Stack{}, &Error{Code: CodeUnavailable, OutcomeUnknown: true,
+			Message: "order " + rec.OrderID + " is still being written and may or may not stand: retry with the same orderId"}
+	}
+}
+
+// storedStackRead is answerStoredStack when the store has a stack of
+// rec's orderId; known is false when it has none or cannot answer.
+func (s *Service) storedStackRead(ctx context.Context, rec StackRecord) (Stack, bool, error) {
+	if _, found, err := s.store.StackOf(ctx, rec.OrderID); err != nil || !found {
+		return Stack{}, false, nil
+	}
+	return s.answerStoredStack(ctx, rec)
+}
+
+// stackHolds is what the gate holds of a recorded stack.
+type stackHolds int
+
+const (
+	// stackHeld: every member durably held (or confirmed).
+	stackHeld stackHolds = iota
+	// stackPending: some member pending, or missing while others are held.
+	stackPending
+	// stackReleased: some member released (or fenced).
+	stackReleased
+	// stackAbsent: no member held at all.
+	stackAbsent
+)
+
+// stackFromHolds reads the members of rec in the gate and builds the
+// stack they hold when every member is durably held.
+func (s *Service) stackFromHolds(ctx context.Context, w *kafkaWrites, rec StackRecord) (Stack, stackHolds, error) {
+	st := Stack{OrderID: rec.OrderID, CustomerID: rec.CustomerID, OrderAmount: rec.OrderAmount, CreatedAt: rec.At}
+	missing, pending, released := 0, false, false
+	for i, code := range rec.Codes {
+		rt := s.routeKnown(ctx, code)
+		orderID := StackMemberOrderID(rec.OrderID, i+1)
+		h, found, err := w.gate.Lookup(ctx, rt.gateCode(), orderID)
+		switch {
+		case err != nil:
+			return Stack{}, 0, err
+		case !found:
+			missing++
+			continue
+		case h.Released:
+			released = true
+		case h.Pending:
+			pending = true
+		}
+		status := StatusReserved
+		if h.Confirmed {
+			status = StatusConfirmed
+		}
+		st.Items = append(st.Items, StackItem{Code: code, Redemption: holdRedemption(rt.gateCode(), h, status)})
+	}
+	switch {
+	case released:
+		return Stack{}, stackReleased, nil
+	case missing == len(rec.Codes):
+		return Stack{}, stackAbsent, nil
+	case pending || missing > 0:
+		return Stack{}, stackPending, nil
+	}
+	return st, stackHeld, nil
+}
+
+// kafkaStackRecord is, in Kafka mode, the gate's record of the stack
+// orderID is the orderId of, or of one of whose members it is; nil in
+// other modes, when the gate has none, or cannot be read (the store
+// alone answers then).
+func (s *Service) kafkaStackRecord(ctx context.Context, orderID string) *StackRecord {
+	if _, ok := s.writes.(*kafkaWrites); !ok {
+		return nil
+	}
+	owner, err := s.gate.OrderOwner(ctx, orderID)
+	if err != nil {
+		s.log.WarnContext(ctx, "the gate's claim of an orderId could not be read", "orderId", orderID, "err", err)
+		return nil
+	}
+	return owner.Stack
+}
+
+// unwrittenStack answers, in Kafka mode, the stack orderID the store does
+// not have (storeErr) from the gate: its record and its members' durable
+// holds; storeErr otherwise.
+func (s *Service) unwrittenStack(ctx context.Context, orderID string, storeErr error) (Stack, error) {
+	rec := s.kafkaStackRecord(ctx, orderID)
+	if rec == nil || rec.OrderID != orderID {
+		return Stack{}, storeErr
+	}
+	st, state, err := s.stackFromHolds(ctx, s.writes.(*kafkaWrites), *rec)
+	switch {
+	case err != nil:
+		return Stack{}, err
+	case state == stackHeld:
+		return st, nil
+	}
+	return Stack{}, storeErr
+}
+
+// applyUnwrittenStack writes, in Kafka mode, the stack orderID the
+// consumer has not written yet, from the gate's record and its members'
+// holds, with the consumer's own all-or-none apply (idempotent: the event
+// arriving later changes nothing), so that a confirmation, release or
+// extension can act on it. It reports whether there was one to write (the
+// caller runs its store operation again). A member still pending is
+// answered 503: its event may still be refused whole.
+func (s *Service) applyUnwrittenStack(ctx context.Context, orderID string) (bool, error) {
+	rec := s.kafkaStackRecord(ctx, orderID)
+	if rec == nil || rec.OrderID != orderID {
+		return false, nil
+	}
+	w := s.writes.(*kafkaWrites)
+	if _, found, err := s.store.StackOf(ctx, orderID); err != nil || found {
+		return found, err
+	}
+	takes := make([]stackTake, len(rec.Codes))
+	for i, code := range rec.Codes {
+		rt := s.routeKnown(ctx, code)
+		h, found, err := w.gateHold(ctx, rt.gateCode(), "", StackMemberOrderID(orderID, i+1))
+		switch {
+		case errors.Is(err, errInStoreNow):
+			return true, nil
+		case err != nil:
+			return false, err
+		case !found || h.Released:
+			return false, nil
+		case h.Pending:
+			return false, Unavailable(nil, "order %s is still being written; retry", orderID)
+		}
+		takes[i] = stackTake{rt: rt, hold: h}
+	}
+	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{stackEvent(*rec, takes)})
+	if err != nil {
+		return false, err
+	}
+	if len(results) == 1 && results[0].Outcome == Rejected {
+		return false, Errorf(CodeInternal, "the database rejected order %s: %s", orderID, results[0].Reason)
+	}
+	return true, nil
+}
+
+// kafkaStackPart reports, in Kafka mode, the stack orderID belongs to
+// (its own or a member's orderId) from the gate's record; "" for none.
+func (s *Service) kafkaStackPart(ctx context.Context, orderID string) string {
+	if rec := s.kafkaStackRecord(ctx, orderID); rec != nil {
+		return rec.OrderID
+	}
+	return ""
+}
+
+// confirmedStack marks, in Kafka mode, the members of st the store
+// confirmed as confirmed in the gate (as afterConfirm does for a single),
+// so that reconciliation finds nothing to repair.
+func (s *Service) confirmedStack(ctx context.Context, st Stack) {
+	w, ok := s.writes.(*kafkaWrites)
+	if !ok {
+		return
+	}
+	for _, it := range st.Items {
+		if rt := s.routeKnown(ctx, it.Code); rt.v.FlashSale {
+			w.afterConfirm(ctx, rt, it.Redemption.OrderID)
+		}
+	}
+}
+
+// stackWrite runs op, a store operation on the stack orderID; in Kafka
+// mode a stack the store does not have yet is written from the gate first
+// (applyUnwrittenStack) and op run again.
+func (s *Service) stackWrite(ctx context.Context, orderID string, op func() (Stack, error)) (Stack, error) {
+	st, err := op()
+	if !IsCode(err, CodeReservationNotFound) {
+		return st, err
+	}
+	applied, aerr := s.applyUnwrittenStack(ctx, orderID)
+	if aerr != nil {
+		return Stack{}, aerr
+	}
+	if !applied {
+		return st, err
+	}
+	return op()
+}
