@@ -103,3 +103,58 @@ func TestKafkaStackBeforeConsumerApplied(t *testing.T) {
 		s.assertConsistent(code)
 	}
 }
+
+// TestKafkaStackMixedAndDeadLettered: in Kafka mode a stack of a flash-sale
+// voucher and a standard one is refused (NOT_STACKABLE, the standard
+// code), taking nothing, while a stack of standard vouchers is served by
+// the store; a stack's event that the store refuses is dead-lettered
+// whole, and reconciliation gives every member's gate hold back.
+func TestKafkaStackMixedAndDeadLettered(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true, kafka: true, tweak: func(c *Config) { c.RunConsumer = false }})
+	a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackableAs("B", map[string]any{"discountAmount": 500}, 10, stackable)
+	s.opts.flash = false
+	std1 := s.createStackableAs("C", map[string]any{"discountAmount": 100}, 10, stackable)
+	std2 := s.createStackableAs("D", map[string]any{"discountAmount": 100}, 10, stackable)
+	s.opts.flash = true
+
+	r := s.reserveStack("7", "mx-1", 20000, a, std1)
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+	require.Equal(t, "NOT_STACKABLE", r.str("reason"))
+	require.Equal(t, std1, r.str("failedCode"))
+	require.Equal(t, int64(10), s.gateRemaining(a), "the refused mix took nothing")
+	r = s.reserveStack("7", "mx-1", 20000, std1, std2)
+	require.Equal(t, http.StatusCreated, r.status, "standard vouchers are stacked by the store: %s", r.raw)
+	require.Equal(t, 1, s.state(std1).reserved)
+
+	r = s.reserveStack("7", "dl-1", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	// Member 2's orderId is fenced in the store before the consumer
+	// applies the event (as reconciliation fences an orphan hold): the
+	// event is refused whole.
+	member := voucher.StackMemberOrderID("dl-1", 2)
+	h, found, err := s.app.gate.Lookup(t.Context(), b, member)
+	require.NoError(t, err)
+	require.True(t, found)
+	_, inserted, err := s.app.store.AbandonOrder(t.Context(), b, h, time.Now())
+	require.NoError(t, err)
+	require.True(t, inserted)
+
+	consumer, err := kafkalog.NewConsumer(kafkaConfig(s.cfg, s.app.log), s.app.store)
+	require.NoError(t, err)
+	consumer.Start(context.Background())
+	t.Cleanup(consumer.Stop)
+	require.Eventually(t, func() bool { return consumer.Stats().Rejected >= 1 }, 30*time.Second, 100*time.Millisecond)
+	s.caughtUp()
+	require.Zero(t, s.state(a).usedCount, "no member of the refused event was written")
+	require.Zero(t, s.state(b).usedCount, "no member of the refused event was written")
+	for _, code := range []string{a, b} {
+		_, err := s.app.svc.Reconcile(t.Context(), code, true, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(10), s.gateRemaining(code), "reconciliation gave %s's hold back", code)
+		s.assertConsistent(code)
+	}
+	r = s.reserveStack("7", "dl-1", 20000, a, b)
+	require.Equal(t, "ORDER_RELEASED", r.str("error"), "a retry of the refused stack: %s", r.raw)
+}
