@@ -150,10 +150,6 @@ func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error 
 		if m != "standard" && m != "flash-sync" && m != "flash-kafka" {
 			return fmt.Errorf("--mode must be standard, flash-sync or flash-kafka, not %q", m)
 		}
-		if m == "flash-kafka" && o.Workload.Stack > 1 {
-			// Every order would be refused NOT_STACKABLE: nothing to measure.
-			return errors.New("--stack: flash-kafka mode does not stack flash-sale vouchers (docs/stacks.md); run standard or flash-sync")
-		}
 	}
 	so := o.Stack
 	if o.OTLPSink {

@@ -15,10 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// stackModes are the write modes the stack scenario runs in: the modes
-// that serve orders of several codes of flash-sale vouchers (Kafka mode
-// refuses them, NOT_STACKABLE).
-var stackModes = []string{modeStandard, modeSync}
+// stackModes are the write modes the stack scenario runs in: every mode.
+var stackModes = []string{modeStandard, modeSync, modeKafka}
 
 // stackHotCodes is how many codes a stack scenario sells; every order of
 // several codes presents two or three of them, so that they are all hot.
@@ -67,6 +65,7 @@ func runStackScenario(t *testing.T, sc scenario) {
 		kinds := map[string][]string{
 			modeStandard: {faultKillInstance, faultKillPostgres, faultPauseInstance},
 			modeSync:     {faultKillRedis, faultPauseInstance, faultKillInstance, faultImmediatePostgres},
+			modeKafka:    {faultKillKafka, faultKillConsumer, faultKillRedis, faultPauseInstance, faultKillInstance},
 		}[sc.mode]
 		rnd.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		schedules = append(schedules, plan(rnd, kinds, true, 0, len(c.instances)))
@@ -109,11 +108,17 @@ func runStackScenario(t *testing.T, sc scenario) {
 	st := StackState{Codes: map[string]DBState{}}
 	if flash {
 		st.Gates = map[string]GateState{}
+		// A killed consumer's group waits for its session to time out
+		// before the partitions are served again (as in runScenario).
+		settleTimeout := 30 * time.Second
+		if sc.mode == modeKafka {
+			settleTimeout = 150 * time.Second
+		}
 		for _, code := range codes {
 			var rep reconcileReport
 			var err error
 			for try := 0; try < 3; try++ {
-				_, rep, err = c.reconcile(code, 30*time.Second)
+				_, rep, err = c.reconcile(code, settleTimeout)
 				if err == nil || rep.Loaded {
 					break
 				}
