@@ -49,6 +49,12 @@ func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafka
 		}
 	}
 	if err := s.stackEligible(ctx, req, rts, now); err != nil {
+		if errors.Is(err, errKnownStack) {
+			// The store has a stack of the orderId after all (its first
+			// read above did not answer in time).
+			st, _, err := s.answerStoredStack(ctx, rec)
+			return st, err
+		}
 		return Stack{}, err
 	}
 	claimed, err := s.claimStack(ctx, w, rec)
