@@ -92,18 +92,20 @@ func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafka
 
 // stackingSettings reads each code's stacking setting from the store, as
 // the store's own ReserveStack does, so that a PATCH is seen by the next
-// stack. While the store cannot be read the cached definition's setting
-// stands in: a definition resolved without it has the zero setting, which
+// stack. While the store cannot be read (or has not answered them all
+// within storeCheckWait) the cached definition's setting stands in: a definition resolved without it has the zero setting, which
 // refuses (NOT_STACKABLE) and never lets through what the setting refuses.
 func (s *Service) stackingSettings(ctx context.Context, rts []route) (map[string]Stacking, error) {
 	settings := make(map[string]Stacking, len(rts))
 	if len(rts) < 2 {
 		return settings, nil
 	}
+	rctx, cancel := context.WithTimeout(ctx, storeCheckWait)
+	defer cancel()
 	for _, rt := range rts {
-		st, err := s.store.VoucherStacking(ctx, rt.code)
+		st, err := s.store.VoucherStacking(rctx, rt.code)
 		switch {
-		case IsCode(err, CodeUnavailable):
+		case IsCode(err, CodeUnavailable), err != nil && rctx.Err() != nil && ctx.Err() == nil:
 			st = rt.v.Stacking
 		case err != nil:
 			return nil, withFailedCode(err, rt.code)

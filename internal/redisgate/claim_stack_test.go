@@ -1,0 +1,56 @@
+package redisgate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// TestClaimStack: a stack's claim of an orderId and a code's exclude each
+// other; the record reads back whole; it is dropped only by its own value.
+func TestClaimStack(t *testing.T) {
+	t.Parallel()
+	g := newGate(t, Config{})
+	ctx := t.Context()
+	until := time.Now().Add(time.Hour)
+	rec := voucher.StackRecord{OrderID: "st-1", CustomerID: "C 7", OrderAmount: 20000, Codes: []string{"B", "A"},
+		At: time.Now().UTC().Truncate(time.Millisecond)}
+
+	owner, err := g.OrderOwner(ctx, "st-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.OrderOwner{}, owner, "nothing claims it yet")
+	owner, err = g.ClaimStack(ctx, "st-1", rec, until)
+	require.NoError(t, err)
+	require.Equal(t, &rec, owner.Stack)
+	owner, err = g.OrderOwner(ctx, "st-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.OrderOwner{Stack: &rec}, owner)
+
+	code, err := g.ClaimOrder(ctx, "st-1", "A", until)
+	require.NoError(t, err)
+	require.Empty(t, code, "a code's claim of a stack's orderId names no voucher")
+	other := rec
+	other.Codes = []string{"A"}
+	owner, err = g.ClaimStack(ctx, "st-1", other, until)
+	require.NoError(t, err)
+	require.True(t, owner.Stack.Same(rec), "the first claim stands")
+
+	require.NoError(t, g.UnclaimStack(ctx, "st-1", other))
+	owner, err = g.OrderOwner(ctx, "st-1")
+	require.NoError(t, err)
+	require.NotNil(t, owner.Stack, "another record's unclaim drops nothing")
+	require.NoError(t, g.UnclaimStack(ctx, "st-1", rec))
+	owner, err = g.OrderOwner(ctx, "st-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.OrderOwner{}, owner)
+
+	code, err = g.ClaimOrder(ctx, "single-1", "A", until)
+	require.NoError(t, err)
+	require.Equal(t, "A", code)
+	owner, err = g.ClaimStack(ctx, "single-1", rec, until)
+	require.NoError(t, err)
+	require.Equal(t, voucher.OrderOwner{Code: "A"}, owner, "a code's claim stands against a stack")
+}
