@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/testenv"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -157,4 +158,41 @@ func TestKafkaStackMixedAndDeadLettered(t *testing.T) {
 	}
 	r = s.reserveStack("7", "dl-1", 20000, a, b)
 	require.Equal(t, "ORDER_RELEASED", r.str("error"), "a retry of the refused stack: %s", r.raw)
+}
+
+// TestKafkaStackThroughPostgresOutage: a Kafka-mode stack of flash-sale
+// vouchers is served while PostgreSQL is down (the gate and the log), and
+// the consumer writes it whole once PostgreSQL is back.
+func TestKafkaStackThroughPostgresOutage(t *testing.T) {
+	t.Parallel()
+	srv := testenv.NewPostgres(t)
+	s := newStack(t, stackOptions{flash: true, kafka: true, databaseURL: srv.NewDatabase(t).URL})
+	a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackableAs("B", map[string]any{"discountPercent": 10}, 10, stackable)
+	r := s.reserveStack("7", "po-1", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	// The definitions are read again once their cache expires (with the
+	// stacking setting, which the outage then serves stale).
+	time.Sleep(1100 * time.Millisecond)
+	r = s.reserveStack("7", "po-2", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	s.written()
+
+	srv.Stop(t)
+	r = s.reserveStack("7", "po-down", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, "PostgreSQL down: %s", r.raw)
+	require.Equal(t, map[string]int64{a: 1000, b: 1900}, r.items())
+	r = s.reserveStack("7", "po-down", 20000, a, b)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"), "a replay from the gate: %s", r.raw)
+	srv.Start(t)
+
+	s.settle(a, 3)
+	s.settle(b, 3)
+	st, err := s.app.store.Stack(t.Context(), "po-down")
+	require.NoError(t, err)
+	require.Equal(t, voucher.StatusReserved, st.Status())
+	require.Len(t, st.Items, 2)
+	for _, code := range []string{a, b} {
+		s.assertConsistent(code)
+	}
 }
