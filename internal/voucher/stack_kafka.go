@@ -256,16 +256,18 @@ func (s *Service) giveBackStackKafka(ctx context.Context, takes []stackTake, cau
 func (s *Service) storedStack(ctx context.Context, w *kafkaWrites, rec StackRecord) (Stack, bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, storeCheckWait)
 	defer cancel()
+	// A stack's orderId is its first member's: a new orderId costs the one
+	// read (Store.Order, shared with concurrent singles' reads).
+	row, err := s.store.Order(rctx, rec.OrderID)
+	if err != nil {
+		return Stack{}, false, nil
+	}
 	_, found, err := s.store.StackOf(rctx, rec.OrderID)
 	switch {
 	case err != nil:
 		return Stack{}, false, nil
 	case found:
 		return s.answerStoredStack(ctx, rec)
-	}
-	row, err := s.store.Order(rctx, rec.OrderID)
-	if err != nil {
-		return Stack{}, false, nil
 	}
 	return Stack{}, true, withFailedCode(orderConflict(rec.Codes[0], rec.OrderID, row.VoucherCode), rec.Codes[0])
 }
