@@ -136,6 +136,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 		UnknownCodeLimit: cfg.UnknownCodeLimit, UnknownCodeBlock: cfg.UnknownCodeBlock,
 		UnknownCodeLimitPerClient: cfg.Access.UnknownCodeLimitPerClient, UnknownCodeLimitPerKey: cfg.Access.UnknownCodeLimitPerKey,
+		ReconcileChunk: cfg.RedisScanCount, ReconcileShare: cfg.ReconcileShare,
 		Clock: cfg.clock,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {

@@ -46,6 +46,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	ReconcileEvery  time.Duration
 	ReconcileGrace  time.Duration
+	// ReconcileShare is the largest share of its time one voucher's
+	// reconciliation spends working (voucher.ServiceConfig.ReconcileShare).
+	ReconcileShare float64
 	// HeartbeatTTL is how long an instance that stopped beating still
 	// counts as alive; after it, the holds it took without writing them
 	// are fenced and given back.
@@ -145,6 +148,10 @@ func envBool(name string, def bool) bool {
 	return def
 }
 
+// defaultReconcileShare is the default of --reconcile-share: a tenth of
+// one core for a voucher of any size.
+const defaultReconcileShare = 0.1
+
 func envFloat(name string, def float64) float64 {
 	if v := os.Getenv(name); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
@@ -232,6 +239,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.BoolVar(&cfg.MigrateOnStart, "migrate", envBool("VOUCHERD_MIGRATE", true), "apply migrations at start (VOUCHERD_MIGRATE)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("VOUCHERD_SHUTDOWN_TIMEOUT", 15*time.Second), "graceful shutdown bound (VOUCHERD_SHUTDOWN_TIMEOUT)")
 	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", envDuration("VOUCHERD_RECONCILE_INTERVAL", 30*time.Second), "how often flash vouchers are reconciled; 0 disables (VOUCHERD_RECONCILE_INTERVAL)")
+	fs.Float64Var(&cfg.ReconcileShare, "reconcile-share", envFloat("VOUCHERD_RECONCILE_SHARE", defaultReconcileShare), "the largest share of its time reconciling one flash voucher spends working, pausing between chunks of VOUCHERD_REDIS_SCAN_COUNT orders for the rest, so that it takes at most this share of one core across voucherd, Redis and PostgreSQL; 1 never pauses (VOUCHERD_RECONCILE_SHARE)")
 	fs.DurationVar(&cfg.ReconcileGrace, "reconcile-grace", envDuration("VOUCHERD_RECONCILE_GRACE", 30*time.Second), "age after which a Redis hold without a database row is released (VOUCHERD_RECONCILE_GRACE)")
 	fs.DurationVar(&cfg.HeartbeatTTL, "heartbeat-ttl", envDuration("VOUCHERD_HEARTBEAT_TTL", voucher.DefaultHeartbeatTTL), "how long an instance that stopped beating (every third of this) counts as alive before the Redis holds it did not write are fenced and given back (VOUCHERD_HEARTBEAT_TTL)")
 	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
@@ -352,6 +360,9 @@ func (c *Config) validate() error {
 	}
 	if c.LowStockShare > 1 {
 		return fmt.Errorf("--low-stock-share must be at most 1")
+	}
+	if c.ReconcileShare < 0 || c.ReconcileShare > 1 {
+		return fmt.Errorf("--reconcile-share must be between 0 and 1 (0 and 1: no pause)")
 	}
 	if c.HeartbeatTTL == 0 {
 		c.HeartbeatTTL = voucher.DefaultHeartbeatTTL

@@ -91,6 +91,12 @@ func (p *reconcilePasses) write(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
+// passTimeout bounds one reconciliation pass of the bench: a paced pass
+// over a voucher of a million holds works a few seconds and pauses for
+// the rest of its share (VOUCHERD_RECONCILE_SHARE), so it may take
+// minutes; the run's end cancels it anyway.
+const passTimeout = 20 * time.Minute
+
 // slowlogThreshold is the slowlog-log-slower-than of a run that reads
 // Redis's longest command: every command of at least this long is logged.
 const slowlogThreshold = time.Millisecond
@@ -275,7 +281,7 @@ func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, c
 			phase := "without reconciliation"
 			if reconcile {
 				run.Name += "+reconcile"
-				passes = &reconcilePasses{every: passesEvery, token: cfg.AdminToken, client: &http.Client{Timeout: time.Minute}}
+				passes = &reconcilePasses{every: passesEvery, token: cfg.AdminToken, client: &http.Client{Timeout: passTimeout}}
 				run.Alongside = passes.alongside(t.BaseURLs[0])
 				phase = "with reconciliation every " + passesEvery.String()
 			}
