@@ -9,7 +9,7 @@ import (
 // the gate's orders, each chunk looked up in the store after it was read
 // (walkGate), then the store's held rows, each page looked up in the gate
 // after it was read (walkStore). It keeps one chunk and the findings, never
-// the whole voucher (docs/rules.md, "Reconciliation compares in chunks").
+// the whole voucher (docs/rules.md, "Reconciliation reads in chunks").
 // Not safe for concurrent use.
 type comparison struct {
 	s     *Service

@@ -114,7 +114,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	// chunk of the gate's orders is looked up in the store after it was
 	// read, and each page of the store's held rows in the gate after it
 	// was read; every repair re-checks its order in one step
-	// (docs/rules.md, "Reconciliation compares in chunks").
+	// (docs/rules.md, "Reconciliation reads in chunks").
 	c0, err := s.gate.Counts(ctx, code)
 	if err != nil {
 		return rep, err

@@ -126,7 +126,7 @@ type HoldSummary struct {
 // ReconcileStore is the store's part of reconciliation: a voucher's
 // counters in one read, and its redemptions in bounded chunks, so that
 // reconciling a voucher of a million holds costs memory for one chunk
-// (docs/rules.md, "Reconciliation compares in chunks").
+// (docs/rules.md, "Reconciliation reads in chunks").
 type ReconcileStore interface {
 	// ReconcileCounts reads, in one statement, a voucher's total limit,
 	// its count of held uses (used_count) and the counters of its limits:
