@@ -103,6 +103,9 @@ type StackOptions struct {
 	// SeparateWrites turns off the combining of concurrent PostgreSQL
 	// reservations of one voucher into one transaction.
 	SeparateWrites bool
+	// ReconcileShare is the servers' --reconcile-share, the share of its
+	// time a reconciliation pass works (0: the servers' default).
+	ReconcileShare float64
 	// Procs is the GOMAXPROCS of each voucherd process: positive as given,
 	// 0 their share of this machine's CPUs, -1 Go's default.
 	Procs int
