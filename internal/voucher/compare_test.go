@@ -115,7 +115,8 @@ func (s *chunkStore) HeldPage(_ context.Context, _ string, st Status, after Page
 	return out, nil
 }
 
-// Reconciliation compares a voucher chunk by chunk: no call to either
+// Reconciliation compares a voucher chunk by chunk, pausing between
+// chunks: no call to either
 // store carries more than a chunk of orders, whatever the voucher's size,
 // and the findings are those of comparing the whole state at once.
 func TestReconcileComparesInChunks(t *testing.T) {
@@ -156,7 +157,8 @@ func TestReconcileComparesInChunks(t *testing.T) {
 		st.rows = append(st.rows, r)
 	}
 	gate.remaining = int64(st.total) - int64(len(gate.orders))
-	svc, err := NewService(ServiceConfig{Store: st, Gate: gate, ReconcileChunk: 4, Clock: func() time.Time { return now }})
+	svc, err := NewService(ServiceConfig{Store: st, Gate: gate, ReconcileChunk: 4, ReconcileShare: 0.5,
+		Clock: func() time.Time { return now }})
 	require.NoError(t, err)
 	rep, err := svc.Reconcile(context.Background(), "BIG", false, 30*time.Second)
 	require.NoError(t, err)
