@@ -116,9 +116,9 @@ func (s *chunkStore) HeldPage(_ context.Context, _ string, st Status, after Page
 }
 
 // Reconciliation compares a voucher chunk by chunk, pausing between
-// chunks: no call to either
-// store carries more than a chunk of orders, whatever the voucher's size,
-// and the findings are those of comparing the whole state at once.
+// chunks: no call to either store carries more than a chunk of orders,
+// whatever the voucher's size, and the findings are those of comparing the
+// whole state at once.
 func TestReconcileComparesInChunks(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
