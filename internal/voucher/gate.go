@@ -332,7 +332,9 @@ type GateRepairs interface {
 	// loaded.
 	ScanOrders(ctx context.Context, code string, cursor uint64) (holds []Hold, next uint64, err error)
 	// Known reports, for each of orderIDs, whether the gate knows it now,
-	// in any state (one step; all false when the voucher is not loaded).
+	// in any state (one step, reading the orders alone: a voucher whose
+	// orders are gone, as when it was never loaded or forgotten, knows
+	// none).
 	Known(ctx context.Context, code string, orderIDs []string) ([]bool, error)
 	// LimitCounts reads the gate's counters of the voucher's money budget
 	// and of the occurrences of its windows (O(occurrences)).
