@@ -173,12 +173,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // benchServerEnv is the environment of the voucherd processes a bench
 // stack starts: ours without the VOUCHERD_* variables, since their flags
-// say all, but VOUCHERD_KAFKA_LINGER, a producer setting to measure.
-// OTEL_* variables pass, so that the servers trace as they would serve.
+// say all, but VOUCHERD_KAFKA_LINGER and VOUCHERD_KAFKA_SEND_WHEN_IDLE,
+// producer settings to measure. OTEL_* variables pass, so that the servers
+// trace as they would serve.
 func benchServerEnv(environ []string) []string {
 	var env []string
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "VOUCHERD_") || strings.HasPrefix(kv, "VOUCHERD_KAFKA_LINGER=") {
+		if !strings.HasPrefix(kv, "VOUCHERD_") || strings.HasPrefix(kv, "VOUCHERD_KAFKA_LINGER=") ||
+			strings.HasPrefix(kv, "VOUCHERD_KAFKA_SEND_WHEN_IDLE=") {
 			env = append(env, kv)
 		}
 	}

@@ -68,6 +68,9 @@ type Config struct {
 	ProduceTimeout  time.Duration
 	// KafkaLinger is how long the producer waits to fill a batch.
 	KafkaLinger time.Duration
+	// KafkaSendWhenIdle sends the events gathered while a produce is in
+	// flight once it is answered, instead of lingering.
+	KafkaSendWhenIdle bool
 	// KafkaSessionTimeout is how long the consumer group waits for a crashed
 	// consumer before another takes its partitions.
 	KafkaSessionTimeout time.Duration
@@ -243,6 +246,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.KafkaSessionTimeout, "kafka-session-timeout", envDuration("VOUCHERD_KAFKA_SESSION_TIMEOUT", kafkalog.DefaultSessionTimeout), "how long the consumer group waits for a crashed consumer before another takes over (VOUCHERD_KAFKA_SESSION_TIMEOUT)")
 	fs.DurationVar(&cfg.ProduceTimeout, "produce-timeout", envDuration("VOUCHERD_PRODUCE_TIMEOUT", 2*time.Second), "how long a reservation waits for Kafka's ack (VOUCHERD_PRODUCE_TIMEOUT)")
 	fs.DurationVar(&cfg.KafkaLinger, "kafka-linger", envDuration("VOUCHERD_KAFKA_LINGER", kafkalog.DefaultLinger), "how long the Kafka producer waits to fill a batch; negative sends at once (VOUCHERD_KAFKA_LINGER)")
+	fs.BoolVar(&cfg.KafkaSendWhenIdle, "kafka-send-when-idle", envBool("VOUCHERD_KAFKA_SEND_WHEN_IDLE", false), "instead of lingering, send the reservation events gathered while a produce awaits its acknowledgement as soon as it is answered, and an event at once when none is in flight (VOUCHERD_KAFKA_SEND_WHEN_IDLE)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", envDuration("VOUCHERD_WRITE_TIMEOUT", 5*time.Second), "bound on one durable write (VOUCHERD_WRITE_TIMEOUT)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", envDuration("VOUCHERD_REDIS_TIMEOUT", redisgate.DefaultTimeout), "bound on one call to Redis; a reservation whose call ran out answers 503 (VOUCHERD_REDIS_TIMEOUT)")
 	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
