@@ -202,11 +202,9 @@ func splitList(s string) []string {
 
 // defaultDatabaseURL is the URL `voucherd dev` serves on; serve uses it only
 // when nothing else is configured.
-// Defaults of the gate's Redis client. A contended Kafka-mode take makes
-// about two Redis calls; with one connection and writes held back up to
-// 20µs, the calls of concurrent requests share writes: counted on a
-// development machine, voucherd's writes per take fell from 3.1 to 2.0 and
-// Redis's reads per take from 0.36 to 0.19 (docs/benchmarks-log.md).
+// Defaults of the gate's Redis client: one connection and writes held back
+// up to 20µs, so that the calls of concurrent requests share writes and
+// Redis's reads (the counts per take are in docs/benchmarks-log.md).
 const (
 	defaultRedisFlushDelay = 20 * time.Microsecond
 	defaultRedisPipelines  = 1
