@@ -50,7 +50,7 @@ func (q *waveQueue) publish(ctx context.Context, rec *kgo.Record) error {
 	q.flying = true
 	q.mu.Unlock()
 	if start {
-		go q.fly()
+		go q.fly() //nolint:gosec // G118: the flights serve every caller queued, not only the one that started them, so they outlive its context
 	}
 	timer := time.NewTimer(q.timeout)
 	defer timer.Stop()
