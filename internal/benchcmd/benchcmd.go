@@ -109,6 +109,11 @@ type StackOptions struct {
 	// Procs is the GOMAXPROCS of each voucherd process: positive as given,
 	// 0 their share of this machine's CPUs, -1 Go's default.
 	Procs int
+	// ServeFlags are added to the flags of every voucherd serve and
+	// consume process, after the stack's own (the last value of a flag
+	// wins): settings of the write path to compare, such as
+	// --combine-writers or --redis-flush-delay.
+	ServeFlags []string
 }
 
 // Run runs the benchmark o describes, writes its reports to stdout and its
