@@ -78,7 +78,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	}
 	a.log = log
 	a.store, err = pgstore.Open(ctx, tracePostgres(pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns), //nolint:gosec // G115: validate accepted it
-		MinConns: int32(cfg.MinDBConns), Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites}}, a.tracing)) //nolint:gosec // G115: validate accepted it
+		MinConns: int32(cfg.MinDBConns), Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites, Writers: cfg.CombineWriters}}, a.tracing)) //nolint:gosec // G115: validate accepted it
 	if err != nil {
 		return nil, fmt.Errorf("open PostgreSQL: %w", err)
 	}
@@ -99,6 +99,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		a.gate, err = redisgate.New(traceRedis(redisgate.Config{
 			Addrs: cfg.RedisAddrs, KeyPrefix: cfg.RedisKeyPrefix, SoldOutTTL: cfg.SoldOutTTL,
 			Timeout: cfg.RedisTimeout, ScanCount: cfg.RedisScanCount,
+			FlushDelay: cfg.RedisFlushDelay, Pipelines: cfg.RedisPipelines,
 			Username: cfg.Managed.Redis.Username, Password: cfg.Managed.Redis.Password, TLS: redisTLS,
 		}, a.tracing))
 		if err != nil {
@@ -136,6 +137,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 		UnknownCodeLimit: cfg.UnknownCodeLimit, UnknownCodeBlock: cfg.UnknownCodeBlock,
 		UnknownCodeLimitPerClient: cfg.Access.UnknownCodeLimitPerClient, UnknownCodeLimitPerKey: cfg.Access.UnknownCodeLimitPerKey,
+		ReconcileChunk: cfg.RedisScanCount, ReconcileShare: cfg.ReconcileShare,
 		Clock: cfg.clock,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -80,6 +81,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Stack.KafkaPartitions, "kafka-partitions", 3, "with a started stack: partitions of the reservations topic")
 	fs.IntVar(&o.Stack.Consumers, "consumers", 1, "with a started stack: consumers in the Kafka group (inside the first instances, then voucherd consume processes)")
 	fs.IntVar(&o.Stack.Procs, "instance-procs", 0, "with a started stack: GOMAXPROCS of each voucherd process; 0 gives each its share of this machine's CPUs (CPUs / processes per write mode, at least 1), as a CPU limit would in a deployment; -1 leaves Go's default (every CPU)")
+	writers := fs.Int("writers", 0, "with a started stack: combined PostgreSQL writes of one voucher in flight at once in each voucherd (serve --combine-writers); unset leaves the server's default")
+	flushDelay := fs.Duration("redis-flush-delay", 0, "with a started stack: the voucherd processes' --redis-flush-delay; unset leaves the server's default")
+	pipelines := fs.Int("redis-pipelines", 0, "with a started stack: the voucherd processes' --redis-pipelines; unset leaves the server's default")
 	fs.DurationVar(&cfg.CPUIdle, "cpu-idle", 2*time.Second, "with CPU accounting: first watch the stack this long without traffic, to tell its idle cost from the requests'")
 	fs.Var(listFlag{&cpuPIDs}, "cpu", "with --url: processes whose CPU time per request to report, as name=pid[+pid...], comma-separated (descendants count too)")
 	seed := fs.Uint64("seed", 0, "workload seed; 0 picks one")
@@ -90,6 +94,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(listFlag{&redisAddrs}, "redis-addr", "with --url: the server's Redis, to verify remaining counts")
 	prefix := fs.String("redis-key-prefix", os.Getenv("VOUCHERD_REDIS_KEY_PREFIX"), "with --url: the server's Redis key prefix")
 	combine := fs.Bool("combine-writes", true, "with a started stack: combine concurrent PostgreSQL reservations of one voucher into one transaction")
+	fs.Float64Var(&o.Stack.ReconcileShare, "reconcile-share", 0, "with a started stack: the servers' --reconcile-share, the largest share of its time a reconciliation pass works (0: their default, 0.1; 1: no pause)")
 	fs.DurationVar(&o.KafkaWarmup, "kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode servers for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
 	fs.DurationVar(&o.PGOutage, "pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
 	fs.DurationVar(&o.PGOutageAt, "pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
@@ -144,6 +149,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		o.Workload.Verify = bench.VerifyConfig{DatabaseURL: *dbURL, RedisAddrs: redisAddrs, KeyPrefix: *prefix}
 	}
 	o.Stack.SeparateWrites = !*combine
+	// Only the settings given are passed on, so that the servers' defaults
+	// stay what is compared otherwise.
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "writers":
+			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--combine-writers="+strconv.Itoa(*writers))
+		case "redis-flush-delay":
+			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--redis-flush-delay="+flushDelay.String())
+		case "redis-pipelines":
+			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--redis-pipelines="+strconv.Itoa(*pipelines))
+		}
+	})
 	if o.Stack.Executable, err = os.Executable(); err != nil {
 		return err
 	}
@@ -157,12 +174,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // benchServerEnv is the environment of the voucherd processes a bench
 // stack starts: ours without the VOUCHERD_* variables, since their flags
-// say all, but VOUCHERD_KAFKA_LINGER, a producer setting to measure.
-// OTEL_* variables pass, so that the servers trace as they would serve.
+// say all, but VOUCHERD_KAFKA_LINGER and VOUCHERD_KAFKA_SEND_WHEN_IDLE,
+// producer settings to measure. OTEL_* variables pass, so that the servers
+// trace as they would serve.
 func benchServerEnv(environ []string) []string {
 	var env []string
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "VOUCHERD_") || strings.HasPrefix(kv, "VOUCHERD_KAFKA_LINGER=") {
+		if !strings.HasPrefix(kv, "VOUCHERD_") || strings.HasPrefix(kv, "VOUCHERD_KAFKA_LINGER=") ||
+			strings.HasPrefix(kv, "VOUCHERD_KAFKA_SEND_WHEN_IDLE=") {
 			env = append(env, kv)
 		}
 	}

@@ -46,6 +46,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	ReconcileEvery  time.Duration
 	ReconcileGrace  time.Duration
+	// ReconcileShare is the largest share of its time one voucher's
+	// reconciliation spends working (voucher.ServiceConfig.ReconcileShare).
+	ReconcileShare float64
 	// HeartbeatTTL is how long an instance that stopped beating still
 	// counts as alive; after it, the holds it took without writing them
 	// are fenced and given back.
@@ -68,13 +71,23 @@ type Config struct {
 	ProduceTimeout  time.Duration
 	// KafkaLinger is how long the producer waits to fill a batch.
 	KafkaLinger time.Duration
+	// KafkaSendWhenIdle sends the events gathered while a produce is in
+	// flight once it is answered, instead of lingering.
+	KafkaSendWhenIdle bool
 	// KafkaSessionTimeout is how long the consumer group waits for a crashed
 	// consumer before another takes its partitions.
 	KafkaSessionTimeout time.Duration
 	WriteTimeout        time.Duration
 	// RedisTimeout bounds every call to the gate's Redis.
-	RedisTimeout  time.Duration
-	CombineWrites bool
+	RedisTimeout time.Duration
+	// RedisFlushDelay and RedisPipelines tune the gate's client
+	// (redisgate.Config.FlushDelay and Pipelines).
+	RedisFlushDelay time.Duration
+	RedisPipelines  int
+	CombineWrites   bool
+	// CombineWriters bounds the combined PostgreSQL writes of one voucher
+	// in flight at once (pgstore.CombinerConfig.Writers).
+	CombineWriters int
 	// Hold extension and threshold events.
 	MaxHold          time.Duration
 	LowStockShare    float64
@@ -145,6 +158,10 @@ func envBool(name string, def bool) bool {
 	return def
 }
 
+// defaultReconcileShare is the default of --reconcile-share: a tenth of
+// one core for a voucher of any size.
+const defaultReconcileShare = 0.1
+
 func envFloat(name string, def float64) float64 {
 	if v := os.Getenv(name); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
@@ -192,6 +209,14 @@ func splitList(s string) []string {
 
 // defaultDatabaseURL is the URL `voucherd dev` serves on; serve uses it only
 // when nothing else is configured.
+// Defaults of the gate's Redis client: one connection and writes held back
+// up to 20µs, so that the calls of concurrent requests share writes and
+// Redis's reads (the counts per take are in docs/benchmarks-log.md).
+const (
+	defaultRedisFlushDelay = 20 * time.Microsecond
+	defaultRedisPipelines  = 1
+)
+
 const defaultDatabaseURL = "postgres://voucherd@127.0.0.1:55432/voucherd?sslmode=disable"
 
 // registerServeFlags binds cfg to flags on fs with environment defaults.
@@ -226,12 +251,17 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.KafkaSessionTimeout, "kafka-session-timeout", envDuration("VOUCHERD_KAFKA_SESSION_TIMEOUT", kafkalog.DefaultSessionTimeout), "how long the consumer group waits for a crashed consumer before another takes over (VOUCHERD_KAFKA_SESSION_TIMEOUT)")
 	fs.DurationVar(&cfg.ProduceTimeout, "produce-timeout", envDuration("VOUCHERD_PRODUCE_TIMEOUT", 2*time.Second), "how long a reservation waits for Kafka's ack (VOUCHERD_PRODUCE_TIMEOUT)")
 	fs.DurationVar(&cfg.KafkaLinger, "kafka-linger", envDuration("VOUCHERD_KAFKA_LINGER", kafkalog.DefaultLinger), "how long the Kafka producer waits to fill a batch; negative sends at once (VOUCHERD_KAFKA_LINGER)")
+	fs.BoolVar(&cfg.KafkaSendWhenIdle, "kafka-send-when-idle", envBool("VOUCHERD_KAFKA_SEND_WHEN_IDLE", false), "instead of lingering, send the reservation events gathered while a produce awaits its acknowledgement as soon as it is answered, and an event at once when none is in flight (VOUCHERD_KAFKA_SEND_WHEN_IDLE)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", envDuration("VOUCHERD_WRITE_TIMEOUT", 5*time.Second), "bound on one durable write (VOUCHERD_WRITE_TIMEOUT)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", envDuration("VOUCHERD_REDIS_TIMEOUT", redisgate.DefaultTimeout), "bound on one call to Redis; a reservation whose call ran out answers 503 (VOUCHERD_REDIS_TIMEOUT)")
 	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
+	fs.IntVar(&cfg.CombineWriters, "combine-writers", envInt("VOUCHERD_COMBINE_WRITERS", 1), "combined PostgreSQL writes of one voucher in flight at once; more than 1 starts another batch while one commits, at more CPU per reservation (VOUCHERD_COMBINE_WRITERS)")
+	fs.DurationVar(&cfg.RedisFlushDelay, "redis-flush-delay", envDuration("VOUCHERD_REDIS_FLUSH_DELAY", defaultRedisFlushDelay), "how long the Redis client may wait after writing a batch of pipelined commands before writing the next, so that concurrent requests share writes (fewer system calls here and in Redis, at most this much latency per call); 0 writes at once (VOUCHERD_REDIS_FLUSH_DELAY)")
+	fs.IntVar(&cfg.RedisPipelines, "redis-pipelines", envInt("VOUCHERD_REDIS_PIPELINES", defaultRedisPipelines), "connections per Redis node carrying the pipelined commands (a power of two); fewer put more commands in each write; 0 is the client's default (one per CPU up to 4 to a single node, 1 to each node of a cluster) (VOUCHERD_REDIS_PIPELINES)")
 	fs.BoolVar(&cfg.MigrateOnStart, "migrate", envBool("VOUCHERD_MIGRATE", true), "apply migrations at start (VOUCHERD_MIGRATE)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("VOUCHERD_SHUTDOWN_TIMEOUT", 15*time.Second), "graceful shutdown bound (VOUCHERD_SHUTDOWN_TIMEOUT)")
 	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", envDuration("VOUCHERD_RECONCILE_INTERVAL", 30*time.Second), "how often flash vouchers are reconciled; 0 disables (VOUCHERD_RECONCILE_INTERVAL)")
+	fs.Float64Var(&cfg.ReconcileShare, "reconcile-share", envFloat("VOUCHERD_RECONCILE_SHARE", defaultReconcileShare), "the largest share of its time reconciling one flash voucher spends working, pausing between chunks of VOUCHERD_REDIS_SCAN_COUNT orders for the rest, so that it takes at most this share of one core across voucherd, Redis and PostgreSQL; 1 never pauses (VOUCHERD_RECONCILE_SHARE)")
 	fs.DurationVar(&cfg.ReconcileGrace, "reconcile-grace", envDuration("VOUCHERD_RECONCILE_GRACE", 30*time.Second), "age after which a Redis hold without a database row is released (VOUCHERD_RECONCILE_GRACE)")
 	fs.DurationVar(&cfg.HeartbeatTTL, "heartbeat-ttl", envDuration("VOUCHERD_HEARTBEAT_TTL", voucher.DefaultHeartbeatTTL), "how long an instance that stopped beating (every third of this) counts as alive before the Redis holds it did not write are fenced and given back (VOUCHERD_HEARTBEAT_TTL)")
 	fs.DurationVar(&cfg.VoucherCacheTTL, "voucher-cache-ttl", envDuration("VOUCHERD_VOUCHER_CACHE_TTL", time.Second), "how long voucher definitions are cached in process (VOUCHERD_VOUCHER_CACHE_TTL)")
@@ -352,6 +382,9 @@ func (c *Config) validate() error {
 	}
 	if c.LowStockShare > 1 {
 		return fmt.Errorf("--low-stock-share must be at most 1")
+	}
+	if c.ReconcileShare < 0 || c.ReconcileShare > 1 {
+		return fmt.Errorf("--reconcile-share must be between 0 and 1 (0 and 1: no pause)")
 	}
 	if c.HeartbeatTTL == 0 {
 		c.HeartbeatTTL = voucher.DefaultHeartbeatTTL

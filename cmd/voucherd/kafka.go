@@ -32,7 +32,7 @@ func kafkaConfig(cfg Config, log *slog.Logger) kafkalog.Config {
 	return kafkalog.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.KafkaTopic, DeadLetterTopic: cfg.KafkaDLQTopic,
 		EventsTopic: cfg.KafkaEventsTopic, Group: cfg.KafkaGroup, Partitions: int32(cfg.KafkaPartitions), ProduceTimeout: cfg.ProduceTimeout, //nolint:gosec // G115: Config.checkInt32 accepted it
-		Linger:         cfg.KafkaLinger,
+		Linger: cfg.KafkaLinger, SendWhenIdle: cfg.KafkaSendWhenIdle,
 		SessionTimeout: cfg.KafkaSessionTimeout, Logger: log,
 		SigningKey: []byte(cfg.EventKey),
 	}

@@ -19,9 +19,9 @@ import (
 var gateCountsScript = rueidis.NewLuaScriptReadOnly(`return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2])}`)
 
 // TestChunkedReconciliationRacesReservations runs reconciliation with
-// repairs, reading the gate three entries a call, again and again while
-// customers reserve, release and replace on the same flash voucher, in both
-// flash modes. Redis never holds more uses than totalLimit (remaining plus
+// repairs, reading the gate three entries a call and PostgreSQL three rows
+// a page, again and again while customers reserve, release, replace and
+// confirm on the same flash voucher, in both flash modes. Redis never holds more uses than totalLimit (remaining plus
 // the held count, read in one step, never above it, remaining never below
 // zero), PostgreSQL never holds more, no pass gives back a hold (orphan or
 // abandoned: every write here reaches the database within the grace
@@ -105,6 +105,7 @@ func TestChunkedReconciliationRacesReservations(t *testing.T) {
 					require.Empty(t, r.body["missing"], "pass %d reports a held row the gate lost", passes.Load())
 				}
 			})
+			var confirms atomic.Int64
 			for w := range 6 {
 				wg.Go(func() {
 					rnd := rand.New(rand.NewPCG(uint64(w), 7))
@@ -120,11 +121,18 @@ func TestChunkedReconciliationRacesReservations(t *testing.T) {
 						if r.status != http.StatusCreated {
 							continue
 						}
-						switch rnd.IntN(3) {
+						switch rnd.IntN(4) {
 						case 0:
 							s.do(http.MethodDelete, "/vouchers/"+code+"/reservations/"+id, nil)
 						case 1:
 							s.replace(code, cust, id+"r", id, 100)
+						case 2:
+							// Rows move from RESERVED to CONFIRMED under the
+							// store's walk (half the uses at most, so that
+							// the rest keep changing hands).
+							if confirms.Add(1) <= total/2 {
+								s.do(http.MethodPost, "/vouchers/"+code+"/reservations/"+id+"/confirm", nil)
+							}
 						}
 					}
 				})

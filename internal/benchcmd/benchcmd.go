@@ -103,9 +103,17 @@ type StackOptions struct {
 	// SeparateWrites turns off the combining of concurrent PostgreSQL
 	// reservations of one voucher into one transaction.
 	SeparateWrites bool
+	// ReconcileShare is the servers' --reconcile-share, the share of its
+	// time a reconciliation pass works (0: the servers' default).
+	ReconcileShare float64
 	// Procs is the GOMAXPROCS of each voucherd process: positive as given,
 	// 0 their share of this machine's CPUs, -1 Go's default.
 	Procs int
+	// ServeFlags are added to the flags of every voucherd serve and
+	// consume process, after the stack's own (the last value of a flag
+	// wins): settings of the write path to compare, such as
+	// --combine-writers or --redis-flush-delay.
+	ServeFlags []string
 }
 
 // Run runs the benchmark o describes, writes its reports to stdout and its

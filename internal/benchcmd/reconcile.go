@@ -91,6 +91,12 @@ func (p *reconcilePasses) write(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
+// passTimeout bounds one reconciliation pass of the bench: a paced pass
+// over a voucher of a million holds works a few seconds and pauses for
+// the rest of its share (VOUCHERD_RECONCILE_SHARE), so it may take
+// minutes; the run's end cancels it anyway.
+const passTimeout = 20 * time.Minute
+
 // slowlogThreshold is the slowlog-log-slower-than of a run that reads
 // Redis's longest command: every command of at least this long is logged.
 const slowlogThreshold = time.Millisecond
@@ -134,13 +140,14 @@ func (w *slowlogWatch) close(ctx context.Context) {
 }
 
 // reset empties the SLOWLOG and logs every command of slowlogThreshold or
-// more from now on (up to 100,000 of them). The first reset remembers the
-// settings close puts back.
+// more from now on (up to 100,000 of them), and has Redis's latency
+// monitor record every event of that long (LATENCY RESET). The first
+// reset remembers the settings close puts back.
 func (w *slowlogWatch) reset(ctx context.Context) error {
 	for i, c := range w.nodes {
 		if i >= len(w.saved) {
 			var kept []string
-			for _, name := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
+			for _, name := range []string{"slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold"} {
 				m, err := c.Do(ctx, c.B().ConfigGet().Parameter(name).Build()).AsStrMap()
 				if err != nil {
 					return err
@@ -153,25 +160,33 @@ func (w *slowlogWatch) reset(ctx context.Context) error {
 		}
 		if err := c.Do(ctx, c.B().ConfigSet().ParameterValue().
 			ParameterValue("slowlog-log-slower-than", fmt.Sprint(slowlogThreshold.Microseconds())).
-			ParameterValue("slowlog-max-len", "100000").Build()).Error(); err != nil {
+			ParameterValue("slowlog-max-len", "100000").
+			ParameterValue("latency-monitor-threshold", fmt.Sprint(slowlogThreshold.Milliseconds())).Build()).Error(); err != nil {
 			return err
 		}
 		if err := c.Do(ctx, c.B().SlowlogReset().Build()).Error(); err != nil {
+			return err
+		}
+		if err := c.Do(ctx, c.B().LatencyReset().Build()).Error(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// longest returns the longest command logged since reset that is not the
-// bench's own (its SLOWLOG and CONFIG calls, its verification's reads),
-// its first words, and how many such commands took slowlogThreshold or
-// more.
-func (w *slowlogWatch) longest(ctx context.Context) (took time.Duration, what string, slow int, err error) {
+// slowest returns the longest command logged since reset that is not the
+// bench's own (its SLOWLOG, CONFIG and LATENCY calls, its verification's
+// reads), its first words, and how many such commands took
+// slowlogThreshold or more per name: a gate script by its file, any other
+// command by its name. A command of constant work among them (HGET, PTTL,
+// one run by a script included) was stretched by something other than its
+// work: the process descheduled, a fork's page faults.
+func (w *slowlogWatch) slowest(ctx context.Context) (took time.Duration, what string, byName map[string]int, err error) {
+	byName = map[string]int{}
 	for _, c := range w.nodes {
 		entries, err := c.Do(ctx, c.B().SlowlogGet().Count(-1).Build()).ToArray()
 		if err != nil {
-			return 0, "", 0, err
+			return 0, "", nil, err
 		}
 		for _, e := range entries {
 			f, err := e.ToArray()
@@ -180,7 +195,8 @@ func (w *slowlogWatch) longest(ctx context.Context) (took time.Duration, what st
 			}
 			us, _ := f[2].AsInt64()
 			args, _ := f[3].AsStrSlice()
-			if len(args) > 0 && (strings.EqualFold(args[0], "CONFIG") || strings.EqualFold(args[0], "SLOWLOG")) {
+			if len(args) > 0 && (strings.EqualFold(args[0], "CONFIG") || strings.EqualFold(args[0], "SLOWLOG") ||
+				strings.EqualFold(args[0], "LATENCY")) {
 				continue
 			}
 			if len(f) > 5 {
@@ -188,13 +204,50 @@ func (w *slowlogWatch) longest(ctx context.Context) (took time.Duration, what st
 					continue
 				}
 			}
-			slow++
+			byName[commandName(args)]++
 			if d := time.Duration(us) * time.Microsecond; d > took {
 				took, what = d, commandWords(args)
 			}
 		}
 	}
-	return took, what, slow, nil
+	return took, what, byName, nil
+}
+
+// commandName is a SLOWLOG entry's command: a gate script by its file,
+// else the command's name.
+func commandName(args []string) string {
+	if w := commandWords(args); strings.HasSuffix(w, ".lua") {
+		return w
+	}
+	if len(args) == 0 {
+		return ""
+	}
+	return strings.ToUpper(args[0])
+}
+
+// latencyEvents returns the longest stall of each kind Redis's latency
+// monitor recorded since reset (LATENCY LATEST: "command", "fork",
+// "aof-write", "expire-cycle"...), the worst over the nodes.
+func (w *slowlogWatch) latencyEvents(ctx context.Context) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for _, c := range w.nodes {
+		events, err := c.Do(ctx, c.B().LatencyLatest().Build()).ToArray()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range events {
+			f, err := e.ToArray()
+			if err != nil || len(f) < 4 {
+				continue
+			}
+			name, _ := f[0].ToString()
+			most, _ := f[3].AsInt64()
+			if d := time.Duration(most) * time.Millisecond; d > out[name] {
+				out[name] = d
+			}
+		}
+	}
+	return out, nil
 }
 
 // commandWords is the first words of a SLOWLOG entry's command, a gate
@@ -226,6 +279,15 @@ type BigVoucherRun struct {
 	// or more.
 	RedisSlowCommands    int     `json:"redisSlowCommands"`
 	RedisSlowThresholdMs float64 `json:"redisSlowThresholdMs"`
+	// RedisSlowByCommand counts those commands per name (a gate script by
+	// its file): commands of constant work among them (HGET, PTTL...)
+	// were stretched by the machine, not by their work.
+	RedisSlowByCommand map[string]int `json:"redisSlowByCommand,omitempty"`
+	// RedisLatencyMaxMs is the longest stall of each kind Redis's latency
+	// monitor recorded during the run (LATENCY LATEST, events of
+	// RedisSlowThresholdMs or more): "command", "fork" (an AOF rewrite's
+	// fork), "aof-write"...; stalls outside commands are not in SLOWLOG.
+	RedisLatencyMaxMs map[string]float64 `json:"redisLatencyMaxMs,omitempty"`
 	// Passes, PassFailures and LongestPassMs are the reconciliation passes
 	// made during the load (Reconciling only).
 	Passes        int     `json:"passes,omitempty"`
@@ -275,7 +337,7 @@ func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, c
 			phase := "without reconciliation"
 			if reconcile {
 				run.Name += "+reconcile"
-				passes = &reconcilePasses{every: passesEvery, token: cfg.AdminToken, client: &http.Client{Timeout: time.Minute}}
+				passes = &reconcilePasses{every: passesEvery, token: cfg.AdminToken, client: &http.Client{Timeout: passTimeout}}
 				run.Alongside = passes.alongside(t.BaseURLs[0])
 				phase = "with reconciliation every " + passesEvery.String()
 			}
@@ -290,12 +352,29 @@ func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, c
 			if err != nil {
 				return reports, err
 			}
-			took, what, slow, err := watch.longest(ctx)
+			took, what, byName, err := watch.slowest(ctx)
 			if err != nil {
 				return reports, err
 			}
+			stalls, err := watch.latencyEvents(ctx)
+			if err != nil {
+				return reports, err
+			}
+			slow := 0
+			for _, n := range byName {
+				slow += n
+			}
 			r := BigVoucherRun{Mode: t.Name, Reconciling: reconcile, Report: rep, RedisLongestMs: ms(took),
 				RedisLongestCommand: what, RedisSlowCommands: slow, RedisSlowThresholdMs: ms(slowlogThreshold)}
+			if len(byName) > 0 {
+				r.RedisSlowByCommand = byName
+			}
+			for kind, d := range stalls {
+				if r.RedisLatencyMaxMs == nil {
+					r.RedisLatencyMaxMs = map[string]float64{}
+				}
+				r.RedisLatencyMaxMs[kind] = ms(d)
+			}
 			if passes != nil {
 				passes.mu.Lock()
 				r.Passes, r.PassFailures, r.LongestPassMs, r.PassEvery = passes.passes, passes.failures, ms(passes.longest), passes.every.String()
@@ -304,8 +383,8 @@ func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, c
 			runs = append(runs, r)
 			if !asJSON {
 				_ = rep.WriteTable(stdout)
-				fmt.Fprintf(stdout, "  %-13s longest %s (%s), %d commands of %s or more\n", "redis",
-					took.Round(10*time.Microsecond), what, slow, slowlogThreshold)
+				fmt.Fprintf(stdout, "  %-13s longest %s (%s), %d commands of %s or more %v; stalls %v\n", "redis",
+					took.Round(10*time.Microsecond), what, slow, slowlogThreshold, byName, stalls)
 				if passes != nil {
 					passes.write(stdout)
 				}

@@ -195,6 +195,10 @@ func startStack(ctx context.Context, stderr io.Writer, o StackOptions, modes []s
 		"--voucher-cache-ttl=1s", "--produce-timeout=2s", "--write-timeout=5s",
 		"--combine-writes=" + strconv.FormatBool(!o.SeparateWrites),
 	}
+	if o.ReconcileShare > 0 {
+		common = append(common, "--reconcile-share="+strconv.FormatFloat(o.ReconcileShare, 'g', -1, 64))
+	}
+	common = append(common, o.ServeFlags...)
 	if withSync {
 		g, err := st.startGroup(ctx, "sync", o.Instances, 0, append(slices.Clone(common), "--flash-writes=sync", "--redis-key-prefix=bsync:"))
 		if err != nil {

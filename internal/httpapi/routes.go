@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/voucherd/voucherd/internal/voucher"
 )
@@ -70,6 +71,9 @@ func (s *Server) reconcile(repair bool) HandlerFunc {
 		if _, err := s.svc.Voucher(r.Context(), code); err != nil {
 			return err
 		}
+		// A paced pass over a big voucher outlasts the server's write
+		// timeout; the client's own timeout and hanging up still end it.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		rep, err := s.svc.Reconcile(r.Context(), code, repair, s.cfg.ReconcileGrace)
 		if err != nil {
 			return err

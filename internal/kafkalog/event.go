@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -89,9 +90,108 @@ func (c *wireCustomer) UnmarshalJSON(b []byte) error {
 // EventVersionReplace for a replacement, or EventVersionCampaign for a use
 // of a flash campaign (replacing or not), or EventVersionWindow for a use
 // in a window's occurrence, or EventVersionStack for a stack: the lowest
-// version that says everything e says.
+// version that says everything e says. It runs once per Kafka-mode take,
+// so it appends the fields itself (appendEvent); an event whose fields
+// that cannot write exactly as encoding/json would (a stack's, among
+// others) goes through marshalEvent.
 func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
-	version := voucher.EventVersion
+	if b, ok := appendEvent(make([]byte, 0, 320), e); ok {
+		return b, nil
+	}
+	return marshalEvent(e)
+}
+
+// eventVersion is the version encodeEvent writes for e.
+func eventVersion(e voucher.ReservedEvent) int {
+	switch {
+	case len(e.Members) > 0:
+		return voucher.EventVersionStack
+	case !e.Window.IsZero():
+		return voucher.EventVersionWindow
+	case e.CampaignCode != "":
+		return voucher.EventVersionCampaign
+	case e.ReplacesOrderID != "":
+		return voucher.EventVersionReplace
+	}
+	return voucher.EventVersion
+}
+
+// appendEvent appends e's JSON, byte for byte what marshalEvent writes
+// (wireEvent's field order, its omitempty fields, times in RFC 3339 with
+// nanoseconds in UTC), and reports false, having appended nothing useful,
+// when a field needs what only encoding/json does: a string with a
+// character it escapes, an invalid customerId (its error), a time outside
+// years 0-9999, a stack's members.
+func appendEvent(b []byte, e voucher.ReservedEvent) ([]byte, bool) {
+	if !plainJSON(e.Code) || !plainJSON(e.OrderID) || !plainJSON(e.ReplacesOrderID) || !plainJSON(e.CampaignCode) ||
+		!voucher.ValidCustomerID(e.CustomerID) || len(e.Members) > 0 {
+		return b, false
+	}
+	b = append(b, `{"version":`...)
+	b = strconv.AppendInt(b, int64(eventVersion(e)), 10)
+	b = append(b, `,"type":"`+EventTypeReserved+`","code":"`...)
+	b = append(b, e.Code...)
+	b = append(b, `","customerId":`...)
+	b = voucher.AppendCustomerIDJSON(b, e.CustomerID)
+	b = append(b, `,"orderId":"`...)
+	b = append(b, e.OrderID...)
+	b = append(b, `","orderAmount":`...)
+	b = strconv.AppendInt(b, e.OrderAmount, 10)
+	b = append(b, `,"discountAmount":`...)
+	b = strconv.AppendInt(b, e.DiscountAmount, 10)
+	ok := true
+	b = append(b, `,"reservedAt":`...)
+	b, ok = appendTime(b, e.ReservedAt, ok)
+	b = append(b, `,"expiresAt":`...)
+	b, ok = appendTime(b, e.ExpiresAt, ok)
+	if e.ReplacesOrderID != "" {
+		b = append(b, `,"replacesOrderId":"`...)
+		b = append(b, e.ReplacesOrderID...)
+		b = append(b, '"')
+	}
+	if e.CampaignCode != "" {
+		b = append(b, `,"campaignCode":"`...)
+		b = append(b, e.CampaignCode...)
+		b = append(b, '"')
+	}
+	if !e.HeldSince.IsZero() {
+		b = append(b, `,"heldSince":`...)
+		b, ok = appendTime(b, e.HeldSince, ok)
+	}
+	if !e.Window.IsZero() {
+		b = append(b, `,"window":`...)
+		b, ok = appendTime(b, e.Window, ok)
+	}
+	return append(b, '}'), ok
+}
+
+// appendTime appends t in UTC as time.Time's MarshalJSON writes it; ok
+// turns false for a year it refuses.
+func appendTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return b, false
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), ok
+}
+
+// plainJSON reports whether s is written between quotes unchanged by
+// encoding/json: printable ASCII without '"', '\' and the characters it
+// escapes for HTML ('<', '>', '&').
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// marshalEvent is encodeEvent with encoding/json.
+func marshalEvent(e voucher.ReservedEvent) ([]byte, error) {
 	var heldSince *time.Time
 	if !e.HeldSince.IsZero() {
 		t := e.HeldSince.UTC()
@@ -102,19 +202,8 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		members = append(members, wireMember{Code: m.Code, CustomerID: wireCustomer(m.CustomerID), OrderID: m.OrderID,
 			OrderAmount: m.OrderAmount, DiscountAmount: &m.DiscountAmount, Window: wireTime(m.Window)})
 	}
-	window := wireTime(e.Window)
-	switch {
-	case len(e.Members) > 0:
-		version = voucher.EventVersionStack
-	case window != nil:
-		version = voucher.EventVersionWindow
-	case e.CampaignCode != "":
-		version = voucher.EventVersionCampaign
-	case e.ReplacesOrderID != "":
-		version = voucher.EventVersionReplace
-	}
 	return json.Marshal(wireEvent{
-		Version:         version,
+		Version:         eventVersion(e),
 		ReplacesOrderID: e.ReplacesOrderID,
 		CampaignCode:    e.CampaignCode,
 		Type:            EventTypeReserved,
@@ -126,7 +215,7 @@ func encodeEvent(e voucher.ReservedEvent) ([]byte, error) {
 		ReservedAt:      e.ReservedAt.UTC(),
 		ExpiresAt:       e.ExpiresAt.UTC(),
 		HeldSince:       heldSince,
-		Window:          window,
+		Window:          wireTime(e.Window),
 		Members:         members,
 		StackCustomerID: wireCustomer(e.StackCustomerID),
 	})

@@ -427,3 +427,67 @@ func TestStackEventWireFormat(t *testing.T) {
 		require.ErrorIs(t, err, errUndecodable, name)
 	}
 }
+
+// TestEncodeEventIsEncodingJSON checks that the appending encoder writes
+// exactly what encoding/json writes for wireEvent, for every version, both
+// customerId forms, times in other zones and at every precision, and that
+// fields it cannot write take encoding/json's path (its escapes, its
+// errors).
+func TestEncodeEventIsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	var events []voucher.ReservedEvent
+	for i := range 40 {
+		e := sampleEvent(i)
+		e.ReservedAt = e.ReservedAt.Truncate(time.Duration([]int64{1, 1e3, 1e6, 1e9}[i%4]))
+		if i%5 == 1 {
+			e.ReservedAt = e.ReservedAt.In(berlin)
+		}
+		if i%2 == 1 {
+			e.CustomerID = "cus-" + strconv.Itoa(i) + "@shop.example"
+		}
+		if i%3 == 1 {
+			e.ReplacesOrderID = "prev-" + strconv.Itoa(i)
+			if i%2 == 0 {
+				e.HeldSince = e.ReservedAt.Add(-time.Minute)
+			}
+		}
+		if i%4 == 2 {
+			e.CampaignCode = "CAMP-" + strconv.Itoa(i)
+		}
+		if i%7 == 3 {
+			e.Window = time.Date(2026, 12, 1, 9, 0, 0, 0, berlin)
+		}
+		if i%11 == 4 {
+			e.DiscountAmount = 0
+		}
+		events = append(events, e)
+	}
+	odd := sampleEvent(1)
+	odd.Code = "A<B&C>"
+	events = append(events, odd)
+	old := sampleEvent(2)
+	old.ReservedAt = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)
+	events = append(events, old)
+	for i, e := range events {
+		want, werr := marshalEvent(e)
+		got, gerr := encodeEvent(e)
+		require.Equal(t, werr == nil, gerr == nil, "event %d: %v / %v", i, werr, gerr)
+		require.Equal(t, string(want), string(got), "event %d", i)
+	}
+	bad := sampleEvent(3)
+	bad.CustomerID = "no spaces"
+	_, err = encodeEvent(bad)
+	require.ErrorContains(t, err, "invalid customerId")
+}
+
+func BenchmarkEncodeEvent(b *testing.B) {
+	e := sampleEvent(7)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := encodeEvent(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

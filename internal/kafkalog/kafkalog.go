@@ -107,6 +107,13 @@ type Config struct {
 	// many records share a request, and the broker's cost is mostly per
 	// request. Negative means no linger.
 	Linger time.Duration
+	// SendWhenIdle, when set, replaces the linger of the reservation
+	// events: the events published while a produce awaits its
+	// acknowledgement leave together as soon as it is answered, and an
+	// event published while none is in flight leaves at once (waves.go).
+	// In a contended sale the requests then wait for the produce in
+	// flight, not for a fixed linger on top of it.
+	SendWhenIdle bool
 
 	// SessionTimeout is how long the group waits for a consumer that stopped
 	// heartbeating (a crash) before it hands its partitions to another. It

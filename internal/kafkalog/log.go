@@ -29,6 +29,8 @@ type Log struct {
 	cfg Config
 	cl  *kgo.Client
 	adm *kadm.Client
+	// waves sends the events with Config.SendWhenIdle; nil lingers.
+	waves *waveQueue
 }
 
 var _ voucher.EventLog = (*Log)(nil)
@@ -40,7 +42,7 @@ func New(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.DefaultProduceTopic(cfg.Topic),
@@ -48,11 +50,20 @@ func New(cfg Config) (*Log, error) {
 		// replicas; say so, since the durability of a reservation rests on it.
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.Linger),
-	}, append(cfg.securityOpts(), cfg.ClientOpts...)...)...)
+	}
+	if cfg.SendWhenIdle {
+		// Only a flight's Flush sends (waves.go).
+		opts = append(opts, kgo.ManualFlushing())
+	}
+	cl, err := kgo.NewClient(append(opts, append(cfg.securityOpts(), cfg.ClientOpts...)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: %w", err)
 	}
-	return &Log{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}, nil
+	l := &Log{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}
+	if cfg.SendWhenIdle {
+		l.waves = &waveQueue{cl: cl, timeout: cfg.ProduceTimeout}
+	}
+	return l, nil
 }
 
 // Close flushes the records still buffered (bounded by ProduceTimeout) and
@@ -103,7 +114,12 @@ func (l *Log) PublishReserved(ctx context.Context, e voucher.ReservedEvent) erro
 	if len(l.cfg.SigningKey) > 0 {
 		rec.Headers = []kgo.RecordHeader{{Key: HeaderSignature, Value: signature(l.cfg.SigningKey, rec.Key, rec.Value)}}
 	}
-	if err := produceWait(ctx, l.cl, l.cfg.ProduceTimeout, rec); err != nil {
+	if l.waves != nil {
+		err = l.waves.publish(ctx, rec)
+	} else {
+		err = produceWait(ctx, l.cl, l.cfg.ProduceTimeout, rec)
+	}
+	if err != nil {
 		return voucher.Unavailable(err, "publish reservation event for order %s", e.OrderID)
 	}
 	return nil

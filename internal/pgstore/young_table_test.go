@@ -84,6 +84,11 @@ func TestStorePathsStayIndexedOnAYoungTable(t *testing.T) {
 			requireCode(t, err, voucher.CodeHeldOut)
 			_, err = s.Voucher(ctx, "STD")
 			require.NoError(t, err)
+			// Reconciliation: a page of held rows, a chunk of orderIds.
+			_, err = s.HeldPage(ctx, "YOUNG", voucher.StatusReserved, voucher.PageKey{OrderID: fmt.Sprint(i)}, 50)
+			require.NoError(t, err)
+			_, err = s.RedemptionsAmong(ctx, "YOUNG", []string{fmt.Sprintf("young-%d", i), fmt.Sprintf("young-%d", applied-1)})
+			require.NoError(t, err)
 		}
 	}
 	// rowsRead returns the rows sequential scans read from voucher_redemption

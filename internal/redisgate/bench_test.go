@@ -136,3 +136,59 @@ func BenchmarkSoldOutCopy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGateKafkaTake measures what one Kafka-mode take asks of Redis:
+// the pending hold (reserve.lua), the orderId's claim (claim.lua) and, once
+// the event is acknowledged, the commit (commit.lua, combined per voucher),
+// from many goroutines on one hot voucher, with the client's connections
+// and flush delay as a server would set them.
+func BenchmarkGateKafkaTake(b *testing.B) {
+	cases := []struct {
+		name       string
+		pipelines  int
+		flushDelay time.Duration
+	}{
+		{"pipelines=default", 0, 0},
+		{"pipelines=1", 1, 0},
+		{"pipelines=1/flush=20us", 1, 20 * time.Microsecond},
+		{"pipelines=default/flush=20us", 0, 20 * time.Microsecond},
+		{"pipelines=1/flush=100us", 1, 100 * time.Microsecond},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			addr := testenv.Redis(b).Addr
+			g := newGate(b, Config{SoldOutTTL: -1, Timeout: 5 * time.Second, Pipelines: tc.pipelines, FlushDelay: tc.flushDelay}, addr)
+			v := testVoucher("KHOT", 1<<30, 1)
+			loadEmpty(b, g, v)
+			var seq atomic.Int64
+			b.SetParallelism(32)
+			b.ReportAllocs()
+			cpu0 := redisCPU(b, addr)
+			until := time.Now().Add(time.Hour)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1) + 1
+					h := testHold("k-"+strconv.FormatInt(i, 10), i)
+					h.Pending = true
+					if _, err := g.Reserve(ctx, v.Code, 1, h); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := g.ClaimOrder(ctx, h.OrderID, v.Code, until); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := g.Commit(ctx, v.Code, h); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric((redisCPU(b, addr)-cpu0)*1e6/float64(b.N), "redis-µs/op")
+			_ = g.Forget(ctx, v.Code)
+		})
+	}
+}

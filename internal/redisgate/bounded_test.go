@@ -82,6 +82,25 @@ func TestGateCallsBoundedAtSize(t *testing.T) {
 	require.True(t, counts.HeldCounted)
 	_, err = g.Extend(ctx, code, orderID(3), time.Now().Add(20*time.Minute))
 	require.NoError(t, err)
+	// A pass's compare: the orders in chunks, a chunk of rows' orderIds
+	// looked up, the limit counters.
+	walked := 0
+	for cursor, first := uint64(0), true; first || cursor != 0; first = false {
+		var holds []voucher.Hold
+		holds, cursor, err = g.ScanOrders(ctx, code, cursor)
+		require.NoError(t, err)
+		walked += len(holds)
+	}
+	require.GreaterOrEqual(t, walked, n, "every order is walked")
+	ids := make([]string, scan)
+	for i := range ids {
+		ids[i] = orderID(i + 3)
+	}
+	known, err := g.Known(ctx, code, ids)
+	require.NoError(t, err)
+	require.True(t, known[0])
+	_, err = g.LimitCounts(ctx, code)
+	require.NoError(t, err)
 
 	// The last uses (two were given back): the sold-out answer starts a
 	// copy of the orders.
@@ -106,7 +125,7 @@ func TestGateCallsBoundedAtSize(t *testing.T) {
 	require.Empty(t, calls.violations, "every call does work bounded by ScanCount")
 	// The voucher was handled in chunks, each call doing at most its share.
 	for kind, least := range map[string]int{
-		"script loadstep": n / scan, "script heldinit": n / scan / 2, "HSCAN": 2 * n / scan,
+		"script loadstep": n / scan, "script heldinit": n / scan / 2, "HSCAN": 3 * n / scan,
 	} {
 		require.GreaterOrEqual(t, calls.byKind[kind].calls, least, "%s in chunks", kind)
 	}
@@ -115,6 +134,7 @@ func TestGateCallsBoundedAtSize(t *testing.T) {
 		require.Positive(t, calls.byKind[kind].calls, "%s was seen", kind)
 		require.Positive(t, calls.byKind[kind].luaCommands, "%s's commands were seen", kind)
 	}
+	require.GreaterOrEqual(t, calls.byKind["HMGET"].maxWork, scan, "a chunk of orderIds looked up in one HMGET")
 }
 
 // TestCallWork: the measure of TestGateCallsBoundedAtSize refuses what

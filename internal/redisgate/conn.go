@@ -3,6 +3,7 @@ package redisgate
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -47,12 +48,33 @@ func (g *Gate) dial() (rueidis.Client, error) {
 		TLSConfig:   g.cfg.TLS.Clone(),
 		// The gate never reads through the client-side cache, and leaving
 		// it off keeps the handshake working on servers without RESP3.
-		DisableCache: true,
+		DisableCache:      true,
+		MaxFlushDelay:     g.cfg.FlushDelay,
+		PipelineMultiplex: pipelineMultiplex(g.cfg.Pipelines),
 	})
 	if err != nil || g.cfg.WrapClient == nil {
 		return c, err
 	}
 	return g.cfg.WrapClient(c), nil
+}
+
+// maxPipelines is the most connections per node Config.Pipelines may ask
+// for (rueidis.MaxPipelineMultiplex as a count).
+const maxPipelines = 1 << rueidis.MaxPipelineMultiplex
+
+// pipelineMultiplex turns Config.Pipelines into rueidis's
+// PipelineMultiplex, the base-2 logarithm of the connections per node: 0
+// (the client's default) for 0, else the largest power of two at most n.
+// rueidis reads a PipelineMultiplex of 0 as its default, so a single
+// connection is asked for with -1.
+func pipelineMultiplex(n int) int {
+	switch {
+	case n <= 0:
+		return 0
+	case n == 1:
+		return -1
+	}
+	return bits.Len(uint(n)) - 1
 }
 
 // isConfigError reports whether a dial error is one that retrying cannot

@@ -103,6 +103,19 @@ type Config struct {
 	// the sold-out cache (sold out, or a known orderId answered from the
 	// cached copy), for metrics. It must be fast and must not block.
 	OnSoldOutHit func(code string)
+	// FlushDelay, when positive, is how long the client may wait after
+	// writing a batch of pipelined commands to a connection before writing
+	// the next (rueidis's MaxFlushDelay): the commands of concurrent
+	// requests that arrive meanwhile go out in one write and are read by
+	// Redis in one read, which saves system calls in this process and in
+	// Redis at the price of at most this much latency per call. 0 writes
+	// as soon as a command is queued.
+	FlushDelay time.Duration
+	// Pipelines is how many connections per Redis node carry the pipelined
+	// commands (rounded down to a power of two, at most 256); 0 is the
+	// client's default (to a single node one per CPU up to 4, to each node
+	// of a cluster 1). Fewer connections put more commands in each write.
+	Pipelines int
 	// WrapClient, when set, wraps the Redis client once it is created, for
 	// instrumentation (tracing). The wrapper must keep the client's
 	// behaviour.
@@ -170,6 +183,9 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if cfg.ScanCount < 0 {
 		return nil, fmt.Errorf("redisgate: Config.ScanCount %d is negative", cfg.ScanCount)
+	}
+	if cfg.FlushDelay < 0 || cfg.Pipelines < 0 || cfg.Pipelines > maxPipelines {
+		return nil, fmt.Errorf("redisgate: Config.FlushDelay %s and Pipelines %d must be >= 0 (Pipelines at most %d)", cfg.FlushDelay, cfg.Pipelines, maxPipelines)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now

@@ -59,30 +59,117 @@ func (g *Gate) Inspect(ctx context.Context, code string) (voucher.GateState, err
 		})
 	}
 	if err == nil {
-		st.BudgetAmount, st.BudgetHeld, err = g.budgetCounter(ctx, client, k)
-	}
-	if err == nil {
-		err = g.scanHash(ctx, client, k.budget, func(field, n string) error {
-			w, ok := strings.CutPrefix(field, "w:")
-			if !ok {
-				return nil
-			}
-			ms, err := strconv.ParseInt(w, 10, 64)
-			if err != nil {
-				return err
-			}
-			c, err := strconv.ParseInt(n, 10, 64)
-			if st.Windows == nil {
-				st.Windows = map[time.Time]int64{}
-			}
-			st.Windows[time.UnixMilli(ms).UTC()] = c
-			return err
-		})
+		var lc voucher.GateLimitCounts
+		lc, err = g.limitCounts(ctx, client, k)
+		st.BudgetAmount, st.BudgetHeld, st.Windows = lc.BudgetAmount, lc.BudgetHeld, lc.Windows
 	}
 	if err != nil {
 		return voucher.GateState{}, interpretError(err, "inspect", code)
 	}
 	return st, nil
+}
+
+// limitCounts reads the budget's counter (HMGET) and the occurrences'
+// counters (the budget hash's w: fields, with HSCAN).
+func (g *Gate) limitCounts(ctx context.Context, client rueidis.Client, k keys) (voucher.GateLimitCounts, error) {
+	var lc voucher.GateLimitCounts
+	var err error
+	if lc.BudgetAmount, lc.BudgetHeld, err = g.budgetCounter(ctx, client, k); err != nil {
+		return lc, err
+	}
+	err = g.scanHash(ctx, client, k.budget, func(field, n string) error {
+		w, ok := strings.CutPrefix(field, "w:")
+		if !ok {
+			return nil
+		}
+		ms, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			return err
+		}
+		c, err := strconv.ParseInt(n, 10, 64)
+		if lc.Windows == nil {
+			lc.Windows = map[time.Time]int64{}
+		}
+		lc.Windows[time.UnixMilli(ms).UTC()] = c
+		return err
+	})
+	return lc, err
+}
+
+// LimitCounts reads the voucher's budget counter and the counters of the
+// occurrences of its windows (one HMGET, then the budget hash with HSCAN).
+func (g *Gate) LimitCounts(ctx context.Context, code string) (voucher.GateLimitCounts, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.GateLimitCounts{}, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.GateLimitCounts{}, interpretError(err, "limit counts", code)
+	}
+	lc, err := g.limitCounts(ctx, client, keysFor(g.cfg.KeyPrefix, code))
+	if err != nil {
+		return voucher.GateLimitCounts{}, interpretError(err, "limit counts", code)
+	}
+	return lc, nil
+}
+
+// ScanOrders reads one chunk of the voucher's orders hash (one HSCAN of
+// Config.ScanCount) from cursor and returns its holds, in any state, and
+// the next cursor (0: the walk is over).
+func (g *Gate) ScanOrders(ctx context.Context, code string, cursor uint64) ([]voucher.Hold, uint64, error) {
+	if err := checkCode(code); err != nil {
+		return nil, 0, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return nil, 0, interpretError(err, "scan orders", code)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	cctx, cancel := g.withTimeout(ctx)
+	e, err := client.Do(cctx, client.B().Hscan().Key(k.orders).Cursor(cursor).Count(int64(g.cfg.ScanCount)).Build()).AsScanEntry()
+	cancel()
+	if err != nil {
+		return nil, 0, interpretError(err, "scan orders", code)
+	}
+	holds := make([]voucher.Hold, 0, len(e.Elements)/2)
+	for i := 0; i+1 < len(e.Elements); i += 2 {
+		h, err := decodeHold(e.Elements[i], e.Elements[i+1])
+		if err != nil {
+			return nil, 0, interpretError(err, "scan orders", code)
+		}
+		holds = append(holds, h)
+	}
+	return holds, e.Cursor, nil
+}
+
+// Known reports whether the gate knows each of orderIDs now, in any state
+// (one HMGET of the orders hash; a voucher not loaded has none).
+func (g *Gate) Known(ctx context.Context, code string, orderIDs []string) ([]bool, error) {
+	if err := checkCode(code); err != nil {
+		return nil, err
+	}
+	known := make([]bool, len(orderIDs))
+	if len(orderIDs) == 0 {
+		return known, nil
+	}
+	client, err := g.conn()
+	if err != nil {
+		return nil, interpretError(err, "known", code)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	cctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	v, err := client.Do(cctx, client.B().Hmget().Key(k.orders).Field(orderIDs...).Build()).ToArray()
+	if err == nil && len(v) != len(orderIDs) {
+		err = errBadReply
+	}
+	if err != nil {
+		return nil, interpretError(err, "known", code)
+	}
+	for i, m := range v {
+		known[i] = !m.IsNil()
+	}
+	return known, nil
 }
 
 // interpretError0 is interpretError, nil for a nil err.

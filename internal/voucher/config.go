@@ -155,6 +155,17 @@ type ServiceConfig struct {
 	// that client or key is refused for UnknownCodeBlock.
 	UnknownCodeLimitPerClient int
 	UnknownCodeLimitPerKey    int
+	// ReconcileChunk is how many orders reconciliation compares at a
+	// time: the store's page of held rows and the gate lookups per call
+	// (default DefaultReconcileChunk). The gate's own chunk is its scan
+	// count.
+	ReconcileChunk int
+	// ReconcileShare is the largest share of its time a reconciliation
+	// of one voucher spends working: after each chunk it pauses for as
+	// long as the chunk took times (1 - share) / share, so that it takes
+	// at most that share of one core across voucherd, Redis and
+	// PostgreSQL, however big the voucher (0, or 1 and above: no pause).
+	ReconcileShare float64
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives warnings about compensations and repairs.
@@ -245,6 +256,9 @@ func (cfg *ServiceConfig) withDefaults() error {
 	if cfg.HeartbeatTTL <= 0 {
 		cfg.HeartbeatTTL = DefaultHeartbeatTTL
 	}
+	if cfg.ReconcileChunk <= 0 {
+		cfg.ReconcileChunk = DefaultReconcileChunk
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -253,3 +267,6 @@ func (cfg *ServiceConfig) withDefaults() error {
 	}
 	return nil
 }
+
+// DefaultReconcileChunk is the default of ServiceConfig.ReconcileChunk.
+const DefaultReconcileChunk = 500

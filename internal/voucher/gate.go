@@ -370,6 +370,22 @@ type GateRepairs interface {
 	// Counts reads a voucher's remaining uses, held count and version in
 	// one step, without its orders (O(1)).
 	Counts(ctx context.Context, code string) (GateCounts, error)
+	// ScanOrders reads one chunk of a voucher's orders (HSCAN, about the
+	// gate's scan count of them) from cursor (0: the first chunk) and
+	// returns them with the cursor of the next chunk (0: none). An order
+	// present for the whole walk is returned at least once (twice is
+	// possible), in a state it had while its chunk was read; one added or
+	// removed meanwhile may be returned or not. Nothing for a voucher not
+	// loaded.
+	ScanOrders(ctx context.Context, code string, cursor uint64) (holds []Hold, next uint64, err error)
+	// Known reports, for each of orderIDs, whether the gate knows it now,
+	// in any state (one step, reading the orders alone: a voucher whose
+	// orders are gone, as when it was never loaded or forgotten, knows
+	// none).
+	Known(ctx context.Context, code string, orderIDs []string) ([]bool, error)
+	// LimitCounts reads the gate's counters of the voucher's money budget
+	// and of the occurrences of its windows (O(occurrences)).
+	LimitCounts(ctx context.Context, code string) (GateLimitCounts, error)
 	// RestoreWindows gives each occurrence of windows whose counter the
 	// gate lost (absent) the count windows has for it, the uses the
 	// store's held rows took in it; a counter present is left alone. It
@@ -394,6 +410,17 @@ type GateCounts struct {
 	// other way by as much; only a limit change or a clamp moves Remaining
 	// + HeldCount.
 	Version int64
+}
+
+// GateLimitCounts is what LimitCounts reads of a voucher.
+type GateLimitCounts struct {
+	// BudgetAmount and BudgetHeld are the money budget's counter (cap and
+	// the discounts of the orders holding a use); BudgetAmount is 0 for a
+	// voucher without a budget.
+	BudgetAmount, BudgetHeld int64
+	// Windows are the counters of the occurrences of the voucher's windows
+	// (start -> uses held); nil when none.
+	Windows map[time.Time]int64
 }
 
 // GateInstances keeps the registry of live instances, so that the holds

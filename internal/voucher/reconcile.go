@@ -97,7 +97,9 @@ func (r ReconcileReport) Consistent() bool {
 
 // Reconcile compares a flash voucher's gate state with the store and, when
 // repair is set, makes the repairs that cannot oversell. grace is how old a
-// gate hold without a row must be before it counts as an orphan.
+// gate hold without a row must be before it counts as an orphan. It
+// compares chunk by chunk (compare.go), keeping in memory one chunk and
+// what it finds, never the whole voucher.
 func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (ReconcileReport, error) {
 	rep := ReconcileReport{Code: code, At: s.now().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
 		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}, Unconfirmed: []string{}}
@@ -107,80 +109,55 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	if !ValidCode(code) {
 		return rep, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
 	}
-	// The gate first, then the store: in both write modes a use is taken in
-	// the gate before its row is written, so a row the gate read does not
-	// show was taken after that order was read, and Adopt checks again
-	// atomically. The gate is read in chunks, each order at its own moment,
-	// all of them before the store; every repair re-checks its order in one
-	// step (docs/rules.md, "Reconciliation reads in chunks").
-	gs, err := s.gate.Inspect(ctx, code)
+	// The gate first, then the store, order by order: in both write modes
+	// a use is taken in the gate before its row is written, so each
+	// chunk of the gate's orders is looked up in the store after it was
+	// read, and each page of the store's held rows in the gate after it
+	// was read; every repair re-checks its order in one step
+	// (docs/rules.md, "Reconciliation reads in chunks").
+	c0, err := s.gate.Counts(ctx, code)
 	if err != nil {
 		return rep, err
 	}
-	snap, err := s.store.GateSnapshot(ctx, code)
+	cmp := comparison{s: s, code: code, grace: grace, pace: newPacer(s.cfg.ReconcileShare), found: map[string]Hold{}}
+	var gl GateLimitCounts
+	if c0.Loaded {
+		if err := cmp.walkGate(ctx, &rep); err != nil {
+			return rep, err
+		}
+		if gl, err = s.gate.LimitCounts(ctx, code); err != nil {
+			return rep, err
+		}
+	}
+	sc, err := s.store.ReconcileCounts(ctx, code)
 	if err != nil {
 		return rep, err
 	}
-	rep.TotalLimit = snap.Voucher.TotalLimit
-	rep.DatabaseHeld = snap.Held
-	rep.ExpectedRemaining = snap.Remaining()
-	rep.Loaded = gs.Loaded
-	if !gs.Loaded {
+	rep.TotalLimit = sc.TotalLimit
+	rep.DatabaseHeld = sc.Held
+	rep.ExpectedRemaining = int64(sc.TotalLimit) - int64(sc.Held)
+	rep.Loaded = c0.Loaded
+	if !c0.Loaded {
 		return rep, nil
 	}
-	rep.RedisHeld = gs.Held()
-	if gs.HeldCounted {
-		rep.RedisHeld = gs.HeldCount
+	rep.RedisHeld = cmp.holding
+	if c0.HeldCounted {
+		rep.RedisHeld = c0.HeldCount
 	}
-	rep.RedisRemaining = gs.Remaining
-	rep.Drift = gs.Remaining - rep.ExpectedRemaining
+	rep.RedisRemaining = c0.Remaining
+	rep.Drift = c0.Remaining - rep.ExpectedRemaining
 	if _, err := s.readDrift(ctx, code, &rep); err != nil {
 		return rep, err
 	}
-	if b := snap.Voucher.Budget.Amount; b > 0 {
-		rep.BudgetAmount, rep.RedisBudgetHeld = b, gs.BudgetHeld
-		for _, r := range snap.Orders {
-			if r.Status.Held() {
-				rep.DatabaseBudgetHeld += r.DiscountAmount
-			}
-		}
+	if sc.BudgetAmount > 0 {
+		rep.BudgetAmount, rep.RedisBudgetHeld = sc.BudgetAmount, gl.BudgetHeld
+		rep.DatabaseBudgetHeld = sc.BudgetHeld
 		rep.BudgetDrift = rep.DatabaseBudgetHeld - rep.RedisBudgetHeld
 	}
-	rep.Windows = windowDrifts(windowCounts(snap.Orders), gs.Windows)
+	rep.Windows = windowDrifts(sc.Windows, gl.Windows)
 
-	rows := make(map[string]Redemption, len(snap.Orders))
-	for _, r := range snap.Orders {
-		rows[r.OrderID] = r
-	}
-	now := s.now()
-	for id, h := range gs.Orders {
-		if h.Released {
-			continue
-		}
-		row, ok := rows[id]
-		switch {
-		case !ok && now.Sub(h.ReservedAt) < grace:
-			rep.InFlight = append(rep.InFlight, id)
-		case !ok:
-			rep.Orphans = append(rep.Orphans, id)
-		case row.Status == StatusReleased:
-			rep.Stale = append(rep.Stale, id)
-		case h.Pending:
-			rep.Uncommitted = append(rep.Uncommitted, id)
-		case row.Status == StatusConfirmed && !h.Confirmed && s.writes.tracksConfirmation():
-			rep.Unconfirmed = append(rep.Unconfirmed, id)
-		}
-	}
-	s.findAbandoned(ctx, &rep, gs)
-	for id, r := range rows {
-		if !r.Status.Held() {
-			continue
-		}
-		if _, known := gs.Orders[id]; !known {
-			rep.Missing = append(rep.Missing, id)
-		}
-	}
-	if rep.Missing, err = s.dropKnown(ctx, code, rep.Missing); err != nil {
+	s.findAbandoned(ctx, &rep, cmp.found)
+	if err := cmp.walkStore(ctx, &rep); err != nil {
 		return rep, err
 	}
 	for _, l := range [][]string{rep.InFlight, rep.Abandoned, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted, rep.Unconfirmed} {
@@ -194,10 +171,10 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 
 	// Safe direction first: the gate learns of holds it lost.
 	for _, id := range rep.Missing {
-		r := rows[id]
+		r := cmp.missing[id]
 		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
 			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, snap.Voucher), Window: r.Window}
+			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, Voucher{Code: code}), Window: r.Window}
 		if r.HeldSince.Before(r.CreatedAt) {
 			h.HeldSince = r.HeldSince
 		}
@@ -206,12 +183,12 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 	}
 	for _, id := range rep.Uncommitted {
-		if _, err := s.gate.Commit(ctx, code, gs.Orders[id]); err != nil {
+		if _, err := s.gate.Commit(ctx, code, cmp.found[id]); err != nil {
 			return rep, err
 		}
 	}
 	for _, id := range rep.Unconfirmed {
-		if _, err := s.gate.Confirm(ctx, code, id, gs.Orders[id].Code); err != nil {
+		if _, err := s.gate.Confirm(ctx, code, id, cmp.found[id].Code); err != nil {
 			return rep, err
 		}
 	}
@@ -229,12 +206,12 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 		if rep.Skipped == "" {
 			for _, id := range rep.Orphans {
-				if err := s.writes.giveBackOrphan(ctx, code, gs.Orders[id]); err != nil {
+				if err := s.writes.giveBackOrphan(ctx, code, cmp.found[id]); err != nil {
 					return rep, err
 				}
 			}
 			for _, id := range rep.Abandoned {
-				if _, err := s.fenceHold(ctx, code, gs.Orders[id]); err != nil {
+				if _, err := s.fenceHold(ctx, code, cmp.found[id]); err != nil {
 					return rep, err
 				}
 			}
@@ -245,7 +222,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			return rep, err
 		}
 	}
-	before, after, err := s.gate.Clamp(ctx, code, snap.Voucher.TotalLimit)
+	before, after, err := s.gate.Clamp(ctx, code, sc.TotalLimit)
 	if err != nil {
 		return rep, err
 	}
@@ -261,11 +238,11 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 // holds are in flight here or settled by SettleUnknown; holds without an
 // owner wait for the grace period. When liveness cannot be read, every
 // hold stays in flight.
-func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, gs GateState) {
+func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, holds map[string]Hold) {
 	var owners []string
 	seen := map[string]bool{}
 	for _, id := range rep.InFlight {
-		if o := gs.Orders[id].Owner; o != "" && o != s.cfg.Instance && !seen[o] {
+		if o := holds[id].Owner; o != "" && o != s.cfg.Instance && !seen[o] {
 			seen[o] = true
 			owners = append(owners, o)
 		}
@@ -281,7 +258,7 @@ func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, gs Ga
 	dead := s.absent.confirmedDead(owners, alive, s.now(), s.cfg.HeartbeatTTL)
 	inFlight := rep.InFlight[:0]
 	for _, id := range rep.InFlight {
-		if o := gs.Orders[id].Owner; dead[o] {
+		if o := holds[id].Owner; dead[o] {
 			rep.Abandoned = append(rep.Abandoned, id)
 			continue
 		}
@@ -323,21 +300,6 @@ func (r ReconcileReport) lostWindows() map[time.Time]int64 {
 			}
 			out[w.Start] = w.DatabaseHeld
 		}
-	}
-	return out
-}
-
-// windowCounts counts the held redemptions per occurrence.
-func windowCounts(orders []Redemption) map[time.Time]int64 {
-	var out map[time.Time]int64
-	for _, r := range orders {
-		if !r.Status.Held() || r.Window.IsZero() {
-			continue
-		}
-		if out == nil {
-			out = map[time.Time]int64{}
-		}
-		out[r.Window.UTC()]++
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package voucher
 
 import (
 	"context"
-	"slices"
 )
 
 // driftTries bounds how often one reconciliation reads the drift's bracket
@@ -96,26 +95,4 @@ func driftBounds(c1, c3 GateCounts, expected int64) (lo, hi int64, ok bool) {
 		ok = true
 	}
 	return sum - heldHi - expected, sum - heldLo - expected, ok
-}
-
-// dropKnown removes from missing the orderIds the gate knows now, in any
-// state, and returns the rest. An orderId the gate knows now, whose row
-// held a use at the store's read, was not lost at that read: the gate
-// took it before its row was written and forgets an orderId only when its
-// write failed (no row) or as an orphan (no row); or another pass adopted
-// it meanwhile. So only an order the gate does not know after the store's
-// read is reported missing, however the chunks met it. One lookup per
-// orderId, each O(1).
-func (s *Service) dropKnown(ctx context.Context, code string, missing []string) ([]string, error) {
-	kept := missing[:0]
-	for _, id := range missing {
-		_, found, err := s.gate.Lookup(ctx, code, id)
-		if err != nil {
-			return missing, err
-		}
-		if !found {
-			kept = append(kept, id)
-		}
-	}
-	return slices.Clip(kept), nil
 }

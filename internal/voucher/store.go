@@ -91,6 +91,7 @@ type Store interface {
 	Ping(ctx context.Context) error
 
 	StackStore
+	ReconcileStore
 
 	CampaignStore
 	AdminStore
@@ -120,6 +121,50 @@ type HoldSummary struct {
 	// EarliestExpiry is the expiry of the voucher's RESERVED redemption
 	// that expires first; zero when none is RESERVED.
 	EarliestExpiry time.Time
+}
+
+// ReconcileStore is the store's part of reconciliation: a voucher's
+// counters in one read, and its redemptions in bounded chunks, so that
+// reconciling a voucher of a million holds costs memory for one chunk
+// (docs/rules.md, "Reconciliation reads in chunks").
+type ReconcileStore interface {
+	// ReconcileCounts reads, in one statement, a voucher's total limit,
+	// its count of held uses (used_count) and the counters of its limits:
+	// the money budget's amount and held discounts, and each occurrence's
+	// held uses. CodeVoucherNotFound when the voucher does not exist.
+	ReconcileCounts(ctx context.Context, code string) (StoreCounts, error)
+	// RedemptionsAmong returns the redemptions of code among orderIDs, in
+	// any status (one indexed read); an orderId without a row of code is
+	// absent from the answer. A campaign's redemption answers with the
+	// campaign code it was made with as VoucherCode.
+	RedemptionsAmong(ctx context.Context, code string, orderIDs []string) ([]Redemption, error)
+	// HeldPage returns up to limit redemptions of code in status st
+	// (StatusReserved or StatusConfirmed), ordered by (CreatedAt,
+	// OrderID), after the key after (the zero key: from the first), as
+	// RedemptionsAmong answers them. Pages are separate reads: a row that
+	// keeps its status for the whole walk is returned once, one that
+	// changes status meanwhile may be missed.
+	HeldPage(ctx context.Context, code string, st Status, after PageKey, limit int) ([]Redemption, error)
+}
+
+// PageKey is where HeldPage continues: the last row of the page before.
+type PageKey struct {
+	CreatedAt time.Time
+	OrderID   string
+}
+
+// StoreCounts is what ReconcileCounts reads of a voucher, at one instant.
+type StoreCounts struct {
+	TotalLimit int32
+	// Held is the voucher's count of held uses (used_count, which the
+	// store keeps equal to its RESERVED and CONFIRMED rows).
+	Held int32
+	// BudgetAmount and BudgetHeld are the money budget's counter (0 and 0
+	// without a budget): its amount and the discounts of the held rows.
+	BudgetAmount, BudgetHeld int64
+	// Windows maps the start of each occurrence whose counter holds uses
+	// to how many; nil when none.
+	Windows map[time.Time]int64
 }
 
 // Snapshot is a voucher's state as the gate loads it: remaining is
