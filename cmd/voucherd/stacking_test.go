@@ -715,3 +715,92 @@ func testStackReplacement(t *testing.T, s *stack) {
 	r = s.do(http.MethodGet, "/reservations/rp-m2", nil)
 	require.Equal(t, "CONFIRMED", r.str("status"), string(r.raw))
 }
+
+// TestStackReplacementRace: 20 customers' stacks hold a hot code H (limit
+// 30) and are each replaced six times, concurrently with 200 new stacks
+// competing for H's 10 free uses. Every replacement keeps H (its use moves
+// without being free: no replacement is refused for H, and exactly 10 new
+// stacks are taken), some add Z (limit 5) and are refused for it, leaving
+// the replaced order held. Afterwards nothing is oversold, every stack is
+// all or none, each chain holds its last order only, and in flash-sync
+// mode the gate agrees with PostgreSQL.
+func TestStackReplacementRace(t *testing.T) {
+	t.Parallel()
+	forEachStackingMode(t, func(t *testing.T, s *stack) {
+		h := s.createStackable(map[string]any{"discountAmount": 100}, 30, stackable)
+		x := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
+		y := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
+		z := s.createStackable(map[string]any{"discountAmount": 100}, 5, stackable)
+		const chains, steps, news = 20, 6, 200
+		shapes := [][]string{{y, h}, {h, x, z}, {h, x}, {z, h}}
+		last := make([]string, chains)
+		for i := range chains {
+			last[i] = fmt.Sprintf("ch-%d-0", i)
+			r := s.reserveStack(fmt.Sprintf("ch-%d", i), last[i], 20000, h, x)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		}
+		var taken, refusedZ atomic.Int64
+		var released [chains][]string
+		parallel(chains+news, 32, func(i int) {
+			if i >= chains {
+				n := i - chains
+				r := s.reserveStack(fmt.Sprintf("new-%d", n), fmt.Sprintf("new-%d", n), 20000, h, y)
+				switch {
+				case r.status == http.StatusCreated:
+					taken.Add(1)
+				case r.str("error") == "HELD_OUT" && r.str("failedCode") == h:
+				default:
+					t.Errorf("new stack %d: %d %s", n, r.status, r.raw)
+				}
+				return
+			}
+			for k := 1; k <= steps; k++ {
+				id := fmt.Sprintf("ch-%d-%d", i, k)
+				r := s.do(http.MethodPost, "/reservations", map[string]any{"customerId": fmt.Sprintf("ch-%d", i),
+					"orderId": id, "orderAmount": 20000, "codes": shapes[(i+k)%len(shapes)], "replacesOrderId": last[i]})
+				switch {
+				case r.status == http.StatusCreated:
+					released[i] = append(released[i], last[i])
+					last[i] = id
+				case r.str("error") == "HELD_OUT" && r.str("failedCode") == z:
+					refusedZ.Add(1)
+				default:
+					t.Errorf("replacement %s of %s: %d %s", id, last[i], r.status, r.raw)
+				}
+			}
+		})
+		require.Equal(t, int64(30-chains), taken.Load(), "the chains' uses of H were never free")
+		require.Positive(t, refusedZ.Load(), "some replacements are refused for Z")
+		for _, code := range []string{h, x, y, z} {
+			st := s.state(code)
+			require.LessOrEqual(t, st.usedCount, st.totalLimit, code)
+			require.Equal(t, st.usedCount, st.reserved, code)
+			if rem := s.gateRemaining(code); rem >= 0 {
+				require.Equal(t, int64(st.totalLimit-st.usedCount), rem, "gate and PostgreSQL agree on %s", code)
+			}
+		}
+		require.Equal(t, 30, s.state(h).usedCount)
+		for i := range chains {
+			r := s.do(http.MethodGet, "/reservations/"+last[i], nil)
+			require.Equal(t, "RESERVED", r.str("status"), "chain %d holds its last order: %s", i, r.raw)
+			for _, id := range released[i] {
+				r := s.do(http.MethodGet, "/reservations/"+id, nil)
+				require.Equal(t, "RELEASED", r.str("status"), "chain %d: %s", i, r.raw)
+			}
+		}
+		var mixed, short, orphans int
+		require.NoError(t, s.db.QueryRow(t.Context(), `
+			SELECT count(*) FILTER (WHERE held > 0 AND held < n), count(*) FILTER (WHERE held > 0 AND n < cardinality(codes))
+			FROM (SELECT st.codes, count(r.*) AS n, count(r.*) FILTER (WHERE r.status = 'RESERVED') AS held
+			      FROM voucher_stack st JOIN voucher_stack_member m ON m.order_id = st.order_id
+			      JOIN voucher_redemption r ON r.order_id = m.member_order_id GROUP BY st.order_id, st.codes) s`).
+			Scan(&mixed, &short))
+		require.Zero(t, mixed, "every stack all or none")
+		require.Zero(t, short, "a held stack holds every code")
+		require.NoError(t, s.db.QueryRow(t.Context(), `
+			SELECT count(*) FROM voucher_redemption r LEFT JOIN voucher_stack_member m ON m.member_order_id = r.order_id
+			WHERE r.voucher_code = ANY($1) AND r.status = 'RESERVED' AND m.order_id IS NULL`, []string{h, x, y, z}).
+			Scan(&orphans))
+		require.Zero(t, orphans, "no use held outside a recorded stack")
+	})
+}
