@@ -17,7 +17,7 @@ import (
 
 // serveProcess starts this test binary as `voucherd serve` on a free port
 // and waits until it answers.
-func serveProcess(t *testing.T, dbURL string, env ...string) (base string, cmd *exec.Cmd) {
+func serveProcess(t testing.TB, dbURL string, env ...string) (base string, cmd *exec.Cmd) {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)

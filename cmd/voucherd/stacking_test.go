@@ -592,11 +592,22 @@ func TestStackCLI(t *testing.T) {
 	require.ErrorContains(t, err, "ORDER_RELEASED")
 }
 
-// TestStackReplacement: a stack replaces a stack or a single reservation
-// of the customer in one transaction (standard vouchers).
+// TestStackReplacement: a stack replaces a stack or a single, all or
+// none, in standard and flash-sync mode (flash-sale vouchers on both
+// sides, and flash and standard codes mixed): the replaced order's uses
+// are given back and the new members take theirs; a use of a code in both
+// orders moves without being free; any refusal (the replaced order not
+// held, a new code refused, the store refusing after the gate moved the
+// uses) leaves the replaced order as it was in PostgreSQL and in the gate.
 func TestStackReplacement(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{})
+	forEachStackingMode(t, func(t *testing.T, s *stack) {
+		testStackReplacement(t, s)
+	})
+}
+
+// testStackReplacement is TestStackReplacement in one mode.
+func testStackReplacement(t *testing.T, s *stack) {
 	a := s.createStackable(map[string]any{"discountAmount": 1000}, 10, stackable)
 	b := s.createStackable(map[string]any{"discountAmount": 500}, 10, stackable)
 	c := s.createStackable(map[string]any{"discountAmount": 200}, 1, stackable)
@@ -604,12 +615,36 @@ func TestStackReplacement(t *testing.T) {
 		return s.do(http.MethodPost, "/reservations", map[string]any{"customerId": customer, "orderId": orderID,
 			"orderAmount": 20000, "codes": codes, "replacesOrderId": replaces})
 	}
+	// agree: in flash-sync mode the gate counts what PostgreSQL holds, for
+	// each flash code.
+	agree := func(codes ...string) {
+		t.Helper()
+		for _, code := range codes {
+			if rem := s.gateRemaining(code); rem >= 0 {
+				st := s.state(code)
+				require.Equal(t, int64(st.totalLimit-st.usedCount), rem, "gate and PostgreSQL agree on %s", code)
+			}
+		}
+	}
+	// gateHolds: in flash-sync mode, whether the gate holds code's use for
+	// orderID (want, else it must not); standard codes are skipped.
+	gateHolds := func(code, orderID string, want bool) {
+		t.Helper()
+		if !s.opts.flash {
+			return
+		}
+		h, found, err := s.app.gate.Lookup(t.Context(), code, orderID)
+		require.NoError(t, err)
+		require.Equal(t, want, found && !h.Released, "gate: %s holds %s: %+v", orderID, code, h)
+	}
 	r := s.reserveStack("7", "rp-1", 20000, a, b)
 	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
 	r = replace("8", "rp-x", "rp-1", a, c)
 	require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"), "another customer's: %s", r.raw)
 	r = replace("7", "rp-x", "nosuch", a, c)
 	require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"), string(r.raw))
+	agree(a, b, c)
+	gateHolds(a, "rp-1", true)
 
 	// The stack [A,B] becomes [A,C]: A's use is taken over, B's given back.
 	r = replace("7", "rp-2", "rp-1", a, c)
@@ -617,6 +652,9 @@ func TestStackReplacement(t *testing.T) {
 	require.Equal(t, 1, s.state(a).usedCount)
 	require.Equal(t, 0, s.state(b).usedCount)
 	require.Equal(t, 1, s.state(c).usedCount)
+	agree(a, b, c)
+	gateHolds(a, "rp-1", false)
+	gateHolds(a, "rp-2", true)
 	r = s.do(http.MethodGet, "/reservations/rp-1", nil)
 	require.Equal(t, "RELEASED", r.str("status"), string(r.raw))
 	var continued bool
@@ -628,6 +666,7 @@ func TestStackReplacement(t *testing.T) {
 	r = replace("7", "rp-2", "rp-1", a, c)
 	require.Equal(t, http.StatusCreated, r.status, "a replay: %s", r.raw)
 	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+	agree(a, b, c)
 
 	// A refusal of a new code leaves the replaced order held.
 	r = replace("7", "rp-3", "rp-2", a, b, c)
@@ -642,6 +681,9 @@ func TestStackReplacement(t *testing.T) {
 	require.Equal(t, "HELD_OUT", r.str("error"), string(r.raw))
 	require.Equal(t, d, r.str("failedCode"))
 	require.Equal(t, states, []dbState{s.state(a), s.state(b), s.state(c)}, "nothing changed")
+	agree(a, b, c, d)
+	gateHolds(a, "rp-3", true)
+	gateHolds(a, "rp-4", false)
 	r = s.do(http.MethodGet, "/reservations/rp-3", nil)
 	require.Equal(t, "RESERVED", r.str("status"), "the replaced order stands: %s", r.raw)
 
@@ -654,7 +696,141 @@ func TestStackReplacement(t *testing.T) {
 	require.Equal(t, before, s.state(b).usedCount, "B's use is taken over")
 	r = s.do(http.MethodGet, "/vouchers/"+b+"/reservations/rp-single", nil)
 	require.Equal(t, "RELEASED", r.str("status"), string(r.raw))
+	agree(a, b)
+	gateHolds(b, "rp-single", false)
+	gateHolds(b, "rp-5", true)
 	// A member of a stack is not a single to replace.
 	r = replace("7", "rp-6", voucher.StackMemberOrderID("rp-5", 2), b, a)
 	require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"), string(r.raw))
+	agree(a, b)
+	gateHolds(a, voucher.StackMemberOrderID("rp-5", 2), true)
+
+	// Flash and standard codes mixed (all standard in standard mode): E is
+	// kept and moves position, the standard S is kept, A is added.
+	std := s.createStackable(map[string]any{"discountAmount": 300, "flashSale": false}, 5, stackable)
+	e := s.createStackable(map[string]any{"discountAmount": 100}, 2, stackable)
+	r = s.reserveStack("7", "rp-m1", 20000, e, std)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	aUsed := s.state(a).usedCount
+	r = replace("7", "rp-m2", "rp-m1", std, e, a)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	require.Equal(t, 1, s.state(e).usedCount)
+	require.Equal(t, 1, s.state(std).usedCount)
+	require.Equal(t, aUsed+1, s.state(a).usedCount)
+	agree(a, e)
+	gateHolds(e, "rp-m1", false)
+	gateHolds(e, voucher.StackMemberOrderID("rp-m2", 2), true)
+	// A refused new code: E's use goes back to the order replaced.
+	states = []dbState{s.state(a), s.state(d), s.state(e), s.state(std)}
+	r = replace("7", "rp-m3", "rp-m2", e, d)
+	require.Equal(t, "HELD_OUT", r.str("error"), string(r.raw))
+	require.Equal(t, d, r.str("failedCode"))
+	require.Equal(t, states, []dbState{s.state(a), s.state(d), s.state(e), s.state(std)}, "nothing changed")
+	agree(a, d, e)
+	gateHolds(e, voucher.StackMemberOrderID("rp-m2", 2), true)
+	gateHolds(e, "rp-m3", false)
+	// The store refuses after the gate moved E's use (the replaced order
+	// is confirmed, which the gate does not know in flash-sync mode): the
+	// use goes back to it.
+	r = s.do(http.MethodPost, "/reservations/rp-m2/confirm", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	states = []dbState{s.state(a), s.state(e), s.state(std)}
+	r = replace("7", "rp-m4", "rp-m2", e)
+	require.Equal(t, "REPLACED_ORDER_NOT_HELD", r.str("error"), string(r.raw))
+	require.Empty(t, r.str("failedCode"), "about the replaced order, not a code")
+	require.Equal(t, states, []dbState{s.state(a), s.state(e), s.state(std)}, "nothing changed")
+	agree(a, e)
+	gateHolds(e, voucher.StackMemberOrderID("rp-m2", 2), true)
+	gateHolds(e, "rp-m4", false)
+	r = s.do(http.MethodGet, "/reservations/rp-m2", nil)
+	require.Equal(t, "CONFIRMED", r.str("status"), string(r.raw))
+}
+
+// TestStackReplacementRace: 20 customers' stacks hold a hot code H (limit
+// 30) and are each replaced six times, concurrently with 200 new stacks
+// competing for H's 10 free uses. Every replacement keeps H (its use moves
+// without being free: no replacement is refused for H, and exactly 10 new
+// stacks are taken), some add Z (limit 5) and are refused for it, leaving
+// the replaced order held. Afterwards nothing is oversold, every stack is
+// all or none, each chain holds its last order only, and in flash-sync
+// mode the gate agrees with PostgreSQL.
+func TestStackReplacementRace(t *testing.T) {
+	t.Parallel()
+	forEachStackingMode(t, func(t *testing.T, s *stack) {
+		h := s.createStackable(map[string]any{"discountAmount": 100}, 30, stackable)
+		x := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
+		y := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
+		z := s.createStackable(map[string]any{"discountAmount": 100}, 5, stackable)
+		const chains, steps, news = 20, 6, 200
+		shapes := [][]string{{y, h}, {h, x, z}, {h, x}, {z, h}}
+		last := make([]string, chains)
+		for i := range chains {
+			last[i] = fmt.Sprintf("ch-%d-0", i)
+			r := s.reserveStack(fmt.Sprintf("ch-%d", i), last[i], 20000, h, x)
+			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		}
+		var taken, refusedZ atomic.Int64
+		var released [chains][]string
+		parallel(chains+news, 32, func(i int) {
+			if i >= chains {
+				n := i - chains
+				r := s.reserveStack(fmt.Sprintf("new-%d", n), fmt.Sprintf("new-%d", n), 20000, h, y)
+				switch {
+				case r.status == http.StatusCreated:
+					taken.Add(1)
+				case r.str("error") == "HELD_OUT" && r.str("failedCode") == h:
+				default:
+					t.Errorf("new stack %d: %d %s", n, r.status, r.raw)
+				}
+				return
+			}
+			for k := 1; k <= steps; k++ {
+				id := fmt.Sprintf("ch-%d-%d", i, k)
+				r := s.do(http.MethodPost, "/reservations", map[string]any{"customerId": fmt.Sprintf("ch-%d", i),
+					"orderId": id, "orderAmount": 20000, "codes": shapes[(i+k)%len(shapes)], "replacesOrderId": last[i]})
+				switch {
+				case r.status == http.StatusCreated:
+					released[i] = append(released[i], last[i])
+					last[i] = id
+				case r.str("error") == "HELD_OUT" && r.str("failedCode") == z:
+					refusedZ.Add(1)
+				default:
+					t.Errorf("replacement %s of %s: %d %s", id, last[i], r.status, r.raw)
+				}
+			}
+		})
+		require.Equal(t, int64(30-chains), taken.Load(), "the chains' uses of H were never free")
+		require.Positive(t, refusedZ.Load(), "some replacements are refused for Z")
+		for _, code := range []string{h, x, y, z} {
+			st := s.state(code)
+			require.LessOrEqual(t, st.usedCount, st.totalLimit, code)
+			require.Equal(t, st.usedCount, st.reserved, code)
+			if rem := s.gateRemaining(code); rem >= 0 {
+				require.Equal(t, int64(st.totalLimit-st.usedCount), rem, "gate and PostgreSQL agree on %s", code)
+			}
+		}
+		require.Equal(t, 30, s.state(h).usedCount)
+		for i := range chains {
+			r := s.do(http.MethodGet, "/reservations/"+last[i], nil)
+			require.Equal(t, "RESERVED", r.str("status"), "chain %d holds its last order: %s", i, r.raw)
+			for _, id := range released[i] {
+				r := s.do(http.MethodGet, "/reservations/"+id, nil)
+				require.Equal(t, "RELEASED", r.str("status"), "chain %d: %s", i, r.raw)
+			}
+		}
+		var mixed, short, orphans int
+		require.NoError(t, s.db.QueryRow(t.Context(), `
+			SELECT count(*) FILTER (WHERE held > 0 AND held < n), count(*) FILTER (WHERE held > 0 AND n < cardinality(codes))
+			FROM (SELECT st.codes, count(r.*) AS n, count(r.*) FILTER (WHERE r.status = 'RESERVED') AS held
+			      FROM voucher_stack st JOIN voucher_stack_member m ON m.order_id = st.order_id
+			      JOIN voucher_redemption r ON r.order_id = m.member_order_id GROUP BY st.order_id, st.codes) s`).
+			Scan(&mixed, &short))
+		require.Zero(t, mixed, "every stack all or none")
+		require.Zero(t, short, "a held stack holds every code")
+		require.NoError(t, s.db.QueryRow(t.Context(), `
+			SELECT count(*) FROM voucher_redemption r LEFT JOIN voucher_stack_member m ON m.member_order_id = r.order_id
+			WHERE r.voucher_code = ANY($1) AND r.status = 'RESERVED' AND m.order_id IS NULL`, []string{h, x, y, z}).
+			Scan(&orphans))
+		require.Zero(t, orphans, "no use held outside a recorded stack")
+	})
 }

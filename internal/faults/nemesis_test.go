@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/voucherd/voucherd/internal/voucher"
 )
 
 // Fault kinds.
@@ -128,6 +130,11 @@ type nemesis struct {
 	hist *History
 	// code is the gate code of the sale (checkStranded).
 	code string
+	// codes, when set (the stack scenario), are the gate codes
+	// checkStranded reads instead of code; a hold's orderId may then be a
+	// stack member's (voucher.StackMemberOrderID), being answered when its
+	// stack's orderId is.
+	codes []string
 	// active counts the faults being injected, across schedules.
 	active atomic.Int32
 	mu     sync.Mutex
@@ -230,11 +237,13 @@ func (n *nemesis) inject(f fault) error {
 }
 
 // checkStranded checks, strandCheckAfter after hang f healed, that no use
-// is stranded: every hold the gate counts is held by a row, by an
+// of the sale's code (of every code of the stack scenario, n.codes) is
+// stranded: every hold the gate counts is held by a row, by an
 // acknowledged event on its way to the store (Kafka mode: a hold no
 // longer pending), or by an order still being answered (an attempt on it,
 // a reservation, release or confirm, in flight or answered within the
-// last second, which a retry may follow); the rest of the uses are free. The check is left out when
+// last second, which a retry may follow; a stack member's hold, when its
+// stack's orderId is); the rest of the uses are free. The check is left out when
 // another fault runs now or may have left holds of its own (overlapped).
 func (n *nemesis) checkStranded(f fault) {
 	time.Sleep(strandCheckAfter)
@@ -245,40 +254,60 @@ func (n *nemesis) checkStranded(f fault) {
 	}
 	// PostgreSQL first: a row that changes between the two reads was
 	// being written, so its order is being answered (below).
-	db := n.c.dbState(n.code)
-	orders, ok := n.c.gateHolds(n.code, 5*time.Second)
-	if !ok {
-		n.noteCheck(fmt.Sprintf("%s: not checked (voucher not in Redis)", f))
-		return
+	codes := n.codes
+	if len(codes) == 0 {
+		codes = []string{n.code}
+	}
+	dbs := make([]DBState, len(codes))
+	gates := make([]map[string]voucher.Hold, len(codes))
+	for i, code := range codes {
+		dbs[i] = n.c.dbState(code)
+		orders, ok := n.c.gateHolds(code, 5*time.Second)
+		if !ok {
+			n.noteCheck(fmt.Sprintf("%s: not checked (voucher %s not in Redis)", f, code))
+			return
+		}
+		gates[i] = orders
 	}
 	now = n.hist.Since()
 	answering := map[string]bool{}
+	// orderOf maps a stack member's orderId to its stack's.
+	orderOf := map[string]string{}
 	ops := n.hist.Ops()
 	for _, op := range ops {
+		for pos := 2; pos <= len(StackCodes(op.Voucher)); pos++ {
+			orderOf[voucher.StackMemberOrderID(op.OrderID, pos)] = op.OrderID
+		}
 		if op.Return < 0 || now-op.Return < int64(time.Second) {
 			answering[op.OrderID] = true
 			answering[op.Replaces] = true
 		}
 	}
 	var held int
-	for id, h := range orders {
-		if h.Released {
-			continue
+	for i, orders := range gates {
+		for id, h := range orders {
+			if h.Released {
+				continue
+			}
+			held++
+			row, hasRow := dbs[i].Rows[id]
+			order := id
+			if o, ok := orderOf[id]; ok {
+				order = o
+			}
+			switch {
+			case hasRow && row.Held(), n.c.mode == modeKafka && !h.Pending, answering[order]:
+				continue
+			}
+			var attempts []string
+			for _, op := range OrderOps(ops, order) {
+				attempts = append(attempts, op.String())
+			}
+			n.mu.Lock()
+			n.stranded = append(n.stranded, fmt.Sprintf("%.1fs after %s: use of %s stranded in Redis by order %s of %s (reserved %s, pending %v, row %q), for which no attempt is being answered; its attempts:\n  %s",
+				float64(strandCheckAfter)/1e9, f, codes[i], id, order, h.ReservedAt.Format("15:04:05.000"), h.Pending, row.Status, strings.Join(attempts, "\n  ")))
+			n.mu.Unlock()
 		}
-		held++
-		row, hasRow := db.Rows[id]
-		switch {
-		case hasRow && row.Held(), n.c.mode == modeKafka && !h.Pending, answering[id]:
-			continue
-		}
-		var attempts []string
-		for _, op := range OrderOps(ops, id) {
-			attempts = append(attempts, op.String())
-		}
-		n.mu.Lock()
-		n.stranded = append(n.stranded, fmt.Sprintf("%.1fs after %s: use stranded in Redis by order %s (reserved %s, pending %v, row %q), for which no attempt is being answered; its attempts:\n  %s",
-			float64(strandCheckAfter)/1e9, f, id, h.ReservedAt.Format("15:04:05.000"), h.Pending, row.Status, strings.Join(attempts, "\n  ")))
-		n.mu.Unlock()
 	}
 	n.noteCheck(fmt.Sprintf("%s: %d holds checked", f, held))
 }

@@ -25,7 +25,9 @@ const stackHotCodes = 3
 // runStackScenario is a flash sale of stackHotCodes stackable codes
 // (flash-sale vouchers outside standard mode), orders of two or three of
 // them and single reservations of one mixed, under kills and restarts of
-// the instances and the dependencies; CheckStacks checks all or none per
+// the instances and the dependencies (hangs of Redis and PostgreSQL
+// included, each followed by a check that no use of any code is stranded:
+// checkStranded); CheckStacks checks all or none per
 // orderId in PostgreSQL and Redis, no oversell per code, and the counters
 // against the rows. The per-code linearizability models are not run on
 // it (docs/stacks.md, why the per-code models suffice).
@@ -61,13 +63,17 @@ func runStackScenario(t *testing.T, sc scenario) {
 	case sc.kinds != nil:
 		schedules = append(schedules, plan(rnd, sc.kinds, true, 0, len(c.instances)))
 	default:
-		// Hangs are left out: their stranded-use check reads one code.
 		kinds := map[string][]string{
-			modeStandard: {faultKillInstance, faultKillPostgres, faultPauseInstance},
-			modeSync:     {faultKillRedis, faultPauseInstance, faultKillInstance, faultImmediatePostgres},
+			modeStandard: {faultKillInstance, faultKillPostgres, faultPauseInstance, faultHangPostgres},
+			modeSync:     {faultKillRedis, faultPauseInstance, faultKillInstance, faultImmediatePostgres, faultHangRedis, faultHangPostgres},
 			modeKafka:    {faultKillKafka, faultKillConsumer, faultKillRedis, faultPauseInstance, faultKillInstance},
 		}[sc.mode]
 		rnd.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		// Hangs first, so that no process fault's holds overlap their
+		// stranded checks (checkStranded, of every code).
+		slices.SortStableFunc(kinds, func(a, b string) int {
+			return cmpBool(strings.HasPrefix(b, "hang-"), strings.HasPrefix(a, "hang-"))
+		})
 		schedules = append(schedules, plan(rnd, kinds, true, 0, len(c.instances)))
 	}
 
@@ -89,7 +95,7 @@ func runStackScenario(t *testing.T, sc scenario) {
 	time.Sleep(time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	nem := &nemesis{c: c, hist: hist, code: codes[0]}
+	nem := &nemesis{c: c, hist: hist, code: codes[0], codes: codes}
 	var nemWG sync.WaitGroup
 	for _, sch := range schedules {
 		nemWG.Add(1)
@@ -148,6 +154,11 @@ func runStackScenario(t *testing.T, sc scenario) {
 
 	problems := CheckStacks(ops, st, flash)
 	problems = append(problems, CheckReplays(ops)...)
+	stranded, strandChecks := nem.strandedUses()
+	problems = append(problems, stranded...)
+	if len(strandChecks) > 0 {
+		t.Logf("no use stranded %s after each hang: %s", strandCheckAfter, strings.Join(strandChecks, "; "))
+	}
 	if n := w.unresolved.Load(); n > 0 {
 		problems = append(problems, fmt.Sprintf("%d operations got no definite answer within 45s after the faults ended", n))
 	}

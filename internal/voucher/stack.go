@@ -104,7 +104,8 @@ type StackRequest struct {
 	Windows []time.Time
 	// ReplacesOrderID, when set, names the customer's RESERVED order (a
 	// stack, or a single reservation) whose uses this order takes over:
-	// it is released in the same transaction. Standard vouchers only.
+	// it is released in the same transaction. Flash-sale vouchers on
+	// either side in flash-sync mode only (docs/stacks.md).
 	ReplacesOrderID string
 	// HeldSince is, for a replacement, when the replaced hold began (its
 	// members continue it); set by the service.
@@ -319,20 +320,26 @@ func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackO
 		rts[i], flash = rt, flash || rt.v.FlashSale
 	}
 	ttl := s.cfg.ReservationTTL
+	var replaced []stackReplaced
 	if req.ReplacesOrderID != "" {
-		if code := firstFlash(rts); code != "" {
-			return Stack{}, notStackableHere(code, "a replacement of several codes takes standard vouchers only")
+		_, sync := s.writes.(*syncWrites)
+		if code := firstFlash(rts); code != "" && !sync {
+			return Stack{}, notStackableHere(code, "a replacement of several codes takes flash-sale vouchers in flash-sync mode only")
 		}
 		var err error
-		if ttl, err = s.stackReplacement(ctx, &req, start); err != nil {
+		if ttl, replaced, err = s.stackReplacement(ctx, &req, start, sync); err != nil {
 			return Stack{}, err
+		}
+		for _, m := range replaced {
+			// The gate gives back a replaced flash code's use.
+			flash = flash || m.rt.v.FlashSale
 		}
 	}
 	if flash {
 		switch w := s.writes.(type) {
 		case *syncWrites:
 			so.mode = ModeFlashSync
-			st, err := s.reserveStackSync(ctx, s.flash.(*flashPath), w, req, rts, start, &so.gaveBack)
+			st, err := s.reserveStackSync(ctx, s.flash.(*flashPath), w, stackSyncOrder{req: req, rts: rts, replaced: replaced, ttl: ttl}, start, &so.gaveBack)
 			if !errors.Is(err, errKnownStack) {
 				return st, err
 			}
@@ -351,41 +358,51 @@ func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackO
 	return s.store.ReserveStack(wctx, req, s.now(), ttl)
 }
 
+// stackReplaced is a member of the order a stack replaces: its code's
+// route and the member's orderId (the order's own for a single).
+type stackReplaced struct {
+	rt      route
+	orderID string
+}
+
 // stackReplacement bounds a replacing stack's TTL by the replaced hold's
-// start (replacementUntil: MaxHold from it) and records that start in
-// req.HeldSince. The replaced order must be a standard one (the store
-// checks that it is the customer's RESERVED hold).
-func (s *Service) stackReplacement(ctx context.Context, req *StackRequest, now time.Time) (time.Duration, error) {
+// start (replacementUntil: MaxHold from it), records that start in
+// req.HeldSince and returns the replaced order's members. A flash-sale
+// voucher among them is refused unless sync (flash-sync mode, where the
+// gate moves its use: reserveStackSync). The store checks that the order
+// is the customer's RESERVED hold.
+func (s *Service) stackReplacement(ctx context.Context, req *StackRequest, now time.Time, sync bool) (time.Duration, []stackReplaced, error) {
 	old, err := s.store.Order(ctx, req.ReplacesOrderID)
 	switch {
 	case IsCode(err, CodeReservationNotFound):
-		return 0, Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: req.Codes[0], OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
+		return 0, nil, Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: req.Codes[0], OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
 	case err != nil:
-		return 0, err
+		return 0, nil, err
 	}
-	codes := []string{old.VoucherCode}
+	members := []stackReplaced{{rt: route{code: old.VoucherCode}, orderID: req.ReplacesOrderID}}
 	if st, err := s.store.Stack(ctx, req.ReplacesOrderID); err == nil {
-		codes = codes[:0]
+		members = members[:0]
 		for _, it := range st.Items {
-			codes = append(codes, it.Code)
+			members = append(members, stackReplaced{rt: route{code: it.Code}, orderID: it.Redemption.OrderID})
 		}
 	} else if !IsCode(err, CodeReservationNotFound) {
-		return 0, err
+		return 0, nil, err
 	}
-	for _, code := range codes {
-		if rt := s.routeKnown(ctx, code); rt.v.FlashSale {
-			return 0, notStackableHere(code, "a replacement of several codes replaces standard vouchers only")
+	for i := range members {
+		members[i].rt = s.routeKnown(ctx, members[i].rt.code)
+		if members[i].rt.v.FlashSale && !sync {
+			return 0, nil, notStackableHere(members[i].rt.code, "a replacement of several codes replaces flash-sale vouchers in flash-sync mode only")
 		}
 	}
 	if old.HoldStart().IsZero() {
-		return s.cfg.ReservationTTL, nil
+		return s.cfg.ReservationTTL, members, nil
 	}
 	until, err := replacementUntil(&s.cfg, ReserveRequest{Code: req.Codes[0], ReplacesOrderID: req.ReplacesOrderID}, old.HoldStart(), now)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req.HeldSince = old.HoldStart()
-	return until.Sub(now), nil
+	return until.Sub(now), members, nil
 }
 
 // Stack returns the stack of orderID.

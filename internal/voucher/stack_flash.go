@@ -15,6 +15,16 @@ type stackTake struct {
 	taken bool
 }
 
+// stackSyncOrder is a stack on its way through reserveStackSync: the
+// request, each code's route, and for a replacement the replaced order's
+// members and the TTL replacementUntil bounds (else the reservation TTL).
+type stackSyncOrder struct {
+	req      StackRequest
+	rts      []route
+	replaced []stackReplaced
+	ttl      time.Duration
+}
+
 // reserveStackSync reserves a stack of flash vouchers in flash-sync mode.
 // The codes' keys live in different hash slots, so no one script covers
 // them: the gate takes each member's use in code order (the same order for
@@ -28,22 +38,35 @@ type stackTake struct {
 // written by the store's write, which is idempotent by orderId. An
 // instance that dies between two takes leaves holds that no row backs;
 // the liveness mechanism fences and gives them back (docs/stacks.md).
-// gaveBack counts the uses given back before answering.
-func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWrites, req StackRequest, rts []route, now time.Time, gaveBack *int) (Stack, error) {
+//
+// A replacement (o.replaced) moves the use of a flash code in both orders
+// from the replaced member to the new one in one script (Gate.Replace), so
+// no other order can take it in between, and the move is undone
+// (Gate.Unreplace) wherever a take is given back; a replaced flash code
+// the new order does not keep is given back in the gate once the store
+// has released it. gaveBack counts the uses given back before answering.
+func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWrites, o stackSyncOrder, now time.Time, gaveBack *int) (Stack, error) {
+	req, rts := o.req, o.rts
 	if err := s.stackEligible(ctx, req, rts, now); err != nil {
 		return Stack{}, err
 	}
 	at := now.Truncate(time.Millisecond)
 	takes := make([]stackTake, len(rts))
+	kept := make([]bool, len(o.replaced))
 	left := req.OrderAmount
 	for i, rt := range rts {
 		d := rt.v.Discount().Compute(left)
 		takes[i] = stackTake{rt: rt, hold: Hold{
 			OrderID: StackMemberOrderID(req.OrderID, i+1), CustomerID: req.Customers[i], OrderAmount: left,
-			DiscountAmount: d, ReservedAt: at, ExpiresAt: at.Add(s.cfg.ReservationTTL), Owner: s.cfg.Instance,
-			Budget: Budget{Amount: rt.v.Budget.Amount, Clip: rt.v.Budget.Clip},
+			DiscountAmount: d, ReservedAt: at, ExpiresAt: at.Add(o.ttl), Owner: s.cfg.Instance,
+			HeldSince: req.HeldSince, Budget: Budget{Amount: rt.v.Budget.Amount, Clip: rt.v.Budget.Clip},
 			Window: req.Windows[i], WindowLimit: rt.v.WindowLimit,
 		}}
+		for j, m := range o.replaced {
+			if rt.v.FlashSale && m.rt.v.FlashSale && m.rt.gateCode() == rt.gateCode() {
+				takes[i].hold.Replaces, kept[j] = m.orderID, true
+			}
+		}
 		left -= d
 	}
 	order := make([]int, len(takes))
@@ -59,17 +82,26 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 		}
 		if err := s.takeStackMember(ctx, fp, t, req, now); err != nil {
 			*gaveBack += s.untakeStack(ctx, takes)
+			if IsCode(err, CodeReplacedOrderNotHeld) {
+				// About the replaced order, not the code (as the store answers it).
+				return Stack{}, err
+			}
 			return Stack{}, withFailedCode(err, t.rt.code)
 		}
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	st, err := s.store.ReserveStack(wctx, req, s.now(), s.cfg.ReservationTTL)
+	st, err := s.store.ReserveStack(wctx, req, s.now(), o.ttl)
 	switch {
 	case err == nil:
 		for i, it := range st.Items {
 			w.settled(takes[i].rt.gateCode(), takes[i].hold.OrderID)
 			s.stackRediscount(wctx, takes[i], it.Redemption.DiscountAmount)
+		}
+		for j, m := range o.replaced {
+			if m.rt.v.FlashSale && !kept[j] {
+				m.rt.path.released(wctx, m.rt, m.orderID)
+			}
 		}
 		return st, nil
 	case IsOutcomeUnknown(err):
@@ -87,12 +119,19 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 	return Stack{}, err
 }
 
-// takeStackMember takes t's use in the gate, warming the voucher up when
+// takeStackMember takes t's use in the gate (Gate.Replace when it takes
+// over a replaced member's, t.hold.Replaces), warming the voucher up when
 // it is not loaded; it answers the refusal of the code otherwise.
 func (s *Service) takeStackMember(ctx context.Context, fp *flashPath, t *stackTake, req StackRequest, now time.Time) error {
 	code := t.rt.gateCode()
 	for attempt := 0; ; attempt++ {
-		dec, err := s.gate.Reserve(ctx, code, t.rt.v.PerUserLimit, t.hold)
+		var dec GateDecision
+		var err error
+		if t.hold.Replaces != "" {
+			dec, err = s.gate.Replace(ctx, code, t.hold, t.hold.Replaces)
+		} else {
+			dec, err = s.gate.Reserve(ctx, code, t.rt.v.PerUserLimit, t.hold)
+		}
 		if err != nil {
 			if !s.unansweredTake(ctx, code, t.hold, err) {
 				return outcomeUnknown(err, req.OrderID)
@@ -117,16 +156,18 @@ func (s *Service) takeStackMember(ctx context.Context, fp *flashPath, t *stackTa
 				return err
 			}
 		default:
-			return fp.refusal(ctx, t.rt, gateOrder{customerID: t.hold.CustomerID, orderID: req.OrderID}, dec, now)
+			return fp.refusal(ctx, t.rt, gateOrder{customerID: t.hold.CustomerID, orderID: req.OrderID, replaces: req.ReplacesOrderID}, dec, now)
 		}
 	}
 }
 
 // untakeStack gives back, in reverse code order, the uses this attempt
 // took before a later code was refused (the refusal of a stack under
-// load, so it logs nothing); a give-back the gate does not answer is
-// remembered and settled when it answers again, as compensate does. It
-// returns the number of uses it gave back (or left to be settled).
+// load, so it logs nothing): a use taken over from a replaced member goes
+// back to it (Gate.Unreplace), any other to the voucher. A give-back the
+// gate does not answer is remembered and settled when it answers again,
+// as compensate does. It returns the number of uses it gave back (or left
+// to be settled).
 func (s *Service) untakeStack(ctx context.Context, takes []stackTake) int {
 	cctx, cancel := s.writeContext(ctx)
 	defer cancel()
@@ -137,7 +178,13 @@ func (s *Service) untakeStack(ctx context.Context, takes []stackTake) int {
 			continue
 		}
 		n++
-		if _, err := s.gate.Release(cctx, t.rt.gateCode(), t.hold.OrderID, ReleaseForget); err != nil {
+		var err error
+		if t.hold.Replaces != "" {
+			_, err = s.gate.Unreplace(cctx, t.rt.gateCode(), t.hold.OrderID, t.hold.Replaces)
+		} else {
+			_, err = s.gate.Release(cctx, t.rt.gateCode(), t.hold.OrderID, ReleaseForget)
+		}
+		if err != nil {
 			s.log.ErrorContext(ctx, "could not give a stack's use back to the gate", "code", t.rt.code, "orderId", t.hold.OrderID, "err", err)
 			s.unanswered.remember(t.rt.gateCode(), t.hold, s.now())
 		}
@@ -146,14 +193,14 @@ func (s *Service) untakeStack(ctx context.Context, takes []stackTake) int {
 }
 
 // giveBackStack gives back, in reverse code order, the uses this attempt
-// took after the store refused the stack (compensate: a give-back the
-// gate does not answer is settled when it answers again); it returns the
-// number of uses.
+// took after the store refused the stack (giveBack: a use taken over from
+// a replaced member goes back to it; a give-back the gate does not answer
+// is settled when it answers again); it returns the number of uses.
 func (s *Service) giveBackStack(ctx context.Context, takes []stackTake, cause error) int {
 	n := 0
 	for i := len(takes) - 1; i >= 0; i-- {
 		if t := takes[i]; t.taken {
-			s.compensate(ctx, ModeFlashSync, t.rt.gateCode(), t.hold, cause)
+			s.giveBack(ctx, ModeFlashSync, t.rt.gateCode(), t.hold, cause)
 			n++
 		}
 	}
