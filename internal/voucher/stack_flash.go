@@ -111,6 +111,11 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 				w.unsettled[orderKey{t.rt.gateCode(), t.hold.OrderID}] = unsettledWrite{hold: t.hold, since: s.now()}
 			}
 		}
+		for j, m := range o.replaced {
+			if m.rt.v.FlashSale && !kept[j] {
+				w.unsettled[orderKey{m.rt.gateCode(), m.orderID}] = unsettledWrite{hold: Hold{OrderID: m.orderID}, since: s.now(), replaced: true}
+			}
+		}
 		w.mu.Unlock()
 		s.log.WarnContext(ctx, "stack write outcome unknown; uses kept in the gate until settled", "orderId", req.OrderID, "err", err)
 		return Stack{}, err
