@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +12,8 @@ import (
 )
 
 // TestReplacementLostWriteSettled: in flash-sync mode a replacement (of a
-// single by a single, of a stack by a stack keeping one flash code) whose
+// single by a single or by a stack, of a stack by a stack keeping one
+// flash code) whose
 // store write ends with an unknown outcome is settled by the instance
 // without a retry, and afterwards the gate counts what PostgreSQL holds
 // for every code and holds a use for exactly the orders PostgreSQL holds:
@@ -26,7 +26,7 @@ import (
 func TestReplacementLostWriteSettled(t *testing.T) {
 	t.Parallel()
 	for _, outcome := range []string{"committed", "not committed", "replaced order confirmed", "replaced order released"} {
-		for _, shape := range []string{"single", "stack"} {
+		for _, shape := range []string{"single", "stack", "single by stack"} {
 			t.Run(shape+"/"+outcome, func(t *testing.T) {
 				t.Parallel()
 				s, proxy := newProxiedStack(t, stackOptions{flash: true})
@@ -49,6 +49,10 @@ func testReplacementLostWrite(t *testing.T, s *stack, proxy *testenv.Proxy, shap
 	case "single":
 		r = s.reserve(a, 7, "old-1", 20000)
 		orders[a] = []string{"old-1", "new-1"}
+	case "single by stack":
+		r = s.reserve(a, 7, "old-1", 20000)
+		orders[a] = []string{"old-1", voucher.StackMemberOrderID("new-1", 1)}
+		orders[c] = []string{voucher.StackMemberOrderID("new-1", 2)}
 	default:
 		r = s.reserveStack("7", "old-1", 20000, a, b)
 		orders[a] = []string{voucher.StackMemberOrderID("old-1", 1), voucher.StackMemberOrderID("new-1", 1)}
@@ -60,10 +64,12 @@ func testReplacementLostWrite(t *testing.T, s *stack, proxy *testenv.Proxy, shap
 	var cut <-chan struct{}
 	switch {
 	case outcome == "committed" && shape == "single":
+		// One statement, committed on its own.
 		cut = proxy.CutAnswerContaining([]byte("new-1"), 300*time.Millisecond)
 	case outcome == "committed":
-		// The stack's transaction: the answer to its COMMIT (no other
-		// transaction runs meanwhile).
+		// The stack's transaction: the answer to the first COMMIT after
+		// arming (another transaction's would let the stack through: 201,
+		// and the test fails rather than pass wrongly).
 		cut = proxy.CutAnswerContaining([]byte("COMMIT\x00"), 300*time.Millisecond)
 	default:
 		cut = proxy.CutRequestContaining([]byte("new-1"))
@@ -78,8 +84,11 @@ func testReplacementLostWrite(t *testing.T, s *stack, proxy *testenv.Proxy, shap
 	requireOutcomeUnknown(t, r)
 	written := time.Now()
 
-	old := "/reservations/old-1"
-	if shape == "single" {
+	old, next := "/reservations/old-1", "/reservations/new-1"
+	switch shape {
+	case "single":
+		old, next = "/vouchers/"+a+old, "/vouchers/"+a+next
+	case "single by stack":
 		old = "/vouchers/" + a + old
 	}
 	switch outcome {
@@ -128,7 +137,7 @@ func testReplacementLostWrite(t *testing.T, s *stack, proxy *testenv.Proxy, shap
 		}
 	}
 	if outcome == "committed" {
-		r = s.do(http.MethodGet, strings.Replace(old, "old-1", "new-1", 1), nil)
+		r = s.do(http.MethodGet, next, nil)
 		require.Equal(t, "RESERVED", r.str("status"), "the replacement stands: %s", r.raw)
 	}
 }
