@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/redis/rueidis"
-
 	"github.com/voucherd/voucherd/client"
 	"github.com/voucherd/voucherd/internal/testenv"
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -44,15 +42,38 @@ func (s *stack) gateRemaining(code string) int64 {
 	return st.Remaining
 }
 
+// replacingModes are the modes serving a replacement of several codes
+// with flash-sale vouchers (Kafka mode refuses it:
+// TestStackReplacementKafkaRefused).
+var replacingModes = stackingModes[:2]
+
 // forEachStackingMode runs fn in every mode of stackingModes.
 func forEachStackingMode(t *testing.T, fn func(t *testing.T, s *stack)) {
-	for _, m := range stackingModes {
+	forEachModeOf(t, stackingModes, nil, fn)
+}
+
+// forEachModeOf runs fn in each of the modes given, each stack's config
+// changed by tweak when it is not nil.
+func forEachModeOf(t *testing.T, modes []struct {
+	name string
+	opts stackOptions
+}, tweak func(*Config), fn func(t *testing.T, s *stack)) {
+	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			fn(t, newStack(t, m.opts))
+			opts := m.opts
+			opts.tweak = tweak
+			fn(t, newStack(t, opts))
 		})
 	}
 }
+
+// raceWrites gives a stack race's writes a bound of 30 s: stacks sharing
+// a code are written one at a time, and the queue of a race's hundreds of
+// stacks on one code may outlast the default 5 s on a loaded test
+// machine; the race asserts who wins, which an outcome-unknown 503 would
+// leave undecided.
+func raceWrites(cfg *Config) { cfg.WriteTimeout = 30 * time.Second }
 
 // createStackable creates a voucher with the given discount members,
 // totalLimit and stacking setting (nil: none given) and returns its code.
@@ -295,7 +316,7 @@ func TestStackRefusals(t *testing.T) {
 // TestStackRace runs runStackRace in every stacking mode.
 func TestStackRace(t *testing.T) {
 	t.Parallel()
-	forEachStackingMode(t, func(t *testing.T, s *stack) {
+	forEachModeOf(t, stackingModes, raceWrites, func(t *testing.T, s *stack) {
 		runStackRace(t, s,
 			s.createStackable(map[string]any{"discountAmount": 100}, 50, stackable),
 			s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable))
@@ -319,33 +340,9 @@ func TestStackRaceRedisCluster(t *testing.T) {
 func runStackRaceRedisCluster(t *testing.T, opts stackOptions) {
 	cluster := testenv.NewRedisCluster(t)
 	opts.redisAddrs = cluster.Addrs
+	opts.tweak = raceWrites
 	s := newStack(t, opts)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs, DisableCache: true})
-	require.NoError(t, err)
-	defer rc.Close()
-	slots, err := rc.Do(t.Context(), rc.B().ClusterSlots().Build()).ToArray()
-	require.NoError(t, err)
-	// masterOf is the port of the master serving the slot of code's keys
-	// (their hash tag is {code}).
-	masterOf := func(code string) int64 {
-		slot, err := rc.Do(t.Context(), rc.B().ClusterKeyslot().Key("{"+code+"}").Build()).AsInt64()
-		require.NoError(t, err)
-		for _, r := range slots {
-			rng, err := r.ToArray()
-			require.NoError(t, err)
-			lo, _ := rng[0].AsInt64()
-			hi, _ := rng[1].AsInt64()
-			if slot >= lo && slot <= hi {
-				node, err := rng[2].ToArray()
-				require.NoError(t, err)
-				port, err := node[1].AsInt64()
-				require.NoError(t, err)
-				return port
-			}
-		}
-		t.Fatalf("no master serves slot %d", slot)
-		return 0
-	}
+	masterOf := clusterMasters(t, cluster)
 	a := s.createStackable(map[string]any{"discountAmount": 100}, 50, stackable)
 	var b string
 	for i := 0; b == "" && i < 100; i++ {
@@ -601,7 +598,7 @@ func TestStackCLI(t *testing.T) {
 // uses) leaves the replaced order as it was in PostgreSQL and in the gate.
 func TestStackReplacement(t *testing.T) {
 	t.Parallel()
-	forEachStackingMode(t, func(t *testing.T, s *stack) {
+	forEachModeOf(t, replacingModes, nil, func(t *testing.T, s *stack) {
 		testStackReplacement(t, s)
 	})
 }
@@ -756,81 +753,87 @@ func testStackReplacement(t *testing.T, s *stack) {
 // mode the gate agrees with PostgreSQL.
 func TestStackReplacementRace(t *testing.T) {
 	t.Parallel()
-	forEachStackingMode(t, func(t *testing.T, s *stack) {
-		h := s.createStackable(map[string]any{"discountAmount": 100}, 30, stackable)
-		x := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
-		y := s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable)
-		z := s.createStackable(map[string]any{"discountAmount": 100}, 5, stackable)
-		const chains, steps, news = 20, 6, 200
-		shapes := [][]string{{y, h}, {h, x, z}, {h, x}, {z, h}}
-		last := make([]string, chains)
-		for i := range chains {
-			last[i] = fmt.Sprintf("ch-%d-0", i)
-			r := s.reserveStack(fmt.Sprintf("ch-%d", i), last[i], 20000, h, x)
-			require.Equal(t, http.StatusCreated, r.status, string(r.raw))
-		}
-		var taken, refusedZ atomic.Int64
-		var released [chains][]string
-		parallel(chains+news, 32, func(i int) {
-			if i >= chains {
-				n := i - chains
-				r := s.reserveStack(fmt.Sprintf("new-%d", n), fmt.Sprintf("new-%d", n), 20000, h, y)
-				switch {
-				case r.status == http.StatusCreated:
-					taken.Add(1)
-				case r.str("error") == "HELD_OUT" && r.str("failedCode") == h:
-				default:
-					t.Errorf("new stack %d: %d %s", n, r.status, r.raw)
-				}
-				return
-			}
-			for k := 1; k <= steps; k++ {
-				id := fmt.Sprintf("ch-%d-%d", i, k)
-				r := s.do(http.MethodPost, "/reservations", map[string]any{"customerId": fmt.Sprintf("ch-%d", i),
-					"orderId": id, "orderAmount": 20000, "codes": shapes[(i+k)%len(shapes)], "replacesOrderId": last[i]})
-				switch {
-				case r.status == http.StatusCreated:
-					released[i] = append(released[i], last[i])
-					last[i] = id
-				case r.str("error") == "HELD_OUT" && r.str("failedCode") == z:
-					refusedZ.Add(1)
-				default:
-					t.Errorf("replacement %s of %s: %d %s", id, last[i], r.status, r.raw)
-				}
-			}
-		})
-		require.Equal(t, int64(30-chains), taken.Load(), "the chains' uses of H were never free")
-		require.Positive(t, refusedZ.Load(), "some replacements are refused for Z")
-		for _, code := range []string{h, x, y, z} {
-			st := s.state(code)
-			require.LessOrEqual(t, st.usedCount, st.totalLimit, code)
-			require.Equal(t, st.usedCount, st.reserved, code)
-			if rem := s.gateRemaining(code); rem >= 0 {
-				require.Equal(t, int64(st.totalLimit-st.usedCount), rem, "gate and PostgreSQL agree on %s", code)
-			}
-		}
-		require.Equal(t, 30, s.state(h).usedCount)
-		for i := range chains {
-			r := s.do(http.MethodGet, "/reservations/"+last[i], nil)
-			require.Equal(t, "RESERVED", r.str("status"), "chain %d holds its last order: %s", i, r.raw)
-			for _, id := range released[i] {
-				r := s.do(http.MethodGet, "/reservations/"+id, nil)
-				require.Equal(t, "RELEASED", r.str("status"), "chain %d: %s", i, r.raw)
-			}
-		}
-		var mixed, short, orphans int
-		require.NoError(t, s.db.QueryRow(t.Context(), `
-			SELECT count(*) FILTER (WHERE held > 0 AND held < n), count(*) FILTER (WHERE held > 0 AND n < cardinality(codes))
-			FROM (SELECT st.codes, count(r.*) AS n, count(r.*) FILTER (WHERE r.status = 'RESERVED') AS held
-			      FROM voucher_stack st JOIN voucher_stack_member m ON m.order_id = st.order_id
-			      JOIN voucher_redemption r ON r.order_id = m.member_order_id GROUP BY st.order_id, st.codes) s`).
-			Scan(&mixed, &short))
-		require.Zero(t, mixed, "every stack all or none")
-		require.Zero(t, short, "a held stack holds every code")
-		require.NoError(t, s.db.QueryRow(t.Context(), `
-			SELECT count(*) FROM voucher_redemption r LEFT JOIN voucher_stack_member m ON m.member_order_id = r.order_id
-			WHERE r.voucher_code = ANY($1) AND r.status = 'RESERVED' AND m.order_id IS NULL`, []string{h, x, y, z}).
-			Scan(&orphans))
-		require.Zero(t, orphans, "no use held outside a recorded stack")
+	forEachModeOf(t, replacingModes, raceWrites, func(t *testing.T, s *stack) {
+		runStackReplacementRace(t, s,
+			s.createStackable(map[string]any{"discountAmount": 100}, 30, stackable),
+			s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable),
+			s.createStackable(map[string]any{"discountAmount": 100}, 1000, stackable),
+			s.createStackable(map[string]any{"discountAmount": 100}, 5, stackable))
 	})
+}
+
+// runStackReplacementRace is TestStackReplacementRace on the codes H
+// (limit 30), X and Y (limit 1,000) and Z (limit 5).
+func runStackReplacementRace(t *testing.T, s *stack, h, x, y, z string) {
+	const chains, steps, news = 20, 6, 200
+	shapes := [][]string{{y, h}, {h, x, z}, {h, x}, {z, h}}
+	last := make([]string, chains)
+	for i := range chains {
+		last[i] = fmt.Sprintf("ch-%d-0", i)
+		r := s.reserveStack(fmt.Sprintf("ch-%d", i), last[i], 20000, h, x)
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	}
+	var taken, refusedZ atomic.Int64
+	var released [chains][]string
+	parallel(chains+news, 32, func(i int) {
+		if i >= chains {
+			n := i - chains
+			r := s.reserveStack(fmt.Sprintf("new-%d", n), fmt.Sprintf("new-%d", n), 20000, h, y)
+			switch {
+			case r.status == http.StatusCreated:
+				taken.Add(1)
+			case r.str("error") == "HELD_OUT" && r.str("failedCode") == h:
+			default:
+				t.Errorf("new stack %d: %d %s", n, r.status, r.raw)
+			}
+			return
+		}
+		for k := 1; k <= steps; k++ {
+			id := fmt.Sprintf("ch-%d-%d", i, k)
+			r := s.do(http.MethodPost, "/reservations", map[string]any{"customerId": fmt.Sprintf("ch-%d", i),
+				"orderId": id, "orderAmount": 20000, "codes": shapes[(i+k)%len(shapes)], "replacesOrderId": last[i]})
+			switch {
+			case r.status == http.StatusCreated:
+				released[i] = append(released[i], last[i])
+				last[i] = id
+			case r.str("error") == "HELD_OUT" && r.str("failedCode") == z:
+				refusedZ.Add(1)
+			default:
+				t.Errorf("replacement %s of %s: %d %s", id, last[i], r.status, r.raw)
+			}
+		}
+	})
+	require.Equal(t, int64(30-chains), taken.Load(), "the chains' uses of H were never free")
+	require.Positive(t, refusedZ.Load(), "some replacements are refused for Z")
+	for _, code := range []string{h, x, y, z} {
+		st := s.state(code)
+		require.LessOrEqual(t, st.usedCount, st.totalLimit, code)
+		require.Equal(t, st.usedCount, st.reserved, code)
+		if rem := s.gateRemaining(code); rem >= 0 {
+			require.Equal(t, int64(st.totalLimit-st.usedCount), rem, "gate and PostgreSQL agree on %s", code)
+		}
+	}
+	require.Equal(t, 30, s.state(h).usedCount)
+	for i := range chains {
+		r := s.do(http.MethodGet, "/reservations/"+last[i], nil)
+		require.Equal(t, "RESERVED", r.str("status"), "chain %d holds its last order: %s", i, r.raw)
+		for _, id := range released[i] {
+			r := s.do(http.MethodGet, "/reservations/"+id, nil)
+			require.Equal(t, "RELEASED", r.str("status"), "chain %d: %s", i, r.raw)
+		}
+	}
+	var mixed, short, orphans int
+	require.NoError(t, s.db.QueryRow(t.Context(), `
+		SELECT count(*) FILTER (WHERE held > 0 AND held < n), count(*) FILTER (WHERE held > 0 AND n < cardinality(codes))
+		FROM (SELECT st.codes, count(r.*) AS n, count(r.*) FILTER (WHERE r.status = 'RESERVED') AS held
+		      FROM voucher_stack st JOIN voucher_stack_member m ON m.order_id = st.order_id
+		      JOIN voucher_redemption r ON r.order_id = m.member_order_id GROUP BY st.order_id, st.codes) s`).
+		Scan(&mixed, &short))
+	require.Zero(t, mixed, "every stack all or none")
+	require.Zero(t, short, "a held stack holds every code")
+	require.NoError(t, s.db.QueryRow(t.Context(), `
+		SELECT count(*) FROM voucher_redemption r LEFT JOIN voucher_stack_member m ON m.member_order_id = r.order_id
+		WHERE r.voucher_code = ANY($1) AND r.status = 'RESERVED' AND m.order_id IS NULL`, []string{h, x, y, z}).
+		Scan(&orphans))
+	require.Zero(t, orphans, "no use held outside a recorded stack")
 }

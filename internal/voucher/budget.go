@@ -110,26 +110,17 @@ func (p *flashPath) budgetExceeded(ctx context.Context, rt route, dec GateDecisi
 // order, when a clipping budget made them differ: in sync mode the gate
 // fits takes in the order it sees them, the store (which answers) in the
 // order their writes arrive, so near the end of a budget the remainder may
-// land on another order in each. The hold is forgotten and adopted again
-// with the store's discount, moving the gate's budget counter by the
-// difference. Between the two steps the gate holds one use and that
-// discount less, which another take may get: the store, which decides in
-// this mode, refuses any overspend; a retry of the orderId in between
+// land on another order in each. One script (Gate.Rediscount) rewrites
+// the hold's discount and moves the gate's budget counter by the
+// difference: the use stays held throughout. A hold it cannot correct
 // keeps the gate's discount (reconciliation reports it as budgetDrift).
 func (w *syncWrites) rediscount(ctx context.Context, rt route, hold Hold, res Reservation) {
 	if !rt.v.Budget.Clip || res.Replay || res.DiscountAmount == hold.DiscountAmount {
 		return
 	}
 	code := rt.gateCode()
-	if _, err := w.gate.Release(ctx, code, hold.OrderID, ReleaseForget); err != nil {
+	if _, err := w.gate.Rediscount(ctx, code, hold.OrderID, res.DiscountAmount); err != nil {
 		w.log.WarnContext(ctx, "budget: the gate's hold keeps its discount", "code", code, "orderId", hold.OrderID, "err", err)
-		return
-	}
-	hold.DiscountAmount = res.DiscountAmount
-	hold.Budget = Budget{}
-	if _, err := w.gate.Adopt(ctx, code, hold); err != nil {
-		w.log.WarnContext(ctx, "budget: the gate lost a hold the store has; reconciliation adopts it", "code", code,
-			"orderId", hold.OrderID, "err", err)
 	}
 }
 

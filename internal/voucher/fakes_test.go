@@ -2,6 +2,7 @@ package voucher
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -87,12 +88,21 @@ type fakeGate struct {
 	commits    int
 	claims     int
 	loads      int
+
+	rediscounts []string // "orderId=discount" per Rediscount
 }
 
 func (g *fakeGate) Unreplace(_ context.Context, _, orderID, replaces string) (bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.unreplaced = append(g.unreplaced, orderID+">"+replaces)
+	return true, nil
+}
+
+func (g *fakeGate) Rediscount(_ context.Context, _, orderID string, discount int64) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rediscounts = append(g.rediscounts, fmt.Sprintf("%s=%d", orderID, discount))
 	return true, nil
 }
 

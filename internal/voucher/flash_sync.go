@@ -20,10 +20,14 @@ type syncWrites struct {
 }
 
 // unsettledWrite is a hold whose write ended with an unknown outcome at
-// since.
+// since. replaced: hold.OrderID is instead a member of a stack's replaced
+// order that the stack does not keep, whose use the gate still holds; it
+// is given back in the gate if the store released it (the write
+// committed), once the stack's own holds are settled.
 type unsettledWrite struct {
-	hold  Hold
-	since time.Time
+	hold     Hold
+	since    time.Time
+	replaced bool
 }
 
 // settleDelay is how long an order whose write had an unknown outcome is
@@ -175,9 +179,14 @@ func (w *syncWrites) undone(ctx context.Context, code string, h Hold) (bool, err
 func (w *syncWrites) settleUnknown(ctx context.Context, fence func(context.Context, string, Hold) (bool, error)) (int, error) {
 	w.mu.Lock()
 	due := make(map[orderKey]Hold, len(w.unsettled))
+	var replaced []orderKey
 	now := w.now()
 	for k, u := range w.unsettled {
-		if now.Sub(u.since) >= settleDelay {
+		switch {
+		case now.Sub(u.since) < settleDelay:
+		case u.replaced:
+			replaced = append(replaced, k)
+		default:
 			due[k] = u.hold
 		}
 	}
@@ -186,6 +195,20 @@ func (w *syncWrites) settleUnknown(ctx context.Context, fence func(context.Conte
 	for k, h := range due {
 		if _, err := fence(ctx, k.code, h); err != nil {
 			return n, err
+		}
+		w.settled(k.code, k.orderID)
+		n++
+	}
+	// After the fences: a write they did not stop has committed by now.
+	for _, k := range replaced {
+		row, err := w.store.Order(ctx, k.orderID)
+		if err != nil && !IsCode(err, CodeReservationNotFound) {
+			return n, err
+		}
+		if err == nil && row.Status == StatusReleased {
+			if _, err := w.gate.Release(ctx, k.code, k.orderID, ReleaseMark); err != nil {
+				return n, err
+			}
 		}
 		w.settled(k.code, k.orderID)
 		n++

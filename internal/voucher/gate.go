@@ -308,6 +308,11 @@ type GateHolds interface {
 	// replay answers with), if it holds a use; it reports whether it
 	// changed it. A released orderId is left as it is.
 	Extend(ctx context.Context, code, orderID string, expiresAt time.Time) (bool, error)
+	// Rediscount sets the discount recorded in orderID's hold, if it holds
+	// a use, and moves the money budget's held amount by the difference,
+	// in one step: the use is never free meanwhile. It reports whether it
+	// changed the discount.
+	Rediscount(ctx context.Context, code, orderID string, discount int64) (bool, error)
 	// Release gives the use of orderID back if it holds one; safe to repeat.
 	// It reports whether a use was given back.
 	Release(ctx context.Context, code, orderID string, mode ReleaseMode) (bool, error)

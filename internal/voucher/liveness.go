@@ -124,11 +124,29 @@ func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 // retry is an ORDER_CONFLICT anyway). In flash-sync mode a replacement of
 // an order the store has CONFIRMED is undone in the gate instead, without a
 // fence (flashWrites.undone).
+//
+// A replacement's hold (h.Replaces) took its use over from the replaced
+// order. A replaced single is released by the fence (Store.AbandonOrder),
+// as the gate has answered it since the move. A replaced stack member is
+// not: the fence would release that member alone and leave its stack
+// partly held. It is fenced as a hold of its own instead, and the use goes
+// back to the replaced member (Gate.Unreplace) while the store still holds
+// that, else to the voucher; either way the gate then counts what the
+// store holds.
 func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool, err error) {
 	if undone, err := s.writes.undone(ctx, code, h); err != nil || undone {
 		return false, err
 	}
-	row, inserted, err := s.store.AbandonOrder(ctx, code, h, s.now())
+	fence, member := h, false
+	if h.Replaces != "" {
+		if _, member, err = s.store.StackOf(ctx, h.Replaces); err != nil {
+			return false, err
+		}
+		if member {
+			fence.Replaces = ""
+		}
+	}
+	row, inserted, err := s.store.AbandonOrder(ctx, code, fence, s.now())
 	if err != nil {
 		return false, err
 	}
@@ -142,12 +160,39 @@ func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool
 	default:
 		mode = ReleaseForget
 	}
+	if member {
+		back, err := s.replacedHeld(ctx, h.Replaces)
+		if err != nil {
+			return false, err
+		}
+		if back {
+			if _, err := s.gate.Unreplace(ctx, code, h.OrderID, h.Replaces); err != nil {
+				return false, err
+			}
+			s.log.WarnContext(ctx, "replacement settled without its writer: fenced in the store, the use back with the replaced stack member",
+				"code", code, "orderId", h.OrderID, "owner", h.Owner, "fenced", inserted, "replaces", h.Replaces)
+			return false, nil
+		}
+	}
 	if _, err := s.gate.Release(ctx, code, h.OrderID, mode); err != nil {
 		return false, err
 	}
 	s.log.WarnContext(ctx, "gate hold settled without its writer: fenced in the store and given back",
 		"code", code, "orderId", h.OrderID, "owner", h.Owner, "fenced", inserted, "replaces", h.Replaces)
 	return false, nil
+}
+
+// replacedHeld reports whether the store holds orderID (RESERVED or
+// CONFIRMED); false when it does not know it.
+func (s *Service) replacedHeld(ctx context.Context, orderID string) (bool, error) {
+	row, err := s.store.Order(ctx, orderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return row.Status.Held(), nil
 }
 
 // RecoverDead looks for registered instances whose heartbeat has expired

@@ -111,6 +111,11 @@ func (s *Service) reserveStackSync(ctx context.Context, fp *flashPath, w *syncWr
 				w.unsettled[orderKey{t.rt.gateCode(), t.hold.OrderID}] = unsettledWrite{hold: t.hold, since: s.now()}
 			}
 		}
+		for j, m := range o.replaced {
+			if m.rt.v.FlashSale && !kept[j] {
+				w.unsettled[orderKey{m.rt.gateCode(), m.orderID}] = unsettledWrite{hold: Hold{OrderID: m.orderID}, since: s.now(), replaced: true}
+			}
+		}
 		w.mu.Unlock()
 		s.log.WarnContext(ctx, "stack write outcome unknown; uses kept in the gate until settled", "orderId", req.OrderID, "err", err)
 		return Stack{}, err
@@ -210,21 +215,15 @@ func (s *Service) giveBackStack(ctx context.Context, takes []stackTake, cause er
 // stackRediscount gives the gate's hold of t the discount the store gave
 // its member when they differ (a money budget clipped an earlier code, or
 // this one, in one of them), so that the gate's budget gives back what the
-// store holds.
+// store holds. One script (Gate.Rediscount): the use stays held.
 func (s *Service) stackRediscount(ctx context.Context, t stackTake, discount int64) {
 	if t.rt.v.Budget.Amount == 0 || discount == t.hold.DiscountAmount || !t.taken {
 		return
 	}
 	code := t.rt.gateCode()
-	if _, err := s.gate.Release(ctx, code, t.hold.OrderID, ReleaseForget); err != nil {
-		s.log.WarnContext(ctx, "budget: the gate's hold keeps its discount", "code", code, "orderId", t.hold.OrderID, "err", err)
-		return
-	}
-	h := t.hold
-	h.DiscountAmount, h.Budget = discount, Budget{}
-	if _, err := s.gate.Adopt(ctx, code, h); err != nil {
-		s.log.WarnContext(ctx, "budget: the gate lost a hold the store has; reconciliation adopts it", "code", code,
-			"orderId", h.OrderID, "err", err)
+	if _, err := s.gate.Rediscount(ctx, code, t.hold.OrderID, discount); err != nil {
+		s.log.WarnContext(ctx, "budget: the gate's hold keeps its discount; reconciliation reports the drift", "code", code,
+			"orderId", t.hold.OrderID, "err", err)
 	}
 }
 
