@@ -30,7 +30,10 @@ type wireEvent struct {
 	DiscountAmount *int64    `json:"discountAmount"`
 	ReservedAt     time.Time `json:"reservedAt"`
 	ExpiresAt      time.Time `json:"expiresAt"`
-	// ReplacesOrderID is present in versions 2 and 3 only.
+	// ReplacesOrderID is present in versions 2 to 5 (always in 2; in 5,
+	// a stack that replaces an order: a build whose version 5 did not
+	// know it refuses the event, dead-lettering it rather than writing the
+	// stack beside the order it replaces).
 	ReplacesOrderID string `json:"replacesOrderId,omitempty"`
 	// CampaignCode is present in version 3 only: the campaign code a use of
 	// a flash campaign was taken with (Code is the campaign id).
@@ -296,16 +299,16 @@ func (w wireEvent) check() error {
 			voucher.EventVersionStack)
 	case (w.Version == voucher.EventVersionStack) != (len(w.Members) > 0):
 		return fmt.Errorf("members come with version %d, and only with it", voucher.EventVersionStack)
-	case w.Version == voucher.EventVersionStack && (w.ReplacesOrderID != "" || w.CampaignCode != "" || w.HeldSince != nil):
-		return errors.New("a stack's event has no replacesOrderId, campaignCode or heldSince")
+	case w.Version == voucher.EventVersionStack && w.CampaignCode != "":
+		return errors.New("a stack's event has no campaignCode")
 	case w.Version == voucher.EventVersionWindow && w.Window == nil,
 		w.Version != voucher.EventVersionWindow && w.Version != voucher.EventVersionStack && w.Window != nil:
 		return fmt.Errorf("window comes with version %d (or %d), and only with it", voucher.EventVersionWindow,
 			voucher.EventVersionStack)
 	case w.Version == voucher.EventVersion && w.ReplacesOrderID != "",
 		w.Version == voucher.EventVersionReplace && w.ReplacesOrderID == "":
-		return fmt.Errorf("replacesOrderId comes with version %d (or %d or %d), and only with it",
-			voucher.EventVersionReplace, voucher.EventVersionCampaign, voucher.EventVersionWindow)
+		return fmt.Errorf("replacesOrderId comes with version %d (or %d, %d or %d), and only with it",
+			voucher.EventVersionReplace, voucher.EventVersionCampaign, voucher.EventVersionWindow, voucher.EventVersionStack)
 	case w.Version == voucher.EventVersionCampaign && w.CampaignCode == "",
 		w.Version != voucher.EventVersionCampaign && w.Version != voucher.EventVersionWindow && w.CampaignCode != "":
 		return fmt.Errorf("campaignCode comes with version %d (or %d), and only with it", voucher.EventVersionCampaign,
@@ -361,6 +364,8 @@ func (w wireEvent) checkMembers() error {
 			return fmt.Errorf("member %d: invalid or repeated code %q", i+1, m.Code)
 		case m.OrderID != voucher.StackMemberOrderID(w.OrderID, i+1):
 			return fmt.Errorf("member %d: orderId %q is not the stack's member orderId", i+1, m.OrderID)
+		case m.OrderID == w.ReplacesOrderID:
+			return fmt.Errorf("member %d: replaces its own orderId", i+1)
 		case m.CustomerID == "":
 			return fmt.Errorf("member %d: customerId is missing", i+1)
 		case m.OrderAmount < 0:

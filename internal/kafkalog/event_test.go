@@ -399,6 +399,19 @@ func TestStackEventWireFormat(t *testing.T) {
 	require.True(t, got.Window.Equal(start))
 	require.True(t, got.Members[1].Window.Equal(start.Add(-time.Hour)))
 
+	// A stack that replaces an order: version 5 with replacesOrderId (and
+	// heldSince); a build whose version 5 refused the field dead-letters it.
+	replacing := e
+	replacing.ReplacesOrderID = "old-order"
+	replacing.HeldSince = e.ReservedAt.Add(-time.Minute).UTC()
+	rawReplacing, err := encodeEvent(replacing)
+	require.NoError(t, err)
+	got, err = decodeEvent(rawReplacing)
+	require.NoError(t, err)
+	require.Equal(t, voucher.EventVersionStack, got.Version)
+	require.Equal(t, "old-order", got.ReplacesOrderID)
+	require.True(t, got.HeldSince.Equal(replacing.HeldSince))
+
 	bad := map[string]func(*wireEvent){
 		"first member's window not the event's": func(w *wireEvent) { t := w.ReservedAt; w.Members[0].Window = &t },
 		"members without version 5":             func(w *wireEvent) { w.Version = voucher.EventVersion },
@@ -408,7 +421,10 @@ func TestStackEventWireFormat(t *testing.T) {
 		"member orderId":                        func(w *wireEvent) { w.Members[1].OrderID = "other" },
 		"member discount missing":               func(w *wireEvent) { w.Members[1].DiscountAmount = nil },
 		"stack customer missing":                func(w *wireEvent) { w.StackCustomerID = "" },
-		"with a replacement":                    func(w *wireEvent) { w.ReplacesOrderID = "old-order" },
+		"with a campaign code":                  func(w *wireEvent) { w.CampaignCode = "CAMPAIGN-1" },
+		"replacing its own orderId":             func(w *wireEvent) { w.ReplacesOrderID = w.OrderID },
+		"replacing its second member":           func(w *wireEvent) { w.ReplacesOrderID = w.Members[1].OrderID },
+		"held since without a replacement":      func(w *wireEvent) { t := w.ReservedAt.Add(-time.Hour); w.HeldSince = &t },
 		"six members": func(w *wireEvent) {
 			for i := 2; i < 6; i++ {
 				d := int64(0)

@@ -251,3 +251,75 @@ func TestConsumerAppliesStackEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, st, again)
 }
+
+// A stack's event that replaces an order, through Kafka against the real
+// store: applied once the replaced stack is written, it releases that
+// stack whole and writes the new one in one transaction (the code in both
+// keeps its count); a redelivery changes nothing.
+func TestConsumerAppliesReplacingStackEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := testenv.Postgres(t)
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	require.NoError(t, store.Migrate(ctx))
+
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, code := range []string{"RSA", "RSB", "RSC"} {
+		_, err = store.CreateVoucher(ctx, voucher.Voucher{
+			Code: code, DiscountAmount: 1000, TotalLimit: 1, PerUserLimit: 5, FlashSale: true,
+			StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour), Stacking: voucher.Stacking{Stackable: true},
+		})
+		require.NoError(t, err)
+	}
+	cfg := testConfig(t, testenv.Kafka(t).Brokers, 2)
+	stack := func(orderID, replaces string, codes ...string) voucher.ReservedEvent {
+		var e voucher.ReservedEvent
+		left := int64(20_000)
+		for i, code := range codes {
+			h := voucher.Hold{OrderID: voucher.StackMemberOrderID(orderID, i+1), CustomerID: "42", OrderAmount: left,
+				DiscountAmount: 1000, ReservedAt: now, ExpiresAt: now.Add(15 * time.Minute)}
+			if i == 0 {
+				e = voucher.EventFromHold(code, h)
+			}
+			e.Members = append(e.Members, voucher.StackEventMember{Code: code, CustomerID: "42", OrderID: h.OrderID,
+				OrderAmount: left, DiscountAmount: h.DiscountAmount})
+			left -= h.DiscountAmount
+		}
+		e.StackCustomerID, e.ReplacesOrderID = "42", replaces
+		return e
+	}
+	l := newLog(t, cfg)
+	c := newConsumer(t, cfg, store)
+	require.NoError(t, l.PublishReserved(ctx, stack("krs-1", "", "RSA", "RSB")))
+	require.Equal(t, 1, sum(drain(t, c, 1)).Applied)
+	// Keyed by RSC: another partition than the replaced stack's, published
+	// once that one is written (as a producer must).
+	require.NoError(t, l.PublishReserved(ctx, stack("krs-2", "krs-1", "RSC", "RSB")))
+	require.Equal(t, 1, sum(drain(t, c, 1)).Applied)
+
+	old, err := store.Stack(ctx, "krs-1")
+	require.NoError(t, err)
+	require.Equal(t, voucher.StatusReleased, old.Status())
+	st, err := store.Stack(ctx, "krs-2")
+	require.NoError(t, err)
+	require.Equal(t, voucher.StatusReserved, st.Status())
+	used := map[string]int32{}
+	for _, code := range []string{"RSA", "RSB", "RSC"} {
+		v, err := store.Voucher(ctx, code)
+		require.NoError(t, err)
+		used[code] = v.UsedCount
+	}
+	require.Equal(t, map[string]int32{"RSA": 0, "RSB": 1, "RSC": 1}, used, "RSB's use moved, RSA's given back")
+
+	// A fresh group replays the topic: the store changes nothing.
+	cfg.Group = uniqueGroup()
+	replay := sum(drain(t, newConsumer(t, cfg, store), 2))
+	require.Equal(t, 2, replay.AlreadyApplied)
+	for code, n := range used {
+		v, err := store.Voucher(ctx, code)
+		require.NoError(t, err)
+		require.Equal(t, n, v.UsedCount, code)
+	}
+}

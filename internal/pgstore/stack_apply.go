@@ -27,7 +27,9 @@ var errStackNotApplied = errors.New("stack event not applied")
 // orderId it knows already (a fenced member: its RELEASED row), rolls
 // everything back and the event is Rejected. A stack the store has already
 // with the same codes and customer is AlreadyApplied (a redelivery changes
-// nothing); another is Rejected as an order conflict.
+// nothing); another is Rejected as an order conflict. An event that
+// replaces an order (ReplacesOrderID) releases it in the same transaction,
+// before the members are written (releaseReplacedEvent).
 func (s *Store) applyStack(ctx context.Context, e voucher.ReservedEvent) (voucher.ApplyResult, error) {
 	var out voucher.ApplyResult
 	err := s.rerunRolledBack(ctx, func() error {
@@ -73,6 +75,23 @@ func applyStackTx(ctx context.Context, tx pgx.Tx, e voucher.ReservedEvent) (vouc
 		windows[i] = windowArg(m.Window)
 	}
 	sorted := slices.Clone(codes)
+	var replaced *voucher.Stack
+	if e.ReplacesOrderID != "" {
+		// A replaced stack's codes are locked with the new ones, as
+		// ReserveStack locks them.
+		old, err := readStack(ctx, tx, e.ReplacesOrderID)
+		switch {
+		case err == nil:
+			replaced = &old
+			for _, it := range old.Items {
+				if !slices.Contains(sorted, it.Code) {
+					sorted = append(sorted, it.Code)
+				}
+			}
+		case !voucher.IsCode(err, voucher.CodeReservationNotFound):
+			return voucher.ApplyResult{}, err
+		}
+	}
 	slices.Sort(sorted)
 	if _, err := tx.Exec(ctx, qStackLock, sorted); err != nil {
 		return voucher.ApplyResult{}, err
@@ -96,6 +115,11 @@ func applyStackTx(ctx context.Context, tx pgx.Tx, e voucher.ReservedEvent) (vouc
 	}
 	if err != nil {
 		return voucher.ApplyResult{}, err
+	}
+	if e.ReplacesOrderID != "" {
+		if err := releaseReplacedEvent(ctx, tx, e, replaced); err != nil {
+			return voucher.ApplyResult{}, err
+		}
 	}
 	rows, err := tx.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, campaign, windows)
 	if err != nil {
@@ -121,7 +145,56 @@ func applyStackTx(ctx context.Context, tx pgx.Tx, e voucher.ReservedEvent) (vouc
 	if _, err := tx.Exec(ctx, qStackMemberInsert, e.OrderID, orderIDs, codes); err != nil {
 		return voucher.ApplyResult{}, err
 	}
+	if !e.HeldSince.IsZero() {
+		if _, err := tx.Exec(ctx, qStackHeldSince, orderIDs, e.HeldSince); err != nil {
+			return voucher.ApplyResult{}, err
+		}
+	}
 	return voucher.ApplyResult{Outcome: voucher.Applied}, nil
+}
+
+// releaseReplacedEvent releases, in the transaction of a replacing stack's
+// event, what the order it replaces still holds: every member of the stack
+// replaced (in code order) or the single reservation, each that is still a
+// RESERVED hold at the event's time of the stack's customer (a single: of
+// a member's customer, and no stack's member). Its uses go back before the
+// new members take theirs, so a code in both orders ends where it began,
+// as in the gate. A member the expiry job or a release gave back first is
+// left alone, and the new members take their uses like any event's, under
+// the same limits (voucherd_apply_replace_code's rule for a single).
+func releaseReplacedEvent(ctx context.Context, tx pgx.Tx, e voucher.ReservedEvent, replaced *voucher.Stack) error {
+	ids := []string{e.ReplacesOrderID}
+	if replaced != nil {
+		if replaced.CustomerID != e.StackCustomerID {
+			return nil
+		}
+		items := slices.Clone(replaced.Items)
+		slices.SortFunc(items, func(a, b voucher.StackItem) int { return strings.Compare(a.Code, b.Code) })
+		ids = ids[:0]
+		for _, it := range items {
+			ids = append(ids, it.Redemption.OrderID)
+		}
+	}
+	for _, id := range ids {
+		var customer, code string
+		var held, member bool
+		err := tx.QueryRow(ctx, qStackReplaced, id, e.ReservedAt).Scan(&customer, &held, &code, &member)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue
+		case err != nil:
+			return err
+		case !held, replaced == nil && (member || !slices.ContainsFunc(e.Members,
+			func(m voucher.StackEventMember) bool { return m.CustomerID == customer })):
+			continue
+		}
+		var red voucher.Redemption
+		var released bool
+		if err := scanRedemption(tx.QueryRow(ctx, qRelease, code, id, e.ReservedAt), &red, &released); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stackCodes lists the codes of a stack's event, in order.

@@ -78,7 +78,12 @@ type StackEventMember struct {
 // EventVersionStack is the version of a stack's ReservedEvent (Members
 // set), whether its members carry windows or not. A consumer that knows
 // only the earlier versions refuses it (dead letter) rather than write its
-// first member alone, which would break all or none.
+// first member alone, which would break all or none. A stack that
+// replaces an order carries ReplacesOrderID (and HeldSince) in version 5
+// too: a consumer whose version 5 does not know the field refuses such an
+// event (dead letter) rather than write the stack beside the order it
+// replaces; the consumer that knows it releases the replaced order (a
+// stack's every member, or a single) in the stack's transaction.
 const EventVersionStack = 5
 
 // EventVersionCampaign is the version of a ReservedEvent of a campaign code
