@@ -207,16 +207,18 @@ func splitList(s string) []string {
 	return out
 }
 
-// defaultDatabaseURL is the URL `voucherd dev` serves on; serve uses it only
-// when nothing else is configured.
-// Defaults of the gate's Redis client: one connection and writes held back
-// up to 20µs, so that the calls of concurrent requests share writes and
-// Redis's reads (the counts per take are in docs/benchmarks-log.md).
+// Defaults of the gate's Redis client: rueidis's own (writes at once, one
+// connection per CPU up to 4 to a single node). One connection with writes
+// held back 20µs shares writes between concurrent calls, but measured
+// side by side it served fewer contended Kafka-mode takes per second and
+// no more flash-sync ones (docs/benchmarks-log.md).
 const (
-	defaultRedisFlushDelay = 20 * time.Microsecond
-	defaultRedisPipelines  = 1
+	defaultRedisFlushDelay = 0
+	defaultRedisPipelines  = 0
 )
 
+// defaultDatabaseURL is the URL `voucherd dev` serves on; serve uses it only
+// when nothing else is configured.
 const defaultDatabaseURL = "postgres://voucherd@127.0.0.1:55432/voucherd?sslmode=disable"
 
 // registerServeFlags binds cfg to flags on fs with environment defaults.
