@@ -123,7 +123,8 @@ var stackable = map[string]any{"stackable": true}
 // TestStackReservation: a fixed 1,000 and 10% on an order of 20,000 give
 // 2,900 with both items; the same request again is a replay; the orderId
 // with other codes is ORDER_CONFLICT; per-code routes on it answer
-// PART_OF_STACK; GET, extend, confirm and DELETE act on both codes.
+// PART_OF_STACK; GET, extend, confirm and DELETE act on both codes, and a
+// DELETE of the confirmed stack refunds both.
 func TestStackReservation(t *testing.T) {
 	t.Parallel()
 	forEachStackingMode(t, func(t *testing.T, s *stack) {
@@ -211,6 +212,21 @@ func TestStackReservation(t *testing.T) {
 		s.written()
 		require.Equal(t, 1, s.state(a).confirmed)
 		require.Equal(t, 1, s.state(b).confirmed)
+
+		// A refund: DELETE of the confirmed stack gives both uses back.
+		r = s.do(http.MethodDelete, "/reservations/st-2", nil)
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, "RELEASED", r.str("status"))
+		s.written()
+		for _, code := range []string{a, b} {
+			st := s.state(code)
+			require.Equal(t, 0, st.usedCount, "the refund gives %s's use back", code)
+			require.Equal(t, 0, st.confirmed)
+			require.Equal(t, 2, st.released)
+			if s.opts.flash {
+				require.Equal(t, int64(10), s.gateRemaining(code), "the gate has %s's use back", code)
+			}
+		}
 
 		r = s.do(http.MethodGet, "/reservations/nosuch", nil)
 		require.Equal(t, http.StatusNotFound, r.status, string(r.raw))
