@@ -42,6 +42,13 @@ const (
 // (3 s in these clusters) for most holds the hang left.
 const strandCheckAfter = 2 * time.Second
 
+// answeringFor is how long after an attempt's answer (or the client's
+// giving up) its order counts as being answered: its instance leaves a
+// take without an answer to a retry for a second, then settles it in a
+// round every 250 ms (the service's unansweredSettleDelay and
+// settleDelay), so a use the attempt took may stay held that long.
+const answeringFor = 1500 * time.Millisecond
+
 // strandQuiet is how long before a stranded check no fault of a process
 // (an instance or the consumer) may have run for the check to count: a
 // killed or paused instance's holds wait for its heartbeat to expire,
@@ -278,7 +285,7 @@ func (n *nemesis) checkStranded(f fault) {
 		for pos := 2; pos <= len(StackCodes(op.Voucher)); pos++ {
 			orderOf[voucher.StackMemberOrderID(op.OrderID, pos)] = op.OrderID
 		}
-		if op.Return < 0 || now-op.Return < int64(time.Second) {
+		if op.Return < 0 || now-op.Return < int64(answeringFor) {
 			answering[op.OrderID] = true
 			answering[op.Replaces] = true
 		}
