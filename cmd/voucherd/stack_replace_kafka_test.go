@@ -252,3 +252,58 @@ func TestStackReplacementKafkaBeforeConsumer(t *testing.T) {
 		s.assertConsistent(code)
 	}
 }
+
+// TestStackReplacementKafkaEventRefused: a replacing stack's event that
+// the store refuses (a new member's orderId fenced before it is applied)
+// changes nothing in PostgreSQL, the replaced stack's release included;
+// reconciliation then moves every use back to the replaced stack (the
+// kept code's from its new member, the dropped code's from its transit
+// hold), gives the fenced member's back, and the replaced stack can be
+// confirmed.
+func TestStackReplacementKafkaEventRefused(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true, kafka: true})
+	a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackableAs("B", map[string]any{"discountAmount": 500}, 10, stackable)
+	c := s.createStackableAs("C", map[string]any{"discountAmount": 200}, 10, stackable)
+	r := s.reserveStack("7", "er-old", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	s.written()
+
+	ack := s.slowStackReplacement(voucher.StackRequest{CustomerID: "7", OrderID: "er-new", OrderAmount: 20000,
+		Codes: []string{a, c}, ReplacesOrderID: "er-old"})
+	member := voucher.StackMemberOrderID("er-new", 2)
+	h, found, err := s.app.gate.Lookup(t.Context(), c, member)
+	require.NoError(t, err)
+	require.True(t, found)
+	_, inserted, err := s.app.store.AbandonOrder(t.Context(), c, h, time.Now())
+	require.NoError(t, err)
+	require.True(t, inserted)
+	_, _ = ack() // the event is acknowledged; the store refuses it whole
+	require.Eventually(t, func() bool { return s.app.kafka.consumer.Stats().Rejected >= 1 }, 30*time.Second, 100*time.Millisecond)
+	s.caughtUp()
+
+	r = s.do(http.MethodGet, "/reservations/er-old", nil)
+	require.Equal(t, "RESERVED", r.str("status"), "the refused event released nothing: %s", r.raw)
+	require.Equal(t, 1, s.state(a).usedCount)
+	require.Equal(t, 1, s.state(b).usedCount)
+	require.Zero(t, s.state(c).usedCount)
+	for range 2 {
+		for _, code := range []string{a, b, c} {
+			_, err := s.app.svc.Reconcile(t.Context(), code, true, 0)
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, int64(9), s.gateRemaining(a))
+	require.Equal(t, int64(9), s.gateRemaining(b))
+	require.Equal(t, int64(10), s.gateRemaining(c))
+	for code, orderID := range map[string]string{a: "er-old", b: voucher.StackMemberOrderID("er-old", 2)} {
+		h, found, err := s.app.gate.Lookup(t.Context(), code, orderID)
+		require.NoError(t, err)
+		require.True(t, found && !h.Released, "the use of %s is back with the replaced stack: %+v", code, h)
+		s.assertConsistent(code)
+	}
+	s.assertConsistent(c)
+	r = s.do(http.MethodPost, "/reservations/er-old/confirm", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+}
