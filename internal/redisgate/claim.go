@@ -79,11 +79,12 @@ type wireStackRecord struct {
 	OrderAmount int64    `json:"a"`
 	Codes       []string `json:"s"`
 	At          int64    `json:"t"`
+	Replaces    string   `json:"r,omitempty"`
 }
 
 func encodeStackClaim(rec voucher.StackRecord) (string, error) {
 	b, err := json.Marshal(wireStackRecord{OrderID: rec.OrderID, CustomerID: rec.CustomerID, OrderAmount: rec.OrderAmount,
-		Codes: rec.Codes, At: rec.At.UnixMilli()})
+		Codes: rec.Codes, At: rec.At.UnixMilli(), Replaces: rec.Replaces})
 	if err != nil {
 		return "", err
 	}
@@ -100,7 +101,7 @@ func decodeOwner(v string) (voucher.OrderOwner, error) {
 		return voucher.OrderOwner{}, fmt.Errorf("redisgate: undecodable stack claim %q: %w", v, err)
 	}
 	return voucher.OrderOwner{Stack: &voucher.StackRecord{OrderID: w.OrderID, CustomerID: w.CustomerID, OrderAmount: w.OrderAmount,
-		Codes: w.Codes, At: time.UnixMilli(w.At).UTC()}}, nil
+		Codes: w.Codes, At: time.UnixMilli(w.At).UTC(), Replaces: w.Replaces}}, nil
 }
 
 // ClaimStack claims orderID for the stack rec until the given time and

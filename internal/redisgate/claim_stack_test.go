@@ -10,7 +10,8 @@ import (
 )
 
 // TestClaimStack: a stack's claim of an orderId and a code's exclude each
-// other; the record reads back whole; it is dropped only by its own value.
+// other; the record reads back whole (a replacing stack's with the order
+// it replaces); it is dropped only by its own value.
 func TestClaimStack(t *testing.T) {
 	t.Parallel()
 	g := newGate(t, Config{})
@@ -53,4 +54,18 @@ func TestClaimStack(t *testing.T) {
 	owner, err = g.ClaimStack(ctx, "single-1", rec, until)
 	require.NoError(t, err)
 	require.Equal(t, voucher.OrderOwner{Code: "A"}, owner, "a code's claim stands against a stack")
+
+	// A replacing stack's record reads back with the order it replaces.
+	replacing := rec
+	replacing.OrderID, replacing.Replaces = "st-2", "st-1"
+	owner, err = g.ClaimStack(ctx, "st-2", replacing, until)
+	require.NoError(t, err)
+	require.Equal(t, &replacing, owner.Stack)
+	owner, err = g.OrderOwner(ctx, "st-2")
+	require.NoError(t, err)
+	require.Equal(t, "st-1", owner.Stack.Replaces)
+	require.NoError(t, g.UnclaimStack(ctx, "st-2", replacing))
+	owner, err = g.OrderOwner(ctx, "st-2")
+	require.NoError(t, err)
+	require.Equal(t, voucher.OrderOwner{}, owner)
 }

@@ -262,6 +262,10 @@ type StackRecord struct {
 	Codes []string
 	// At is when the stack's holds were taken (their ReservedAt).
 	At time.Time
+	// Replaces is the order the stack replaces (ReplacesOrderID), "" for
+	// none: a write of the stack from the gate releases it, as the
+	// stack's event does.
+	Replaces string
 }
 
 // Same reports whether r and o record the same request: orderId,

@@ -106,9 +106,25 @@ func (w *kafkaWrites) tracksConfirmation() bool { return true }
 // the hold. A row of another voucher or customer means the consumer
 // refuses this hold's event as a conflict, and a retry is answered
 // ORDER_CONFLICT: the orderId is forgotten.
+//
+// A hold that took its use over from a stack's member (h.Replaces: a
+// member of a replacing stack, or a transit hold, reserveStackKafka) is
+// fenced without releasing that member, which would leave its stack partly
+// held (fenceHold's rule): the use goes back to the member while the store
+// holds it (the replacement's event was refused), else to the voucher.
 func (w *kafkaWrites) giveBackOrphan(ctx context.Context, code string, h Hold) error {
 	mode := ReleaseForget
-	row, inserted, err := w.store.AbandonOrder(ctx, code, h, w.now())
+	fence, member := h, false
+	if h.Replaces != "" {
+		var err error
+		if _, member, err = w.store.StackOf(ctx, h.Replaces); err != nil {
+			return err
+		}
+		if member {
+			fence.Replaces = ""
+		}
+	}
+	row, inserted, err := w.store.AbandonOrder(ctx, code, fence, w.now())
 	if err != nil {
 		return err
 	}
@@ -118,6 +134,20 @@ func (w *kafkaWrites) giveBackOrphan(ctx context.Context, code string, h Hold) e
 	case row.VoucherCode == code && row.CustomerID == h.CustomerID:
 		w.log.InfoContext(ctx, "orphan gate hold has a row after all; kept", "code", code, "orderId", h.OrderID)
 		return nil
+	}
+	if member {
+		old, err := w.store.Order(ctx, h.Replaces)
+		if err != nil && !IsCode(err, CodeReservationNotFound) {
+			return err
+		}
+		if err == nil && old.Status.Held() {
+			if _, err := w.gate.Unreplace(ctx, code, h.OrderID, h.Replaces); err != nil {
+				return err
+			}
+			w.log.WarnContext(ctx, "reconciliation gave an orphan replacement's use back to the replaced stack member", "code", code,
+				"orderId", h.OrderID, "replaces", h.Replaces)
+			return nil
+		}
 	}
 	if _, err := w.gate.Release(ctx, code, h.OrderID, mode); err != nil {
 		return err

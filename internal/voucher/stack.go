@@ -104,8 +104,10 @@ type StackRequest struct {
 	Windows []time.Time
 	// ReplacesOrderID, when set, names the customer's RESERVED order (a
 	// stack, or a single reservation) whose uses this order takes over:
-	// it is released in the same transaction. Flash-sale vouchers on
-	// either side in flash-sync mode only (docs/stacks.md).
+	// it is released in the same transaction (in Kafka mode, by the
+	// stack's event). Flash-sale vouchers on either side in flash-sync and
+	// Kafka mode, where Kafka mode takes no standard voucher with them
+	// (docs/stacks.md).
 	ReplacesOrderID string
 	// HeldSince is, for a replacement, when the replaced hold began (its
 	// members continue it); set by the service.
@@ -323,12 +325,25 @@ func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackO
 	var replaced []stackReplaced
 	if req.ReplacesOrderID != "" {
 		_, sync := s.writes.(*syncWrites)
-		if code := firstFlash(rts); code != "" && !sync {
-			return Stack{}, notStackableHere(code, "a replacement of several codes takes flash-sale vouchers in flash-sync mode only")
+		kw, kafka := s.writes.(*kafkaWrites)
+		if code := firstFlash(rts); code != "" && !sync && !kafka {
+			return Stack{}, notStackableHere(code, "a replacement of several codes takes flash-sale vouchers in flash-sync or Kafka mode only")
+		}
+		if kafka {
+			// The replaced order is in the store before the replacement's
+			// event is produced: the event need not share its partition.
+			if err := s.replacedWritten(ctx, kw, req.ReplacesOrderID); err != nil {
+				return Stack{}, err
+			}
 		}
 		var err error
-		if ttl, replaced, err = s.stackReplacement(ctx, &req, start, sync); err != nil {
+		if ttl, replaced, err = s.stackReplacement(ctx, &req, start, sync || kafka); err != nil {
 			return Stack{}, err
+		}
+		if kafka {
+			if err := kafkaReplacementMix(rts, replaced); err != nil {
+				return Stack{}, err
+			}
 		}
 		for _, m := range replaced {
 			// The gate gives back a replaced flash code's use.
@@ -350,7 +365,7 @@ func (s *Service) reserveStack(ctx context.Context, req StackRequest, so *stackO
 			}
 		case *kafkaWrites:
 			so.mode = ModeFlashKafka
-			return s.reserveStackKafka(ctx, s.flash.(*flashPath), w, req, rts, start, &so.gaveBack)
+			return s.reserveStackKafka(ctx, s.flash.(*flashPath), w, stackSyncOrder{req: req, rts: rts, replaced: replaced, ttl: ttl}, start, &so.gaveBack)
 		}
 	}
 	wctx, cancel := s.writeContext(ctx)
@@ -368,10 +383,11 @@ type stackReplaced struct {
 // stackReplacement bounds a replacing stack's TTL by the replaced hold's
 // start (replacementUntil: MaxHold from it), records that start in
 // req.HeldSince and returns the replaced order's members. A flash-sale
-// voucher among them is refused unless sync (flash-sync mode, where the
-// gate moves its use: reserveStackSync). The store checks that the order
-// is the customer's RESERVED hold.
-func (s *Service) stackReplacement(ctx context.Context, req *StackRequest, now time.Time, sync bool) (time.Duration, []stackReplaced, error) {
+// voucher among them is refused unless gated (flash-sync or Kafka mode,
+// where the gate moves its use: reserveStackSync, reserveStackKafka). The
+// store checks that the order is the customer's RESERVED hold (in Kafka
+// mode the gate's moves, and replacedHeldKafka).
+func (s *Service) stackReplacement(ctx context.Context, req *StackRequest, now time.Time, gated bool) (time.Duration, []stackReplaced, error) {
 	old, err := s.store.Order(ctx, req.ReplacesOrderID)
 	switch {
 	case IsCode(err, CodeReservationNotFound):
@@ -390,8 +406,8 @@ func (s *Service) stackReplacement(ctx context.Context, req *StackRequest, now t
 	}
 	for i := range members {
 		members[i].rt = s.routeKnown(ctx, members[i].rt.code)
-		if members[i].rt.v.FlashSale && !sync {
-			return 0, nil, notStackableHere(members[i].rt.code, "a replacement of several codes replaces flash-sale vouchers in flash-sync mode only")
+		if members[i].rt.v.FlashSale && !gated {
+			return 0, nil, notStackableHere(members[i].rt.code, "a replacement of several codes replaces flash-sale vouchers in flash-sync or Kafka mode only")
 		}
 	}
 	if old.HoldStart().IsZero() {
@@ -424,6 +440,9 @@ func (s *Service) ConfirmStack(ctx context.Context, orderID string) (Stack, erro
 	}
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
+	if err := s.beforeConfirmStack(wctx, orderID); err != nil {
+		return Stack{}, err
+	}
 	st, err := s.stackWrite(wctx, orderID, func() (Stack, error) { return s.store.ConfirmStack(wctx, orderID, s.now()) })
 	if err == nil {
 		s.confirmedStack(wctx, st)

@@ -15,8 +15,8 @@ type stackTake struct {
 	taken bool
 }
 
-// stackSyncOrder is a stack on its way through reserveStackSync: the
-// request, each code's route, and for a replacement the replaced order's
+// stackSyncOrder is a stack on its way through reserveStackSync (or
+// reserveStackKafka): the request, each code's route, and for a replacement the replaced order's
 // members and the TTL replacementUntil bounds (else the reservation TTL).
 type stackSyncOrder struct {
 	req      StackRequest

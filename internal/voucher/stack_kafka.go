@@ -3,6 +3,7 @@ package voucher
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 )
@@ -20,7 +21,19 @@ import (
 // be taken by a store transaction of its own, apart from the event's, so
 // the stack could be written in part. gaveBack counts the uses given back
 // before answering.
-func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafkaWrites, req StackRequest, rts []route, now time.Time, gaveBack *int) (Stack, error) {
+//
+// A replacement (o.replaced, all flash-sale vouchers, already in the
+// store: reserveStack) moves each replaced member's use in the gate before
+// the event is produced, in code order with the new members' takes: a
+// code the new order keeps to its new member (Gate.Replace), a code it
+// drops to a transit hold of its own (replacedTransits), so that from the
+// move on the gate answers every replaced member released (a confirmation
+// of it is refused) while no other order can take its use. Once the event
+// is acknowledged the stack is written from the gate (applyUnwrittenStack:
+// the replaced order released in the same transaction, as the consumer
+// does), and only then are the transit holds given back.
+func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafkaWrites, o stackSyncOrder, now time.Time, gaveBack *int) (Stack, error) {
+	req, rts := o.req, o.rts
 	for _, rt := range rts {
 		if !rt.v.FlashSale {
 			return Stack{}, &Error{Code: CodeNotEligible, Reason: ReasonNotStackable, FailedCode: rt.code,
@@ -28,7 +41,8 @@ func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafka
 		}
 	}
 	at := now.Truncate(time.Millisecond)
-	rec := StackRecord{OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount, Codes: req.Codes, At: at}
+	rec := StackRecord{OrderID: req.OrderID, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount, Codes: req.Codes, At: at,
+		Replaces: req.ReplacesOrderID}
 	owner, err := s.gate.OrderOwner(ctx, req.OrderID)
 	if err != nil {
 		return Stack{}, err
@@ -57,6 +71,16 @@ func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafka
 		}
 		return Stack{}, err
 	}
+	if req.ReplacesOrderID != "" {
+		if err := s.replacedHeldKafka(ctx, req); err != nil {
+			return Stack{}, err
+		}
+	}
+	takes, kept := stackKafkaTakes(s, o, at)
+	transits, err := s.replacedTransits(ctx, o, kept, at)
+	if err != nil {
+		return Stack{}, err
+	}
 	claimed, err := s.claimStack(ctx, w, rec)
 	if err != nil {
 		return Stack{}, err
@@ -65,14 +89,18 @@ func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafka
 		// A concurrent copy of the request claimed it first.
 		return s.replayStackKafka(ctx, w, rec, *claimed)
 	}
-	takes := stackKafkaTakes(s, req, rts, at)
-	order := make([]int, len(takes))
+	// One slice, so that the takes and the moves run in one code order
+	// and are undone together.
+	all := make([]stackTake, 0, len(takes)+len(transits))
+	all = append(append(all, takes...), transits...)
+	takes, transits = all[:len(takes)], all[len(takes):]
+	order := make([]int, len(all))
 	for i := range order {
 		order[i] = i
 	}
-	sort.Slice(order, func(a, b int) bool { return takes[order[a]].rt.gateCode() < takes[order[b]].rt.gateCode() })
+	sort.Slice(order, func(a, b int) bool { return all[order[a]].rt.gateCode() < all[order[b]].rt.gateCode() })
 	for _, i := range order {
-		t := &takes[i]
+		t := &all[i]
 		err := s.takeStackMember(ctx, fp, t, req, now)
 		if err == nil && !t.taken {
 			// The gate holds the member's orderId from before this claim
@@ -80,14 +108,118 @@ func (s *Service) reserveStackKafka(ctx context.Context, fp *flashPath, w *kafka
 			err = orderConflict(t.rt.code, t.hold.OrderID, "")
 		}
 		if err != nil {
-			*gaveBack += s.untakeStack(ctx, takes)
+			*gaveBack += s.untakeStack(ctx, all)
 			if !IsOutcomeUnknown(err) {
 				s.unclaimStack(ctx, rec)
+			}
+			if IsCode(err, CodeReplacedOrderNotHeld) {
+				// About the replaced order, not the code (as the store answers it).
+				return Stack{}, err
 			}
 			return Stack{}, withFailedCode(err, t.rt.code)
 		}
 	}
-	return s.publishStack(ctx, w, rec, takes, gaveBack)
+	return s.publishStack(ctx, w, rec, takes, transits, gaveBack)
+}
+
+// kafkaReplacementMix refuses, in Kafka mode, a replacement of several
+// codes that names a flash-sale voucher on either side and a standard
+// voucher on either side (NOT_STACKABLE, failedCode the first standard
+// code of the new order, else of the replaced one), as a new stack mixing
+// them is refused: the standard voucher's use would be given back or taken
+// by a store transaction apart from the event's.
+func kafkaReplacementMix(rts []route, replaced []stackReplaced) error {
+	flash, std := firstFlash(rts) != "", ""
+	for _, rt := range rts {
+		if !rt.v.FlashSale && std == "" {
+			std = rt.code
+		}
+	}
+	for _, m := range replaced {
+		flash = flash || m.rt.v.FlashSale
+		if !m.rt.v.FlashSale && std == "" {
+			std = m.rt.code
+		}
+	}
+	if !flash || std == "" {
+		return nil
+	}
+	return &Error{Code: CodeNotEligible, Reason: ReasonNotStackable, FailedCode: std,
+		Message: "voucher " + std + " is a standard voucher: in Kafka mode a replacement naming a flash-sale voucher on either side names flash-sale vouchers only"}
+}
+
+// replacedHeldKafka refuses a replacement whose replaced order the store
+// does not have as the customer's RESERVED hold (REPLACED_ORDER_NOT_HELD):
+// the store learns of a Kafka-mode replacement only from its event, so
+// the check the store's own transaction makes in the other modes is made
+// here, once a replay of the request has been answered; the gate's moves
+// check the holds again.
+func (s *Service) replacedHeldKafka(ctx context.Context, req StackRequest) error {
+	notHeld := Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: req.Codes[0], OrderID: req.ReplacesOrderID, CustomerID: req.CustomerID})
+	old, err := s.store.Order(ctx, req.ReplacesOrderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return notHeld
+	case err != nil:
+		return err
+	case old.Status != StatusReserved:
+		return notHeld
+	}
+	owner := old.CustomerID
+	if stack, found, err := s.store.StackOf(ctx, req.ReplacesOrderID); err != nil {
+		return err
+	} else if found && stack != req.ReplacesOrderID {
+		// A member of a stack is not an order of its own.
+		return notHeld
+	} else if found {
+		st, err := s.store.Stack(ctx, req.ReplacesOrderID)
+		if err != nil {
+			return err
+		}
+		owner = st.CustomerID
+	}
+	if owner != req.CustomerID && !slices.Contains(req.Customers, owner) {
+		return notHeld
+	}
+	return nil
+}
+
+// replacedWritten makes sure, in Kafka mode, that the store has the order
+// a stack replaces before the replacement's event is produced: the event
+// is keyed by its own first code, so the consumer could apply it before
+// the replaced order's own event. An order the consumer has not written
+// yet is written from the gate (applyUnwrittenStack for a stack,
+// applyUnwritten for a single); one still pending, or that the gate
+// cannot write while the consumer is behind, answers 503. An order
+// neither has is left to stackReplacement (REPLACED_ORDER_NOT_HELD).
+func (s *Service) replacedWritten(ctx context.Context, w *kafkaWrites, orderID string) error {
+	if _, err := s.store.Order(ctx, orderID); !IsCode(err, CodeReservationNotFound) {
+		return err
+	}
+	owner, err := s.gate.OrderOwner(ctx, orderID)
+	switch {
+	case err != nil:
+		return err
+	case owner.Stack != nil && owner.Stack.OrderID == orderID:
+		_, err = s.applyUnwrittenStack(ctx, orderID)
+	case owner.Code != "":
+		if rt := s.routeKnown(ctx, owner.Code); rt.v.FlashSale {
+			_, err = w.applyUnwritten(ctx, rt, orderID)
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.Order(ctx, orderID); !IsCode(err, CodeReservationNotFound) {
+		return err
+	}
+	if cerr := w.events.CaughtUp(ctx); cerr != nil {
+		return &Error{Code: CodeUnavailable, RetryAfter: time.Second, Err: cerr,
+			Message: "order " + orderID + " is still being written; retry"}
+	}
+	return nil
 }
 
 // stackingSettings reads each code's stacking setting from the store, as
@@ -117,21 +249,67 @@ func (s *Service) stackingSettings(ctx context.Context, rts []route) (map[string
 
 // stackKafkaTakes computes each member's pending hold as reserveStackSync
 // does: the discount of the cached definition on what the earlier codes
-// leave.
-func stackKafkaTakes(s *Service, req StackRequest, rts []route, at time.Time) []stackTake {
-	takes := make([]stackTake, len(rts))
+// leave, the expiry o.ttl ahead; a member whose code the replaced order
+// holds too (kept, by the replaced member's index) takes that member's
+// use over (Replaces).
+func stackKafkaTakes(s *Service, o stackSyncOrder, at time.Time) ([]stackTake, []bool) {
+	req := o.req
+	takes := make([]stackTake, len(o.rts))
+	kept := make([]bool, len(o.replaced))
 	left := req.OrderAmount
-	for i, rt := range rts {
+	for i, rt := range o.rts {
 		d := rt.v.Discount().Compute(left)
 		takes[i] = stackTake{rt: rt, hold: Hold{
 			OrderID: StackMemberOrderID(req.OrderID, i+1), CustomerID: req.Customers[i], OrderAmount: left,
-			DiscountAmount: d, ReservedAt: at, ExpiresAt: at.Add(s.cfg.ReservationTTL), Owner: s.cfg.Instance, Pending: true,
-			Budget: Budget{Amount: rt.v.Budget.Amount, Clip: rt.v.Budget.Clip},
+			DiscountAmount: d, ReservedAt: at, ExpiresAt: at.Add(o.ttl), Owner: s.cfg.Instance, Pending: true,
+			HeldSince: req.HeldSince, Budget: Budget{Amount: rt.v.Budget.Amount, Clip: rt.v.Budget.Clip},
 			Window: req.Windows[i], WindowLimit: rt.v.WindowLimit,
 		}}
+		for j, m := range o.replaced {
+			if m.rt.gateCode() == rt.gateCode() {
+				takes[i].hold.Replaces, kept[j] = m.orderID, true
+			}
+		}
 		left -= d
 	}
-	return takes
+	return takes, kept
+}
+
+// replacedTransits are, for a replacement in Kafka mode, the holds that
+// take over the use of each replaced member whose code the new order does
+// not keep, from the move until the replacement is in the store: under
+// an orderId of their own past the stack's members
+// (StackMemberOrderID(orderId, MaxStackCodes+1+j)), pending, with the
+// replaced member's amounts and window, so that the use is never free
+// while PostgreSQL still holds it, and a confirmation of the replaced
+// member finds it released in the gate. A transit hold never has a row:
+// it is given back once the store has released the replaced member
+// (publishStack), else settled as the new members are (fenceHold: back to
+// the replaced member while the store holds it, else to the voucher). A
+// replaced member the gate does not hold for the customer is
+// REPLACED_ORDER_NOT_HELD.
+func (s *Service) replacedTransits(ctx context.Context, o stackSyncOrder, kept []bool, at time.Time) ([]stackTake, error) {
+	var out []stackTake
+	for j, m := range o.replaced {
+		if kept[j] {
+			continue
+		}
+		old, found, err := s.gate.Lookup(ctx, m.rt.gateCode(), m.orderID)
+		switch {
+		case err != nil:
+			return nil, err
+		case !found || old.Released:
+			return nil, Reject(CodeReplacedOrderNotHeld, "", Facts{Voucher: o.req.Codes[0], OrderID: o.req.ReplacesOrderID, CustomerID: o.req.CustomerID})
+		}
+		out = append(out, stackTake{rt: m.rt, hold: Hold{
+			OrderID:    StackMemberOrderID(o.req.OrderID, MaxStackCodes+1+j),
+			CustomerID: m.rt.v.CustomerIDNormalization.Apply(o.req.CustomerID), OrderAmount: old.OrderAmount,
+			DiscountAmount: old.DiscountAmount, ReservedAt: at, ExpiresAt: at.Add(o.ttl), Owner: s.cfg.Instance, Pending: true,
+			Replaces: m.orderID, HeldSince: o.req.HeldSince, Budget: Budget{Amount: m.rt.v.Budget.Amount, Clip: m.rt.v.Budget.Clip},
+			Window: old.Window, WindowLimit: m.rt.v.WindowLimit,
+		}})
+	}
+	return out, nil
 }
 
 // claimStack claims the stack's orderId, then each member's, for rec. It
@@ -176,10 +354,17 @@ func (s *Service) unclaimStack(ctx context.Context, rec StackRecord) {
 	}
 }
 
-// stackEvent is the one event of a stack whose members takes hold.
+// stackEvent is the one event of a stack whose members takes hold: a
+// replacement's names the order rec replaces (the first member's hold
+// names the replaced member it moved from, not the order) and carries the
+// members' HeldSince.
 func stackEvent(rec StackRecord, takes []stackTake) ReservedEvent {
 	e := EventFromHold(takes[0].rt.gateCode(), takes[0].hold)
 	e.StackCustomerID = rec.CustomerID
+	e.ReplacesOrderID = rec.Replaces
+	if rec.Replaces == "" {
+		e.HeldSince = time.Time{}
+	}
 	for _, t := range takes {
 		e.Members = append(e.Members, StackEventMember{Code: t.rt.gateCode(), CustomerID: t.hold.CustomerID, OrderID: t.hold.OrderID,
 			OrderAmount: t.hold.OrderAmount, DiscountAmount: t.hold.DiscountAmount, Window: t.hold.Window})
@@ -189,25 +374,27 @@ func stackEvent(rec StackRecord, takes []stackTake) ReservedEvent {
 
 // publishStack produces the stack's one event once the gate holds every
 // member, and answers once Kafka acknowledged it, each member's hold then
-// made durable. A produce that provably failed gives every use back; one
-// of unknown outcome keeps the holds pending and remembers each member's
-// event (settleEvent fences each member alone: the consumer writes the
-// stack whole or not at all, so every member's fence finds the same
-// outcome).
-func (s *Service) publishStack(ctx context.Context, w *kafkaWrites, rec StackRecord, takes []stackTake, gaveBack *int) (Stack, error) {
+// made durable. A produce that provably failed gives every use back (a
+// moved one to the replaced member); one of unknown outcome keeps the
+// holds pending and remembers each member's event, and each transit
+// hold's (settleEvent fences each alone: the consumer writes the stack
+// whole or not at all, so every member's fence finds the same outcome).
+// A replacement is then written from the gate before the answer
+// (settleReplacement).
+func (s *Service) publishStack(ctx context.Context, w *kafkaWrites, rec StackRecord, takes, transits []stackTake, gaveBack *int) (Stack, error) {
 	wctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	perr := s.events.PublishReserved(wctx, stackEvent(rec, takes))
 	if perr != nil {
 		if errors.Is(perr, ErrOutcomeUnknown) {
 			s.log.WarnContext(ctx, "stack event outcome unknown; holds kept pending", "orderId", rec.OrderID, "err", perr)
-			for _, t := range takes {
+			for _, t := range append(takes, transits...) {
 				s.unanswered.rememberEvent(t.rt.gateCode(), t.hold, s.now())
 			}
 			return Stack{}, &Error{Code: CodeUnavailable, Err: perr, OutcomeUnknown: true,
 				Message: "Kafka did not acknowledge in time; the order may or may not stand: retry with the same orderId"}
 		}
-		*gaveBack += s.giveBackStackKafka(ctx, takes, perr)
+		*gaveBack += s.giveBackStackKafka(ctx, append(takes, transits...), perr)
 		s.unclaimStack(ctx, rec)
 		if !IsCode(perr, CodeUnavailable) {
 			perr = Unavailable(perr, "could not record the order")
@@ -224,6 +411,7 @@ func (s *Service) publishStack(ctx context.Context, w *kafkaWrites, rec StackRec
 			// Fenced meanwhile (this instance stalled past its
 			// heartbeat): the event is refused whole by the consumer.
 			if _, done, err := w.notCommitted(wctx, t.rt.gateCode(), t.hold); done {
+				s.settleTransitsLater(transits)
 				return Stack{}, withFailedCode(err, t.rt.code)
 			}
 		}
@@ -231,16 +419,51 @@ func (s *Service) publishStack(ctx context.Context, w *kafkaWrites, rec StackRec
 		h.Pending = false
 		st.Items = append(st.Items, StackItem{Code: t.rt.code, Redemption: holdRedemption(t.rt.gateCode(), h, StatusReserved)})
 	}
+	if rec.Replaces != "" {
+		s.settleReplacement(wctx, rec, transits)
+	}
 	return st, nil
 }
 
-// giveBackStackKafka gives back, in reverse code order, the uses taken
-// for a stack whose event provably failed; it returns their number.
+// settleReplacement writes an acknowledged replacing stack from the gate
+// (applyUnwrittenStack, the consumer's own apply: the replaced order is
+// released in the same transaction, and the event arriving later changes
+// nothing), then gives back the transit holds: the store no longer holds
+// their uses. A write that fails leaves them to the settle (the 201
+// stands: the event is durable).
+func (s *Service) settleReplacement(ctx context.Context, rec StackRecord, transits []stackTake) {
+	if _, err := s.applyUnwrittenStack(ctx, rec.OrderID); err != nil {
+		s.log.WarnContext(ctx, "replacing stack not written from the gate; the consumer writes it and the settle gives the replaced uses back",
+			"orderId", rec.OrderID, "replaces", rec.Replaces, "err", err)
+		s.settleTransitsLater(transits)
+		return
+	}
+	for _, t := range transits {
+		if _, err := s.gate.Release(ctx, t.rt.gateCode(), t.hold.OrderID, ReleaseForget); err != nil {
+			s.log.WarnContext(ctx, "a replaced use not given back in the gate; the settle will", "code", t.rt.code,
+				"orderId", t.hold.OrderID, "err", err)
+			s.unanswered.rememberEvent(t.rt.gateCode(), t.hold, s.now())
+		}
+	}
+}
+
+// settleTransitsLater leaves the transit holds to settleEvent, which
+// fences each once the consumer has applied what Kafka acknowledged: back
+// to the replaced member while the store holds it, else to the voucher.
+func (s *Service) settleTransitsLater(transits []stackTake) {
+	for _, t := range transits {
+		s.unanswered.rememberEvent(t.rt.gateCode(), t.hold, s.now())
+	}
+}
+
+// giveBackStackKafka gives back, in reverse order, the uses taken for a
+// stack whose event provably failed (a use moved from a replaced member
+// back to it: giveBack); it returns their number.
 func (s *Service) giveBackStackKafka(ctx context.Context, takes []stackTake, cause error) int {
 	n := 0
 	for i := len(takes) - 1; i >= 0; i-- {
 		if t := takes[i]; t.taken {
-			s.compensate(ctx, ModeFlashKafka, t.rt.gateCode(), t.hold, cause)
+			s.giveBack(ctx, ModeFlashKafka, t.rt.gateCode(), t.hold, cause)
 			n++
 		}
 	}
@@ -438,7 +661,10 @@ func (s *Service) unwrittenStack(ctx context.Context, orderID string, storeErr e
 // arriving later changes nothing), so that a confirmation, release or
 // extension can act on it. It reports whether there was one to write (the
 // caller runs its store operation again). A member still pending is
-// answered 503: its event may still be refused whole.
+// answered 503: its event may still be refused whole. A stack that
+// replaces an order (rec.Replaces) releases it in the same transaction, as
+// its event does, once the replaced order is in the store or the consumer
+// has caught up (503 until then).
 func (s *Service) applyUnwrittenStack(ctx context.Context, orderID string) (bool, error) {
 	rec := s.kafkaStackRecord(ctx, orderID)
 	if rec == nil || rec.OrderID != orderID {
@@ -463,6 +689,13 @@ func (s *Service) applyUnwrittenStack(ctx context.Context, orderID string) (bool
 			return false, Unavailable(nil, "order %s is still being written; retry", orderID)
 		}
 		takes[i] = stackTake{rt: rt, hold: h}
+	}
+	if rec.Replaces != "" {
+		// Written before the replaced order's own event, the stack would
+		// take second uses of the codes it keeps.
+		if err := w.replacedInStore(ctx, orderID, rec.Replaces); err != nil {
+			return false, err
+		}
 	}
 	results, err := s.store.ApplyReserved(ctx, []ReservedEvent{stackEvent(*rec, takes)})
 	if err != nil {
@@ -496,6 +729,44 @@ func (s *Service) confirmedStack(ctx context.Context, st Stack) {
 			w.afterConfirm(ctx, rt, it.Redemption.OrderID)
 		}
 	}
+}
+
+// beforeConfirmStack marks, in Kafka mode, each member of the stack
+// orderID confirmed in the gate before the store confirms it (beforeConfirm,
+// in code order, as a replacement moves them): a replacement is decided
+// in the gate, and its event written later, so the gate must know a
+// confirmation from the moment it is under way. A member a replacement
+// moved first (or a transit hold took over) is released in the gate:
+// RESERVATION_RELEASED. The members are the store's stack, else the gate's
+// record; neither: nothing to mark (the store answers).
+func (s *Service) beforeConfirmStack(ctx context.Context, orderID string) error {
+	w, ok := s.writes.(*kafkaWrites)
+	if !ok {
+		return nil
+	}
+	var codes []string
+	if st, err := s.store.Stack(ctx, orderID); err == nil {
+		for _, it := range st.Items {
+			codes = append(codes, it.Code)
+		}
+	} else if !IsCode(err, CodeReservationNotFound) {
+		return err
+	} else if rec := s.kafkaStackRecord(ctx, orderID); rec != nil && rec.OrderID == orderID {
+		codes = rec.Codes
+	}
+	members := make([]stackReplaced, 0, len(codes))
+	for i, code := range codes {
+		if rt := s.routeKnown(ctx, code); rt.v.FlashSale {
+			members = append(members, stackReplaced{rt: rt, orderID: StackMemberOrderID(orderID, i+1)})
+		}
+	}
+	sort.Slice(members, func(a, b int) bool { return members[a].rt.gateCode() < members[b].rt.gateCode() })
+	for _, m := range members {
+		if _, err := w.beforeConfirm(ctx, m.rt, m.orderID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stackWrite runs op, a store operation on the stack orderID; in Kafka
