@@ -158,6 +158,22 @@ func reserveStack(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, now ti
 	return st, nil
 }
 
+// replacedOrderIDs are the orderIds a replacement of orderID releases:
+// the members of the stack replaced, in code order (the order its codes
+// are locked in), or orderID itself when it is a single reservation.
+func replacedOrderIDs(orderID string, replaced *voucher.Stack) []string {
+	if replaced == nil {
+		return []string{orderID}
+	}
+	items := slices.Clone(replaced.Items)
+	slices.SortFunc(items, func(a, b voucher.StackItem) int { return strings.Compare(a.Code, b.Code) })
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.Redemption.OrderID
+	}
+	return ids
+}
+
 // releaseReplaced releases, in r's transaction, the order r replaces: every
 // member of the stack replaced (when it is one), or the single
 // reservation. It must be the customer's RESERVED hold, whole, else
@@ -165,19 +181,10 @@ func reserveStack(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, now ti
 func releaseReplaced(ctx context.Context, tx pgx.Tx, r voucher.StackRequest, replaced *voucher.Stack, now time.Time) error {
 	notHeld := voucher.Reject(voucher.CodeReplacedOrderNotHeld, "",
 		voucher.Facts{Voucher: r.Codes[0], OrderID: r.ReplacesOrderID, CustomerID: r.CustomerID})
-	ids := []string{r.ReplacesOrderID}
-	if replaced != nil {
-		if replaced.CustomerID != r.CustomerID {
-			return notHeld
-		}
-		items := slices.Clone(replaced.Items)
-		slices.SortFunc(items, func(a, b voucher.StackItem) int { return strings.Compare(a.Code, b.Code) })
-		ids = ids[:0]
-		for _, it := range items {
-			ids = append(ids, it.Redemption.OrderID)
-		}
+	if replaced != nil && replaced.CustomerID != r.CustomerID {
+		return notHeld
 	}
-	for _, id := range ids {
+	for _, id := range replacedOrderIDs(r.ReplacesOrderID, replaced) {
 		var customer, code string
 		var held, member bool
 		err := tx.QueryRow(ctx, qStackReplaced, id, now).Scan(&customer, &held, &code, &member)

@@ -163,19 +163,10 @@ func applyStackTx(ctx context.Context, tx pgx.Tx, e voucher.ReservedEvent) (vouc
 // left alone, and the new members take their uses like any event's, under
 // the same limits (voucherd_apply_replace_code's rule for a single).
 func releaseReplacedEvent(ctx context.Context, tx pgx.Tx, e voucher.ReservedEvent, replaced *voucher.Stack) error {
-	ids := []string{e.ReplacesOrderID}
-	if replaced != nil {
-		if replaced.CustomerID != e.StackCustomerID {
-			return nil
-		}
-		items := slices.Clone(replaced.Items)
-		slices.SortFunc(items, func(a, b voucher.StackItem) int { return strings.Compare(a.Code, b.Code) })
-		ids = ids[:0]
-		for _, it := range items {
-			ids = append(ids, it.Redemption.OrderID)
-		}
+	if replaced != nil && replaced.CustomerID != e.StackCustomerID {
+		return nil
 	}
-	for _, id := range ids {
+	for _, id := range replacedOrderIDs(e.ReplacesOrderID, replaced) {
 		var customer, code string
 		var held, member bool
 		err := tx.QueryRow(ctx, qStackReplaced, id, e.ReservedAt).Scan(&customer, &held, &code, &member)
