@@ -106,6 +106,12 @@ type StackOptions struct {
 	// ReconcileShare is the servers' --reconcile-share, the share of its
 	// time a reconciliation pass works (0: the servers' default).
 	ReconcileShare float64
+	// RedisRealtime runs the stack's redis-server processes at real-time
+	// priority (SCHED_FIFO 10, set with chrt; needs root or CAP_SYS_NICE),
+	// so that the load generator, voucherd and PostgreSQL on the same
+	// cores cannot deschedule Redis in the middle of a command: Redis as
+	// on a core of its own, its SLOWLOG then Redis's own work.
+	RedisRealtime bool
 	// Procs is the GOMAXPROCS of each voucherd process: positive as given,
 	// 0 their share of this machine's CPUs, -1 Go's default.
 	Procs int
