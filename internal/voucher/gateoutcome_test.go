@@ -33,6 +33,10 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 	campaignHold := func() Hold { h := hold(false, time.Minute); h.Code = "SALE"; return h }
 	releasedRow := row
 	releasedRow.Status = StatusReleased
+	confirmedRow := row
+	confirmedRow.Status = StatusConfirmed
+	otherRow := row
+	otherRow.CustomerID = "8"
 
 	type want struct {
 		code      ErrorCode // "" for a reservation
@@ -99,6 +103,17 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 			want: want{code: CodeOrderReleased}},
 		{name: "released", mode: FlashKafka, decision: GateDecision{Outcome: GateReleased},
 			want: want{code: CodeOrderReleased}},
+		// In sync mode the gate marks an order released ahead of the
+		// store (a replacement taking its use over, undone when its write
+		// is refused): the store's row answers.
+		{name: "released, order held in the store", mode: FlashSync, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{confirmedRow}, want: want{replay: true}},
+		{name: "released, order released in the store", mode: FlashSync, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{releasedRow}, want: want{code: CodeOrderReleased}},
+		{name: "released, order another customer's in the store", mode: FlashSync, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{otherRow}, want: want{code: CodeOrderConflict}},
+		{name: "released, order held in the store", mode: FlashKafka, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{confirmedRow}, want: want{code: CodeOrderReleased}},
 		{name: "quota held", mode: FlashSync, decision: GateDecision{Outcome: GateQuotaHeld},
 			want: want{code: CodeAlreadyUsed}},
 		{name: "quota held", mode: FlashKafka, decision: GateDecision{Outcome: GateQuotaHeld},
