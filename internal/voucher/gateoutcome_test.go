@@ -185,3 +185,49 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 		})
 	}
 }
+
+// validatingGate is fakeGate whose validations get its decision too.
+type validatingGate struct{ fakeGate }
+
+func (g *validatingGate) Validate(context.Context, string, int32, string, string, string, TakeLimits) (GateDecision, error) {
+	return g.decision, g.err
+}
+
+// A validation of an orderId the gate marks released is answered as the
+// reservation is: in sync mode from the store's row, in Kafka mode from
+// the gate.
+func TestValidationOfAnOrderTheGateMarksReleased(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	row := Redemption{OrderID: "o-1", VoucherCode: "SALE", CustomerID: "7", OrderAmount: 100, DiscountAmount: 1,
+		Status: StatusConfirmed, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	released := row
+	released.Status = StatusReleased
+	for _, tc := range []struct {
+		name string
+		mode FlashWrites
+		row  Redemption
+		want Validation
+	}{
+		{"sync/held in the store", FlashSync, row, Validation{Valid: true, Replay: true, DiscountAmount: 1}},
+		{"sync/released in the store", FlashSync, released, Validation{Code: CodeOrderReleased}},
+		{"kafka/held in the store", FlashKafka, row, Validation{Code: CodeOrderReleased}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := &fakeStore{voucher: flashVoucher(), rows: map[string]Redemption{"o-1": tc.row}}
+			cfg := ServiceConfig{Store: st, Gate: &validatingGate{fakeGate{decision: GateDecision{Outcome: GateReleased}}}, FlashWrites: tc.mode}
+			if tc.mode == FlashKafka {
+				cfg.Events = &fakeLog{}
+			}
+			svc, err := NewService(cfg)
+			require.NoError(t, err)
+			v, err := svc.Validate(context.Background(), ValidateRequest{Code: "SALE", CustomerID: "7", OrderID: "o-1", OrderAmount: 100})
+			require.NoError(t, err)
+			require.Equal(t, tc.want.Valid, v.Valid, "%+v", v)
+			require.Equal(t, tc.want.Replay, v.Replay, "%+v", v)
+			require.Equal(t, tc.want.DiscountAmount, v.DiscountAmount, "%+v", v)
+			require.Equal(t, tc.want.Code, v.Code, "%+v", v)
+		})
+	}
+}
