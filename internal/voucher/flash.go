@@ -48,6 +48,11 @@ type flashWrites interface {
 	// notLoaded answers a reservation of a voucher the gate still does not
 	// have after the warm-ups; fellBack reports the store answered it.
 	notLoaded(ctx context.Context, rt route, req ReserveRequest) (res Reservation, fellBack bool, err error)
+	// releasedOrder answers for orderID, which the gate marks released,
+	// asked with code by customerID: ORDER_RELEASED, or the order's row
+	// when the mode's store holds it for that customer after all (the
+	// caller answers a replay of it).
+	releasedOrder(ctx context.Context, code, orderID, customerID string) (Redemption, error)
 
 	// unwritten answers the redemption of an orderId the store does not
 	// have (storeErr) from what the gate holds for it.
@@ -161,6 +166,12 @@ func (p *flashPath) reserveInGate(ctx context.Context, rt route, req ReserveRequ
 				continue
 			}
 			return res, false, err
+		case GateReleased:
+			row, err := p.writes.releasedOrder(ctx, req.Code, req.OrderID, req.CustomerID)
+			if err != nil {
+				return Reservation{}, false, err
+			}
+			return Reservation{Redemption: row, Replay: true}, false, nil
 		case GateCodeUsed:
 			if hold.Replaces != "" && p.writes.replacedNotHeld(ctx, req) {
 				// The replaced order is checked before the code (as
@@ -230,7 +241,11 @@ func (p *flashPath) knownOrder(ctx context.Context, rt route, req ReserveRequest
 	case h.CustomerID != req.CustomerID || h.Code != rt.campaignCode:
 		return nil, orderConflict(req.Code, req.OrderID, "")
 	case h.Released:
-		return nil, orderReleased(req.OrderID)
+		row, err := p.writes.releasedOrder(ctx, req.Code, req.OrderID, req.CustomerID)
+		if err != nil {
+			return nil, err
+		}
+		return &Reservation{Redemption: row, Replay: true}, nil
 	}
 	// As a read of the reservation: in Kafka mode a hold the consumer has
 	// not written yet is answered from the gate.
@@ -282,7 +297,11 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 		case h.CustomerID != req.CustomerID || h.Code != rt.campaignCode:
 			return StoreValidation{}, orderConflict(req.Code, req.OrderID, "")
 		case h.Released:
-			return StoreValidation{}, orderReleased(req.OrderID)
+			row, err := p.writes.releasedOrder(ctx, req.Code, req.OrderID, req.CustomerID)
+			if err != nil {
+				return StoreValidation{}, err
+			}
+			return StoreValidation{DiscountAmount: row.DiscountAmount, Replay: true}, nil
 		}
 		return StoreValidation{DiscountAmount: h.DiscountAmount, Replay: true}, nil
 	}
@@ -305,6 +324,12 @@ func (p *flashPath) validate(ctx context.Context, rt route, req ValidateRequest,
 			return StoreValidation{DiscountAmount: v.Discount().Compute(req.OrderAmount)}, nil
 		case GateReplay:
 			return StoreValidation{DiscountAmount: dec.Hold.DiscountAmount, Replay: true}, nil
+		case GateReleased:
+			row, err := p.writes.releasedOrder(ctx, req.Code, req.OrderID, req.CustomerID)
+			if err != nil {
+				return StoreValidation{}, err
+			}
+			return StoreValidation{DiscountAmount: row.DiscountAmount, Replay: true}, nil
 		case GateNotLoaded:
 			if attempt >= notLoadedWarmups {
 				// Read-only in the store: the gate loads from it the same way.

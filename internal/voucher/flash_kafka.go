@@ -107,6 +107,14 @@ func (w *kafkaWrites) notLoaded(_ context.Context, _ route, req ReserveRequest) 
 		Message: "voucher " + req.Code + " is not loaded into Redis yet and events may still be on their way to the database; retry with the same orderId"}
 }
 
+// releasedOrder: the gate's mark answers, as the gate is this mode's
+// record of orders whose events the store may not have yet; a confirmed
+// order is never taken over by a replacement here (confirm.lua marks it
+// first).
+func (w *kafkaWrites) releasedOrder(_ context.Context, _, orderID, _ string) (Redemption, error) {
+	return Redemption{}, orderReleased(orderID)
+}
+
 // storeCheckWait bounds how long a Kafka-mode reservation waits for the
 // store's answer about its orderId once Kafka has answered.
 const storeCheckWait = 200 * time.Millisecond

@@ -110,6 +110,33 @@ func (w *syncWrites) replacedNotHeld(ctx context.Context, req ReserveRequest) bo
 	return row.CustomerID != req.CustomerID || row.Status != StatusReserved
 }
 
+// releasedOrder asks the store, which is the truth in this mode, whether
+// the order is released. The gate's mark runs ahead of it: a replacement
+// marks the replaced order released in the gate (replace.lua) before its
+// durable write, and that write may be refused (the replaced order
+// CONFIRMED, which the gate is not told of in this mode) or never happen
+// (a take whose answer was lost, a write that failed), after which the
+// order holds its use in the gate again (Gate.Unreplace, at once or by the
+// settle a second or more later); a sold-out copy of the gate's orders
+// keeps the mark up to its TTL longer. So the row answers: held for this
+// customer, a replay of it; another customer's, ORDER_CONFLICT; released
+// or unknown to the store, ORDER_RELEASED. A store that does not answer
+// gives its error: this call takes nothing.
+func (w *syncWrites) releasedOrder(ctx context.Context, code, orderID, customerID string) (Redemption, error) {
+	row, err := w.store.Redemption(ctx, code, orderID)
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return Redemption{}, orderReleased(orderID)
+	case err != nil:
+		return Redemption{}, err
+	case row.CustomerID != customerID:
+		return Redemption{}, orderConflict(code, orderID, "")
+	case !row.Status.Held():
+		return Redemption{}, orderReleased(orderID)
+	}
+	return row, nil
+}
+
 // notLoaded falls back to the store's reservation, which checks the stock
 // itself.
 func (w *syncWrites) notLoaded(ctx context.Context, _ route, req ReserveRequest) (Reservation, bool, error) {

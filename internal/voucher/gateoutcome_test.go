@@ -33,6 +33,10 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 	campaignHold := func() Hold { h := hold(false, time.Minute); h.Code = "SALE"; return h }
 	releasedRow := row
 	releasedRow.Status = StatusReleased
+	confirmedRow := row
+	confirmedRow.Status = StatusConfirmed
+	otherRow := row
+	otherRow.CustomerID = "8"
 
 	type want struct {
 		code      ErrorCode // "" for a reservation
@@ -99,6 +103,17 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 			want: want{code: CodeOrderReleased}},
 		{name: "released", mode: FlashKafka, decision: GateDecision{Outcome: GateReleased},
 			want: want{code: CodeOrderReleased}},
+		// In sync mode the gate marks an order released ahead of the
+		// store (a replacement taking its use over, undone when its write
+		// is refused): the store's row answers.
+		{name: "released, order held in the store", mode: FlashSync, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{confirmedRow}, want: want{replay: true}},
+		{name: "released, order released in the store", mode: FlashSync, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{releasedRow}, want: want{code: CodeOrderReleased}},
+		{name: "released, order another customer's in the store", mode: FlashSync, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{otherRow}, want: want{code: CodeOrderConflict}},
+		{name: "released, order held in the store", mode: FlashKafka, decision: GateDecision{Outcome: GateReleased},
+			rows: []Redemption{confirmedRow}, want: want{code: CodeOrderReleased}},
 		{name: "quota held", mode: FlashSync, decision: GateDecision{Outcome: GateQuotaHeld},
 			want: want{code: CodeAlreadyUsed}},
 		{name: "quota held", mode: FlashKafka, decision: GateDecision{Outcome: GateQuotaHeld},
@@ -167,6 +182,52 @@ func TestReserveAnswersEveryGateOutcome(t *testing.T) {
 			if tc.want.stock {
 				require.Equal(t, &Stock{Remaining: 9, TotalLimit: v.TotalLimit}, res.Taken)
 			}
+		})
+	}
+}
+
+// validatingGate is fakeGate whose validations get its decision too.
+type validatingGate struct{ fakeGate }
+
+func (g *validatingGate) Validate(context.Context, string, int32, string, string, string, TakeLimits) (GateDecision, error) {
+	return g.decision, g.err
+}
+
+// A validation of an orderId the gate marks released is answered as the
+// reservation is: in sync mode from the store's row, in Kafka mode from
+// the gate.
+func TestValidationOfAnOrderTheGateMarksReleased(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	row := Redemption{OrderID: "o-1", VoucherCode: "SALE", CustomerID: "7", OrderAmount: 100, DiscountAmount: 1,
+		Status: StatusConfirmed, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	released := row
+	released.Status = StatusReleased
+	for _, tc := range []struct {
+		name string
+		mode FlashWrites
+		row  Redemption
+		want Validation
+	}{
+		{"sync/held in the store", FlashSync, row, Validation{Valid: true, Replay: true, DiscountAmount: 1}},
+		{"sync/released in the store", FlashSync, released, Validation{Code: CodeOrderReleased}},
+		{"kafka/held in the store", FlashKafka, row, Validation{Code: CodeOrderReleased}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := &fakeStore{voucher: flashVoucher(), rows: map[string]Redemption{"o-1": tc.row}}
+			cfg := ServiceConfig{Store: st, Gate: &validatingGate{fakeGate{decision: GateDecision{Outcome: GateReleased}}}, FlashWrites: tc.mode}
+			if tc.mode == FlashKafka {
+				cfg.Events = &fakeLog{}
+			}
+			svc, err := NewService(cfg)
+			require.NoError(t, err)
+			v, err := svc.Validate(context.Background(), ValidateRequest{Code: "SALE", CustomerID: "7", OrderID: "o-1", OrderAmount: 100})
+			require.NoError(t, err)
+			require.Equal(t, tc.want.Valid, v.Valid, "%+v", v)
+			require.Equal(t, tc.want.Replay, v.Replay, "%+v", v)
+			require.Equal(t, tc.want.DiscountAmount, v.DiscountAmount, "%+v", v)
+			require.Equal(t, tc.want.Code, v.Code, "%+v", v)
 		})
 	}
 }
