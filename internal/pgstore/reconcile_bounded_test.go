@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -175,6 +176,22 @@ func TestReconcileCountsReadNoRedemptions(t *testing.T) {
 		t.Logf("%s at %d held rows: %d shared blocks, %d rows of voucher_redemption (%d blocks at none)", name, n, blocks, rows, emptyBlocks)
 		require.Zero(t, rows, "%s reads no redemption in its plan", name)
 		require.LessOrEqual(t, blocks, emptyBlocks+8, "%s touches about what it touches at no rows", name)
+	}
+	const page = 500
+	ids := make([]string, page)
+	for i := range ids {
+		ids[i] = "h-" + strconv.Itoa(n/2+i)
+	}
+	for _, q := range []struct {
+		name string
+		args []any
+	}{
+		{"held_page", []any{"HUGE", "RESERVED", now.Add(time.Duration(n/2) * time.Millisecond), "", page}},
+		{"redemptions_among", []any{"HUGE", ids}},
+	} {
+		blocks, rows := planCost(t, s, read(q.name), q.args...)
+		t.Logf("%s of %d at %d held rows: %d shared blocks, %d rows of voucher_redemption", q.name, page, n, blocks, rows)
+		require.LessOrEqual(t, rows, int64(page), "%s reads a chunk", q.name)
 	}
 	blocks, rows := planCost(t, s, read("voucher_get"), "HUGE")
 	t.Logf("voucher_get at %d held rows: %d shared blocks, %d rows of voucher_redemption", n, blocks, rows)
