@@ -14,32 +14,50 @@ import (
 
 // TestReconciliationCapsFindingsAndRepairsAll plants more findings of
 // three kinds than a report names (orphans, held rows the gate lost, stale
-// holds) on a flash voucher whose gate is read four entries a call: the
+// holds) on a flash voucher whose gate is read four entries a call, in
+// both flash modes (Kafka mode fences its orphans, once the consumer has
+// caught up, chunk by chunk): the
 // report names at most the cap of each, counts all of them and says it is
 // truncated; the repairing pass repairs every one of them, after which the
 // stores agree (PostgreSQL's counters match its rows, Redis holds exactly
 // the held rows) and a dry run finds nothing.
 func TestReconciliationCapsFindingsAndRepairsAll(t *testing.T) {
 	t.Parallel()
+	for _, mode := range modes[1:] {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			capsFindingsAndRepairsAll(t, mode.opts)
+		})
+	}
+}
+
+func capsFindingsAndRepairsAll(t *testing.T, opts stackOptions) {
 	const limit = 3
-	s := newStack(t, stackOptions{flash: true, tweak: func(c *Config) {
+	opts.tweak = func(c *Config) {
 		c.SoldOutTTL = -1
 		c.ReconcileEvery = 0
 		c.RedisScanCount = 4
 		c.reconcileFindings = limit
-	}})
+	}
+	s := newStack(t, opts)
 	ctx := context.Background()
 	code := s.createVoucher(voucherSpec{TotalLimit: 60, PerUserLimit: 1})
 	planted := map[string][]string{}
 	cust := int64(0)
+	held := 0
 	reserve := func(id string) {
 		t.Helper()
 		cust++
 		require.Equal(t, http.StatusCreated, s.reserve(code, cust, id, 100).status)
+		held++
+		s.settle(code, held) // Kafka mode: the row is written
 	}
 	for i := range 12 {
 		reserve(fmt.Sprintf("ok-%d", i))
 	}
+	// Kafka mode: the holds are marked durable before the findings are
+	// planted, so that the passes below find only those.
+	s.reconcile(code)
 	// Orphans: uses taken in Redis long ago whose rows never came.
 	now := time.Now()
 	for i := range 7 {
@@ -65,6 +83,7 @@ func TestReconciliationCapsFindingsAndRepairsAll(t *testing.T) {
 		_, released, err := s.app.store.Release(ctx, code, id, time.Now())
 		require.NoError(t, err)
 		require.True(t, released)
+		held--
 		planted["stale"] = append(planted["stale"], id)
 	}
 	want := map[string]float64{"orphans": 7, "missing": 6, "stale": 5}
@@ -97,14 +116,19 @@ func TestReconciliationCapsFindingsAndRepairsAll(t *testing.T) {
 		require.Empty(t, r.body[kind], kind)
 	}
 	require.Equal(t, false, r.body["truncated"])
+	found, _ := r.body["found"].(map[string]any)
+	require.Len(t, found, 7)
+	for kind, n := range found {
+		require.EqualValues(t, 0, n, "nothing left to find: %s", kind)
+	}
 	require.EqualValues(t, 0, r.body["drift"])
 	s.assertConsistent(code)
 	gs, err := s.app.gate.Inspect(ctx, code)
 	require.NoError(t, err)
-	held := map[string]bool{}
+	inRedis := map[string]bool{}
 	for id, h := range gs.Orders {
 		if !h.Released {
-			held[id] = true
+			inRedis[id] = true
 		}
 	}
 	rows, err := s.db.Query(ctx, `SELECT order_id FROM voucher_redemption
@@ -114,9 +138,9 @@ func TestReconciliationCapsFindingsAndRepairsAll(t *testing.T) {
 	for rows.Next() {
 		var id string
 		require.NoError(t, rows.Scan(&id))
-		require.True(t, held[id], "held row %s is held in Redis", id)
+		require.True(t, inRedis[id], "held row %s is held in Redis", id)
 		n++
 	}
 	require.NoError(t, rows.Err())
-	require.Len(t, held, n, "Redis holds exactly the held rows")
+	require.Len(t, inRedis, n, "Redis holds exactly the held rows")
 }
