@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -131,6 +132,15 @@ type CounterDrift struct {
 	// Counter is what the counter holds; Rows what the held rows weigh.
 	Counter int64 `json:"counter"`
 	Rows    int64 `json:"rows"`
+}
+
+// String names the counter and both figures, for logs.
+func (d CounterDrift) String() string {
+	name := d.Kind
+	if d.Start != nil {
+		name += " " + d.Start.UTC().Format(time.RFC3339)
+	}
+	return name + ": counter " + strconv.FormatInt(d.Counter, 10) + ", rows " + strconv.FormatInt(d.Rows, 10)
 }
 
 // MaxFindings is the most orderIds a ReconcileReport names per kind of

@@ -224,3 +224,11 @@ func TestReconcileChecksCountersAgainstRows(t *testing.T) {
 		})
 	}
 }
+
+func TestCounterDriftString(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	require.Equal(t, "uses: counter 21, rows 20", CounterDrift{Kind: "uses", Counter: 21, Rows: 20}.String())
+	require.Equal(t, "[window 2026-12-05T09:00:00Z: counter 1, rows 2]",
+		fmt.Sprint([]CounterDrift{{Kind: "window", Start: &start, Counter: 1, Rows: 2}}))
+}
