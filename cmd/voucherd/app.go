@@ -137,7 +137,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		MaxHold: cfg.MaxHold, LowStockShare: cfg.LowStockShare, HeartbeatTTL: cfg.HeartbeatTTL,
 		UnknownCodeLimit: cfg.UnknownCodeLimit, UnknownCodeBlock: cfg.UnknownCodeBlock,
 		UnknownCodeLimitPerClient: cfg.Access.UnknownCodeLimitPerClient, UnknownCodeLimitPerKey: cfg.Access.UnknownCodeLimitPerKey,
-		ReconcileChunk: cfg.RedisScanCount, ReconcileShare: cfg.ReconcileShare,
+		ReconcileChunk: cfg.RedisScanCount, ReconcileShare: cfg.ReconcileShare, ReconcileFindings: cfg.reconcileFindings,
 		Clock: cfg.clock,
 	}
 	if len(cfg.KafkaBrokers) > 0 && cfg.LowStockShare >= 0 {
@@ -207,12 +207,12 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 				}
 				a.metrics.WindowDrift.WithLabelValues(r.Code).Set(float64(windowDrift))
 				if r.Repaired {
-					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(len(r.Orphans)))
-					a.metrics.DriftRepairs.WithLabelValues("abandoned").Add(float64(len(r.Abandoned)))
-					a.metrics.DriftRepairs.WithLabelValues("stale").Add(float64(len(r.Stale)))
-					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(len(r.Missing)))
-					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(len(r.Uncommitted)))
-					a.metrics.DriftRepairs.WithLabelValues("unconfirmed").Add(float64(len(r.Unconfirmed)))
+					a.metrics.DriftRepairs.WithLabelValues("orphan").Add(float64(r.Found.Orphans))
+					a.metrics.DriftRepairs.WithLabelValues("abandoned").Add(float64(r.Found.Abandoned))
+					a.metrics.DriftRepairs.WithLabelValues("stale").Add(float64(r.Found.Stale))
+					a.metrics.DriftRepairs.WithLabelValues("missing").Add(float64(r.Found.Missing))
+					a.metrics.DriftRepairs.WithLabelValues("uncommitted").Add(float64(r.Found.Uncommitted))
+					a.metrics.DriftRepairs.WithLabelValues("unconfirmed").Add(float64(r.Found.Unconfirmed))
 					a.metrics.DriftRepairs.WithLabelValues("restored").Add(float64(r.RestoredCounters))
 				}
 			},

@@ -49,6 +49,9 @@ type Config struct {
 	// ReconcileShare is the largest share of its time one voucher's
 	// reconciliation spends working (voucher.ServiceConfig.ReconcileShare).
 	ReconcileShare float64
+	// reconcileFindings is voucher.ServiceConfig.ReconcileFindings (0: its
+	// default); set by tests only.
+	reconcileFindings int
 	// HeartbeatTTL is how long an instance that stopped beating still
 	// counts as alive; after it, the holds it took without writing them
 	// are fenced and given back.

@@ -56,7 +56,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintln(tw, "CODE\tLOADED\tREDIS REMAINING\tEXPECTED\tDRIFT\tORPHANS\tSTALE\tMISSING\tIN FLIGHT\tREPAIRED\tNOTE")
 	for _, r := range reports {
 		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%s\n", r.Code, r.Loaded, r.RedisRemaining,
-			r.ExpectedRemaining, r.Drift, len(r.Orphans), len(r.Stale), len(r.Missing), len(r.InFlight), r.Repaired, r.Skipped)
+			r.ExpectedRemaining, r.Drift, r.Found.Orphans, r.Found.Stale, r.Found.Missing, r.Found.InFlight, r.Repaired, r.Skipped)
 	}
 	return tw.Flush()
 }

@@ -107,9 +107,12 @@ func (r *Reconcile) runOnce(ctx context.Context) ([]voucher.ReconcileReport, err
 		if !rep.Consistent() {
 			r.cfg.Logger.Warn("reconciliation drift", "code", rep.Code, "drift", rep.Drift,
 				"redisRemaining", rep.RedisRemaining, "expectedRemaining", rep.ExpectedRemaining,
-				"orphans", len(rep.Orphans), "stale", len(rep.Stale), "missing", len(rep.Missing),
-				"uncommitted", len(rep.Uncommitted), "unconfirmed", len(rep.Unconfirmed), "inFlight", len(rep.InFlight),
+				"orphans", rep.Found.Orphans, "abandoned", rep.Found.Abandoned, "stale", rep.Found.Stale, "missing", rep.Found.Missing,
+				"uncommitted", rep.Found.Uncommitted, "unconfirmed", rep.Found.Unconfirmed, "inFlight", rep.Found.InFlight,
 				"repaired", rep.Repaired, "skipped", rep.Skipped)
+		}
+		if len(rep.CounterDrifts) > 0 {
+			r.cfg.Logger.Error("store counters differ from the held rows", "code", rep.Code, "counters", rep.CounterDrifts)
 		}
 	}
 	return reports, err

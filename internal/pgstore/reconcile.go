@@ -6,12 +6,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
+// sqlstateLockNotAvailable is lock_not_available: a NOWAIT lock found the
+// row locked.
+const sqlstateLockNotAvailable = "55P03"
+
 var (
 	qReconcileCounts    = mustQuery("reconcile_counts")
+	qReconcileStamp     = mustQuery("reconcile_stamp")
+	qReconcileMarker    = mustQuery("reconcile_marker")
 	qRedemptionsAmong   = mustQuery("redemptions_among")
 	qHeldPage           = mustQuery("held_page")
 	errHeldPageStatus   = errors.New("pgstore: a held page is of RESERVED or CONFIRMED rows")
@@ -20,7 +27,8 @@ var (
 )
 
 // ReconcileCounts reads a voucher's total limit, used_count and limit
-// counters in one statement (reconcile_counts.sql).
+// counters in one statement (reconcile_counts.sql: primary-key reads of
+// the voucher row and its limit rows, none of its redemptions).
 func (s *Store) ReconcileCounts(ctx context.Context, code string) (voucher.StoreCounts, error) {
 	var c voucher.StoreCounts
 	var starts []time.Time
@@ -35,6 +43,7 @@ func (s *Store) ReconcileCounts(ctx context.Context, code string) (voucher.Store
 	if len(starts) != len(held) {
 		return voucher.StoreCounts{}, errReconcileWindows
 	}
+
 	for i, w := range starts {
 		if c.Windows == nil {
 			c.Windows = make(map[time.Time]int64, len(starts))
@@ -42,6 +51,36 @@ func (s *Store) ReconcileCounts(ctx context.Context, code string) (voucher.Store
 		c.Windows[w.UTC()] = held[i]
 	}
 	return c, nil
+}
+
+// StampCounters takes the stamp of a voucher's counter rows
+// (reconcile_stamp.sql: a lock of the voucher row taken only if free,
+// released at once); "" when the row is locked or gone.
+func (s *Store) StampCounters(ctx context.Context, code string) (string, error) {
+	var stamp string
+	err := s.pool.QueryRow(ctx, qReconcileStamp, code).Scan(&stamp)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable, errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", interpretError(err)
+	}
+	return stamp, nil
+}
+
+// CountersMarker reads the marker of a voucher's counter rows
+// (reconcile_marker.sql); "" when the voucher is gone.
+func (s *Store) CountersMarker(ctx context.Context, code string) (string, error) {
+	var marker string
+	err := s.pool.QueryRow(ctx, qReconcileMarker, code).Scan(&marker)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", interpretError(err)
+	}
+	return marker, nil
 }
 
 // RedemptionsAmong returns the redemptions of code among orderIDs

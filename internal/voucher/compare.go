@@ -6,35 +6,166 @@ import (
 )
 
 // comparison is one reconciliation's walk over a voucher, chunk by chunk:
-// the gate's orders, each chunk looked up in the store after it was read
-// (walkGate), then the store's held rows, each page looked up in the gate
-// after it was read (walkStore). It keeps one chunk and the findings, never
-// the whole voucher (docs/rules.md, "Reconciliation reads in chunks").
-// Not safe for concurrent use.
+// the store's held rows, each page looked up in the gate after it was read
+// (walkStore), then the gate's orders, each chunk looked up in the store
+// after it was read (walkGate). With repair set, each chunk's findings are
+// repaired before the next chunk is read. It keeps one chunk, the capped
+// lists of the report and the counts, never the whole voucher
+// (docs/rules.md, "Reconciliation reads in chunks"). Not safe for
+// concurrent use.
 type comparison struct {
-	s     *Service
-	code  string
-	grace time.Duration
-	pace  pacer
-	// found keeps the gate's hold of every order a finding of walkGate
-	// names (in flight, orphan, stale, uncommitted, unconfirmed), for
-	// findAbandoned and the repairs; an order is classified once even
-	// when the gate's scan returns it twice.
-	found map[string]Hold
-	// missing keeps the row of every order walkStore reports missing, for
-	// its adoption.
-	missing map[string]Redemption
+	s      *Service
+	code   string
+	grace  time.Duration
+	repair bool
+	pace   pacer
+	// limit is the most orderIds the report names per kind of finding.
+	limit int
+	// named holds the orderIds the report's lists name (at most limit per
+	// kind), so that no list names an order twice and no order is named in
+	// two lists.
+	named map[string]bool
 	// holding counts the orders walkGate read holding a use (the report's
 	// held count of a voucher whose gate keeps no count; an order the
 	// scan returns twice is counted twice).
 	holding int64
+	// rows sums what the store's walk read, for the check of the store's
+	// counters against its rows.
+	rows rowSums
+}
+
+// rowSums is what the store's walk read: the held rows, their discounts
+// and their uses per occurrence, and whether a row may have been read
+// twice (confirmed after the walk began).
+type rowSums struct {
+	count    int64
+	discount int64
+	windows  map[time.Time]int64
+	// since is the walk's start less confirmSkew: a CONFIRMED row updated
+	// after it may have been read RESERVED before too.
+	since time.Time
+	// moved is set when a CONFIRMED row was updated after since.
+	moved bool
+}
+
+// confirmSkew is how far behind this instance's clock another instance's
+// may be when it stamps a confirmation (updated_at): a row confirmed at
+// most this long before the store's walk began counts as confirmed under
+// it.
+const confirmSkew = time.Minute
+
+func (r *rowSums) add(row Redemption) {
+	r.count++
+	r.discount += row.DiscountAmount
+	if !row.Window.IsZero() {
+		if r.windows == nil {
+			r.windows = map[time.Time]int64{}
+		}
+		r.windows[row.Window.UTC()]++
+	}
+	if row.Status == StatusConfirmed && !row.UpdatedAt.Before(r.since) {
+		r.moved = true
+	}
+}
+
+// note counts one finding of a kind and names it in the kind's list while
+// the list has room and the order is not named yet; a finding left out
+// marks the report truncated.
+func (c *comparison) note(rep *ReconcileReport, list *[]string, count *int64, id string) {
+	*count++
+	if c.named[id] {
+		return
+	}
+	if len(*list) >= c.limit {
+		rep.Truncated = true
+		return
+	}
+	c.named[id] = true
+	*list = append(*list, id)
+}
+
+// walkStore reads the store's held rows in pages (RESERVED, then
+// CONFIRMED) and looks each page up in the gate after it was read: a row
+// held at its read whose orderId the gate does not know afterwards is
+// missing, and adopted at once when repairing. An orderId the gate knows
+// then, in any state, was not lost at that read: the gate took it before
+// its row was written and forgets an orderId only when its write failed
+// (no row) or as an orphan (no row); or another pass adopted it
+// meanwhile. It sums the rows it reads (c.rows).
+func (c *comparison) walkStore(ctx context.Context, rep *ReconcileReport) error {
+	limit := c.s.cfg.ReconcileChunk
+	c.rows.since = c.s.now().Add(-confirmSkew)
+	for _, st := range []Status{StatusReserved, StatusConfirmed} {
+		var after PageKey
+		for {
+			if err := c.pace.wait(ctx); err != nil {
+				return err
+			}
+			rows, err := c.s.store.HeldPage(ctx, c.code, st, after, limit)
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				break
+			}
+			last := rows[len(rows)-1]
+			after = PageKey{CreatedAt: last.CreatedAt, OrderID: last.OrderID}
+			ids := make([]string, len(rows))
+			for i, r := range rows {
+				ids[i] = r.OrderID
+				c.rows.add(r)
+			}
+			known, err := c.s.gate.Known(ctx, c.code, ids)
+			if err != nil {
+				return err
+			}
+			for i, r := range rows {
+				if known[i] {
+					continue
+				}
+				c.note(rep, &rep.Missing, &rep.Found.Missing, r.OrderID)
+				if c.repair {
+					if err := c.adopt(ctx, rep, r); err != nil {
+						return err
+					}
+				}
+			}
+			c.pace.worked()
+			if len(rows) < limit {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// adopt gives the gate a held row it lost; adopt.lua takes a use only
+// while the orderId is unknown to the gate (the gate hands out less).
+func (c *comparison) adopt(ctx context.Context, rep *ReconcileReport, r Redemption) error {
+	h := Hold{OrderID: r.OrderID, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
+		DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, Voucher{Code: c.code}), Window: r.Window}
+	if r.HeldSince.Before(r.CreatedAt) {
+		h.HeldSince = r.HeldSince
+	}
+	rep.Repaired = true
+	_, err := c.s.gate.Adopt(ctx, c.code, h)
+	return err
+}
+
+// gateChunk is what walkGate found in one chunk of the gate's orders, by
+// kind, with each order's hold for its repair.
+type gateChunk struct {
+	inFlight, orphans, stale, uncommitted, unconfirmed []Hold
 }
 
 // walkGate reads the gate's orders in chunks and classifies each order
 // holding a use against its row, read after the chunk: no row (in flight
-// while younger than the grace period, else an orphan), a RELEASED row
-// (stale), a pending hold with a row (uncommitted), a CONFIRMED row the
-// gate does not mark (unconfirmed).
+// while younger than the grace period, abandoned when its instance is
+// gone, else an orphan), a RELEASED row (stale), a pending hold with a row
+// (uncommitted), a CONFIRMED row the gate does not mark (unconfirmed).
+// When repairing, each chunk's findings are repaired before the next chunk
+// is read.
 func (c *comparison) walkGate(ctx context.Context, rep *ReconcileReport) error {
 	var cursor uint64
 	for first := true; first || cursor != 0; first = false {
@@ -65,89 +196,101 @@ func (c *comparison) walkGate(ctx context.Context, rep *ReconcileReport) error {
 		for _, r := range rows {
 			byID[r.OrderID] = r
 		}
+		var ch gateChunk
 		now := c.s.now()
 		for _, h := range holds {
-			if _, seen := c.found[h.OrderID]; seen || h.Released {
-				continue
+			if !h.Released {
+				c.classify(&ch, h, byID, now)
 			}
-			if l := c.classify(rep, h, byID, now); l != nil {
-				*l = append(*l, h.OrderID)
-				c.found[h.OrderID] = h
-			}
+		}
+		if err := c.record(ctx, rep, ch); err != nil {
+			return err
 		}
 		c.pace.worked()
 	}
 	return nil
 }
 
-// classify returns the list of rep a gate hold belongs to, nil when its row
-// agrees with it.
-func (c *comparison) classify(rep *ReconcileReport, h Hold, rows map[string]Redemption, now time.Time) *[]string {
+// classify adds a gate hold to the chunk's list it belongs to, none when
+// its row agrees with it.
+func (c *comparison) classify(ch *gateChunk, h Hold, rows map[string]Redemption, now time.Time) {
 	row, ok := rows[h.OrderID]
 	switch {
 	case !ok && now.Sub(h.ReservedAt) < c.grace:
-		return &rep.InFlight
+		ch.inFlight = append(ch.inFlight, h)
 	case !ok:
-		return &rep.Orphans
+		ch.orphans = append(ch.orphans, h)
 	case row.Status == StatusReleased:
-		return &rep.Stale
+		ch.stale = append(ch.stale, h)
 	case h.Pending:
-		return &rep.Uncommitted
+		ch.uncommitted = append(ch.uncommitted, h)
 	case row.Status == StatusConfirmed && !h.Confirmed && c.s.writes.tracksConfirmation():
-		return &rep.Unconfirmed
+		ch.unconfirmed = append(ch.unconfirmed, h)
 	}
-	return nil
 }
 
-// walkStore reads the store's held rows in pages (RESERVED, then
-// CONFIRMED) and looks each page up in the gate after it was read: a row
-// held at its read whose orderId the gate does not know afterwards is
-// missing. An orderId the gate knows then, in any state, was not lost at
-// that read: the gate took it before its row was written and forgets an
-// orderId only when its write failed (no row) or as an orphan (no row); or
-// another pass adopted it meanwhile.
-func (c *comparison) walkStore(ctx context.Context, rep *ReconcileReport) error {
-	limit := c.s.cfg.ReconcileChunk
-	for _, st := range []Status{StatusReserved, StatusConfirmed} {
-		var after PageKey
-		for {
-			if err := c.pace.wait(ctx); err != nil {
-				return err
-			}
-			rows, err := c.s.store.HeldPage(ctx, c.code, st, after, limit)
-			if err != nil {
-				return err
-			}
-			if len(rows) == 0 {
-				break
-			}
-			last := rows[len(rows)-1]
-			after = PageKey{CreatedAt: last.CreatedAt, OrderID: last.OrderID}
-			ids := make([]string, len(rows))
-			for i, r := range rows {
-				ids[i] = r.OrderID
-			}
-			known, err := c.s.gate.Known(ctx, c.code, ids)
-			if err != nil {
-				return err
-			}
-			for i, r := range rows {
-				if known[i] {
-					continue
-				}
-				if _, dup := c.missing[r.OrderID]; dup {
-					continue
-				}
-				if c.missing == nil {
-					c.missing = map[string]Redemption{}
-				}
-				c.missing[r.OrderID] = r
-				rep.Missing = append(rep.Missing, r.OrderID)
-			}
-			c.pace.worked()
-			if len(rows) < limit {
-				break
-			}
+// record counts and names one chunk's findings, tells the abandoned holds
+// from those in flight, and repairs the chunk when repairing: commits and
+// confirmations first, then stale holds, then orphans and abandoned holds
+// (in Kafka mode only once the consumer has caught up with this chunk's
+// reads: a hold without a row may still be an event in the topic).
+func (c *comparison) record(ctx context.Context, rep *ReconcileReport, ch gateChunk) error {
+	inFlight, abandoned := c.s.findAbandoned(ctx, c.code, ch.inFlight)
+	for _, l := range []struct {
+		holds []Hold
+		list  *[]string
+		count *int64
+	}{
+		{inFlight, &rep.InFlight, &rep.Found.InFlight},
+		{abandoned, &rep.Abandoned, &rep.Found.Abandoned},
+		{ch.orphans, &rep.Orphans, &rep.Found.Orphans},
+		{ch.stale, &rep.Stale, &rep.Found.Stale},
+		{ch.uncommitted, &rep.Uncommitted, &rep.Found.Uncommitted},
+		{ch.unconfirmed, &rep.Unconfirmed, &rep.Found.Unconfirmed},
+	} {
+		for _, h := range l.holds {
+			c.note(rep, l.list, l.count, h.OrderID)
+		}
+	}
+	if !c.repair {
+		return nil
+	}
+	s := c.s
+	if len(ch.uncommitted)+len(ch.unconfirmed)+len(ch.stale)+len(ch.orphans)+len(abandoned) > 0 {
+		rep.Repaired = true
+	}
+	for _, h := range ch.uncommitted {
+		if _, err := s.gate.Commit(ctx, c.code, h); err != nil {
+			return err
+		}
+	}
+	for _, h := range ch.unconfirmed {
+		if _, err := s.gate.Confirm(ctx, c.code, h.OrderID, h.Code); err != nil {
+			return err
+		}
+	}
+	for _, h := range ch.stale {
+		if _, err := s.gate.Release(ctx, c.code, h.OrderID, ReleaseMark); err != nil {
+			return err
+		}
+	}
+	if len(ch.orphans) == 0 && len(abandoned) == 0 {
+		return nil
+	}
+	if err := s.writes.caughtUp(ctx); err != nil {
+		if rep.Skipped == "" {
+			rep.Skipped = "orphan holds kept: " + err.Error()
+		}
+		return nil
+	}
+	for _, h := range ch.orphans {
+		if err := s.writes.giveBackOrphan(ctx, c.code, h); err != nil {
+			return err
+		}
+	}
+	for _, h := range abandoned {
+		if _, err := s.fenceHold(ctx, c.code, h); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -166,6 +166,9 @@ type ServiceConfig struct {
 	// at most that share of one core across voucherd, Redis and
 	// PostgreSQL, however big the voucher (0, or 1 and above: no pause).
 	ReconcileShare float64
+	// ReconcileFindings is the most orderIds a ReconcileReport names per
+	// kind of finding (default MaxFindings); the report counts the rest.
+	ReconcileFindings int
 	// Clock returns the current time (default time.Now).
 	Clock func() time.Time
 	// Logger receives warnings about compensations and repairs.
@@ -258,6 +261,9 @@ func (cfg *ServiceConfig) withDefaults() error {
 	}
 	if cfg.ReconcileChunk <= 0 {
 		cfg.ReconcileChunk = DefaultReconcileChunk
+	}
+	if cfg.ReconcileFindings <= 0 {
+		cfg.ReconcileFindings = MaxFindings
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -2,7 +2,9 @@ package voucher
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -24,6 +26,12 @@ type ReconcileReport struct {
 	RedisRemaining    int64     `json:"redisRemaining"`
 	ExpectedRemaining int64     `json:"expectedRemaining"`
 	Drift             int64     `json:"drift"`
+	// The lists below name at most ServiceConfig.ReconcileFindings orders
+	// each (default MaxFindings), sorted; Found counts every finding of
+	// each kind, and Truncated says whether some finding is counted but
+	// not named. A repairing pass repairs every finding, named or not.
+	Found     FindingCounts `json:"found"`
+	Truncated bool          `json:"truncated"`
 	// InFlight are gate holds without a database row that are younger than
 	// the grace period: their write may still be coming.
 	InFlight []string `json:"inFlight"`
@@ -77,6 +85,13 @@ type ReconcileReport struct {
 	// give-back, and a difference between reads of the two stores at two
 	// moments may be a change in flight.
 	RestoredCounters int `json:"restoredCounters,omitempty"`
+	// DatabaseRows is how many held rows (RESERVED and CONFIRMED) the
+	// store's walk read. RowsChecked says whether the walk was quiet enough
+	// to compare the store's counters with those rows (checkCounters);
+	// CounterDrifts lists the counters that then differ.
+	DatabaseRows  int64          `json:"databaseRows"`
+	RowsChecked   bool           `json:"rowsChecked"`
+	CounterDrifts []CounterDrift `json:"counterDrifts,omitempty"`
 }
 
 // WindowDrift is one occurrence's counters in a ReconcileReport.
@@ -89,42 +104,95 @@ type WindowDrift struct {
 	Lost bool `json:"lost,omitempty"`
 }
 
-// Consistent reports whether the report found nothing to repair or report.
+// FindingCounts counts a reconciliation's findings of each kind, named or
+// not in the report's lists. An order the gate's scan returns twice (HSCAN
+// may, while Redis resizes the hash) or a row read twice by the store's
+// walk (its status changed under it) may be counted twice; a list never
+// names an order twice.
+type FindingCounts struct {
+	InFlight    int64 `json:"inFlight"`
+	Abandoned   int64 `json:"abandoned"`
+	Orphans     int64 `json:"orphans"`
+	Stale       int64 `json:"stale"`
+	Missing     int64 `json:"missing"`
+	Uncommitted int64 `json:"uncommitted"`
+	Unconfirmed int64 `json:"unconfirmed"`
+}
+
+// CounterDrift is one of the store's counters that differs from the held
+// rows the store's walk read while nothing changed them: a breach of the
+// store's own invariant (pgstore.Violations names it too), which
+// reconciliation reports and does not repair.
+type CounterDrift struct {
+	// Kind is "uses" (used_count), "budget" (the money budget's held
+	// discounts) or "window" (an occurrence's held uses).
+	Kind string `json:"kind"`
+	// Start is the occurrence's start, for a window.
+	Start *time.Time `json:"start,omitempty"`
+	// Counter is what the counter holds; Rows what the held rows weigh.
+	Counter int64 `json:"counter"`
+	Rows    int64 `json:"rows"`
+}
+
+// String names the counter and both figures, for logs.
+func (d CounterDrift) String() string {
+	name := d.Kind
+	if d.Start != nil {
+		name += " " + d.Start.UTC().Format(time.RFC3339)
+	}
+	return name + ": counter " + strconv.FormatInt(d.Counter, 10) + ", rows " + strconv.FormatInt(d.Rows, 10)
+}
+
+// MaxFindings is the most orderIds a ReconcileReport names per kind of
+// finding: a broken gate at a million holds is reported in an answer of a
+// few tens of kilobytes, with every finding counted in Found and repaired.
+const MaxFindings = 1000
+
+// Consistent reports whether the report found nothing to repair or report
+// in the gate. CounterDrifts, the store's counters against its own rows,
+// are not the gate's to repair and are not counted here.
 func (r ReconcileReport) Consistent() bool {
-	return r.Drift == 0 && !r.windowLost() && len(r.Abandoned) == 0 && len(r.Orphans) == 0 && len(r.Stale) == 0 && len(r.Missing) == 0 && len(r.Uncommitted) == 0 &&
-		len(r.Unconfirmed) == 0
+	f := r.Found
+	return r.Drift == 0 && !r.windowLost() && f.Abandoned == 0 && f.Orphans == 0 && f.Stale == 0 && f.Missing == 0 &&
+		f.Uncommitted == 0 && f.Unconfirmed == 0
 }
 
 // Reconcile compares a flash voucher's gate state with the store and, when
 // repair is set, makes the repairs that cannot oversell. grace is how old a
 // gate hold without a row must be before it counts as an orphan. It
-// compares chunk by chunk (compare.go), keeping in memory one chunk and
-// what it finds, never the whole voucher.
-func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (ReconcileReport, error) {
-	rep := ReconcileReport{Code: code, At: s.now().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
+// compares chunk by chunk (compare.go) and repairs each chunk's findings
+// as it goes, keeping in memory one chunk, the counts and at most
+// ServiceConfig.ReconcileFindings orderIds per kind of finding, never the
+// whole voucher. Every read of a store it makes is a chunk of the walks or
+// a read of a few counter rows (ReconcileCounts, Holds, Counts,
+// LimitCounts): an unknown voucher is answered CodeVoucherNotFound by the
+// first of those.
+func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (rep ReconcileReport, err error) {
+	rep = ReconcileReport{Code: code, At: s.now().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
 		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}, Unconfirmed: []string{}}
-	if s.gate == nil {
-		return rep, Unavailable(nil, "Redis is not configured")
-	}
 	if !ValidCode(code) {
 		return rep, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
 	}
+	if s.gate == nil {
+		if _, err := s.store.ReconcileCounts(ctx, code); err != nil {
+			return rep, err
+		}
+		return rep, Unavailable(nil, "Redis is not configured")
+	}
 	// The gate first, then the store, order by order: in both write modes
-	// a use is taken in the gate before its row is written, so each
-	// chunk of the gate's orders is looked up in the store after it was
-	// read, and each page of the store's held rows in the gate after it
-	// was read; every repair re-checks its order in one step
-	// (docs/rules.md, "Reconciliation reads in chunks").
+	// a use is taken in the gate before its row is written, so each page
+	// of the store's held rows is looked up in the gate after it was
+	// read, and each chunk of the gate's orders in the store after it was
+	// read; every repair re-checks its order in one step (docs/rules.md,
+	// "Reconciliation reads in chunks"). The store's walk comes first so
+	// that the gate learns of the holds it lost (the safe direction)
+	// before the gate's walk gives any back.
 	c0, err := s.gate.Counts(ctx, code)
 	if err != nil {
 		return rep, err
 	}
-	cmp := comparison{s: s, code: code, grace: grace, pace: newPacer(s.cfg.ReconcileShare), found: map[string]Hold{}}
 	var gl GateLimitCounts
 	if c0.Loaded {
-		if err := cmp.walkGate(ctx, &rep); err != nil {
-			return rep, err
-		}
 		if gl, err = s.gate.LimitCounts(ctx, code); err != nil {
 			return rep, err
 		}
@@ -140,13 +208,16 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	if !c0.Loaded {
 		return rep, nil
 	}
-	rep.RedisHeld = cmp.holding
-	if c0.HeldCounted {
-		rep.RedisHeld = c0.HeldCount
-	}
+	defer func() {
+		if rep.Repaired {
+			s.auditReconcile(ctx, rep)
+		}
+	}()
+	rep.RedisHeld = c0.HeldCount
 	rep.RedisRemaining = c0.Remaining
 	rep.Drift = c0.Remaining - rep.ExpectedRemaining
-	if _, err := s.readDrift(ctx, code, &rep); err != nil {
+	drifted, err := s.readDrift(ctx, code, &rep)
+	if err != nil {
 		return rep, err
 	}
 	if sc.BudgetAmount > 0 {
@@ -156,9 +227,29 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	rep.Windows = windowDrifts(sc.Windows, gl.Windows)
 
-	s.findAbandoned(ctx, &rep, cmp.found)
+	cmp := comparison{s: s, code: code, grace: grace, repair: repair, pace: newPacer(s.cfg.ReconcileShare),
+		limit: s.cfg.ReconcileFindings, named: map[string]bool{}}
+	stamp, err := s.store.StampCounters(ctx, code)
+	if err != nil {
+		return rep, err
+	}
 	if err := cmp.walkStore(ctx, &rep); err != nil {
 		return rep, err
+	}
+	after, err := s.store.ReconcileCounts(ctx, code)
+	if err != nil {
+		return rep, err
+	}
+	marker, err := s.store.CountersMarker(ctx, code)
+	if err != nil {
+		return rep, err
+	}
+	rep.checkCounters(stamp != "" && marker == stamp, after, cmp.rows)
+	if err := cmp.walkGate(ctx, &rep); err != nil {
+		return rep, err
+	}
+	if !c0.HeldCounted && !drifted {
+		rep.RedisHeld = cmp.holding
 	}
 	for _, l := range [][]string{rep.InFlight, rep.Abandoned, rep.Orphans, rep.Stale, rep.Missing, rep.Uncommitted, rep.Unconfirmed} {
 		sort.Strings(l)
@@ -167,104 +258,86 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		return rep, nil
 	}
 	rep.Repaired = true
-	defer func() { s.auditReconcile(ctx, rep) }()
-
-	// Safe direction first: the gate learns of holds it lost.
-	for _, id := range rep.Missing {
-		r := cmp.missing[id]
-		h := Hold{OrderID: id, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
-			DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-			Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, Voucher{Code: code}), Window: r.Window}
-		if r.HeldSince.Before(r.CreatedAt) {
-			h.HeldSince = r.HeldSince
-		}
-		if _, err := s.gate.Adopt(ctx, code, h); err != nil {
-			return rep, err
-		}
-	}
-	for _, id := range rep.Uncommitted {
-		if _, err := s.gate.Commit(ctx, code, cmp.found[id]); err != nil {
-			return rep, err
-		}
-	}
-	for _, id := range rep.Unconfirmed {
-		if _, err := s.gate.Confirm(ctx, code, id, cmp.found[id].Code); err != nil {
-			return rep, err
-		}
-	}
-	for _, id := range rep.Stale {
-		if _, err := s.gate.Release(ctx, code, id, ReleaseMark); err != nil {
-			return rep, err
-		}
-	}
-	if len(rep.Orphans) > 0 || len(rep.Abandoned) > 0 {
-		// In Kafka mode a hold without a row may still be an event in the
-		// topic, acknowledged and answered 201: give it back only once the
-		// consumer has caught up.
-		if err := s.writes.caughtUp(ctx); err != nil {
-			rep.Skipped = "orphan holds kept: " + err.Error()
-		}
-		if rep.Skipped == "" {
-			for _, id := range rep.Orphans {
-				if err := s.writes.giveBackOrphan(ctx, code, cmp.found[id]); err != nil {
-					return rep, err
-				}
-			}
-			for _, id := range rep.Abandoned {
-				if _, err := s.fenceHold(ctx, code, cmp.found[id]); err != nil {
-					return rep, err
-				}
-			}
-		}
-	}
 	if lost := rep.lostWindows(); len(lost) > 0 {
 		if rep.RestoredCounters, err = s.gate.RestoreWindows(ctx, code, lost); err != nil {
 			return rep, err
 		}
 	}
-	before, after, err := s.gate.Clamp(ctx, code, sc.TotalLimit)
+	before, clamped, err := s.gate.Clamp(ctx, code, sc.TotalLimit)
 	if err != nil {
 		return rep, err
 	}
-	if after < before {
+	if clamped < before {
 		rep.ClampedFrom = &before
 	}
 	return rep, nil
 }
 
-// findAbandoned moves from rep.InFlight to rep.Abandoned the holds whose
-// owner is another instance with no live heartbeat for a while
-// (confirmedDead). This instance's own
-// holds are in flight here or settled by SettleUnknown; holds without an
-// owner wait for the grace period. When liveness cannot be read, every
-// hold stays in flight.
-func (s *Service) findAbandoned(ctx context.Context, rep *ReconcileReport, holds map[string]Hold) {
+// checkCounters compares the store's counters (after, read after the
+// walk) with the held rows the walk read, when the walk was quiet: the
+// counters' rows as the stamp taken before the walk left them until after
+// was read (unchanged), so no write that gives a redemption a use or
+// takes one back committed meanwhile (Store.StampCounters), and no row
+// read CONFIRMED was confirmed after the walk began (it may have been read
+// RESERVED too). Then every held row was read exactly once, and a counter
+// that differs from the rows is a breach of the store's invariant.
+// Otherwise the pass leaves the check to a quieter one (RowsChecked
+// false).
+func (r *ReconcileReport) checkCounters(unchanged bool, after StoreCounts, rows rowSums) {
+	r.DatabaseRows = rows.count
+	if !unchanged || rows.moved {
+		return
+	}
+	r.RowsChecked = true
+	if c := int64(after.Held); c != rows.count {
+		r.CounterDrifts = append(r.CounterDrifts, CounterDrift{Kind: "uses", Counter: c, Rows: rows.count})
+	}
+	if after.BudgetAmount > 0 && after.BudgetHeld != rows.discount {
+		r.CounterDrifts = append(r.CounterDrifts, CounterDrift{Kind: "budget", Counter: after.BudgetHeld, Rows: rows.discount})
+	}
+	var starts []time.Time
+	for _, m := range []map[time.Time]int64{after.Windows, rows.windows} {
+		for w := range m {
+			if !slices.Contains(starts, w) && after.Windows[w] != rows.windows[w] {
+				starts = append(starts, w)
+			}
+		}
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	for _, w := range starts {
+		r.CounterDrifts = append(r.CounterDrifts, CounterDrift{Kind: "window", Start: &w, Counter: after.Windows[w], Rows: rows.windows[w]})
+	}
+}
+
+// findAbandoned splits in-flight holds into those still in flight and
+// those whose owner is another instance with no live heartbeat for a while
+// (confirmedDead). This instance's own holds are in flight here or
+// settled by SettleUnknown; holds without an owner wait for the grace
+// period. When liveness cannot be read, every hold stays in flight.
+func (s *Service) findAbandoned(ctx context.Context, code string, holds []Hold) (inFlight, abandoned []Hold) {
 	var owners []string
-	seen := map[string]bool{}
-	for _, id := range rep.InFlight {
-		if o := holds[id].Owner; o != "" && o != s.cfg.Instance && !seen[o] {
-			seen[o] = true
+	for _, h := range holds {
+		if o := h.Owner; o != "" && o != s.cfg.Instance && !slices.Contains(owners, o) {
 			owners = append(owners, o)
 		}
 	}
 	if len(owners) == 0 {
-		return
+		return holds, nil
 	}
 	alive, err := s.gate.Alive(ctx, owners)
 	if err != nil {
-		s.log.WarnContext(ctx, "instance liveness not read; holds of gone instances wait for the grace period", "code", rep.Code, "err", err)
-		return
+		s.log.WarnContext(ctx, "instance liveness not read; holds of gone instances wait for the grace period", "code", code, "err", err)
+		return holds, nil
 	}
 	dead := s.absent.confirmedDead(owners, alive, s.now(), s.cfg.HeartbeatTTL)
-	inFlight := rep.InFlight[:0]
-	for _, id := range rep.InFlight {
-		if o := holds[id].Owner; dead[o] {
-			rep.Abandoned = append(rep.Abandoned, id)
+	for _, h := range holds {
+		if dead[h.Owner] {
+			abandoned = append(abandoned, h)
 			continue
 		}
-		inFlight = append(inFlight, id)
+		inFlight = append(inFlight, h)
 	}
-	rep.InFlight = inFlight
+	return inFlight, abandoned
 }
 
 // ReconcileAll reconciles every flash voucher that has not ended more than

@@ -145,6 +145,21 @@ type ReconcileStore interface {
 	// keeps its status for the whole walk is returned once, one that
 	// changes status meanwhile may be missed.
 	HeldPage(ctx context.Context, code string, st Status, after PageKey, limit int) ([]Redemption, error)
+	// StampCounters returns what CountersMarker answers for code for as
+	// long as nobody writes or locks its voucher row, nor writes its money
+	// budget's counter row, afterwards: "" when that cannot be made sure
+	// now (the voucher row is locked by a writer), which equals no marker.
+	// Every write that gives a redemption a use or takes it back locks or
+	// writes the voucher row in its transaction (a redemption's insert
+	// through its foreign key, the used_count update, a replacement's
+	// lock), so CountersMarker answering a stamp taken earlier means no
+	// such write committed in between. Confirmations lock only their
+	// redemption. One momentary lock of the voucher row, never waited for.
+	StampCounters(ctx context.Context, code string) (string, error)
+	// CountersMarker identifies the versions of code's voucher row and
+	// money budget's counter row and the voucher row's last locker, now
+	// (primary-key reads, no lock).
+	CountersMarker(ctx context.Context, code string) (string, error)
 }
 
 // PageKey is where HeldPage continues: the last row of the page before.
