@@ -94,25 +94,36 @@ if ARGV[8] ~= '' then
   last9 = true
 end
 
+-- The users and orders hashes may be created by this take (a voucher
+-- loaded with no holds, or whose last customer gave everything back): one
+-- EXISTS before the writes tells, so that a take into hashes that exist
+-- (every other one) reads no expiry. An existing hash has the voucher's
+-- expiry already: the loads set it, and every script that creates one
+-- shares it.
+local created = redis.call('EXISTS', KEYS[2], KEYS[3]) < 2
 r = redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], hold)
 countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
 countBudget(KEYS[9], hold, false, true)
-local ver = redis.call('INCR', KEYS[4])
-local last = 4
+-- A version created here (a voucher loaded before versions existed) gets
+-- the expiry too (bumpVersion).
+local ver = bumpVersion(KEYS[4], KEYS[1])
+
+-- Created keys get the expiry of the remaining key, so that an old sale
+-- leaves Redis as a whole. The codes hash and the budget hash are checked
+-- whenever a take writes them (unreplace.lua may recreate the codes hash
+-- without an expiry).
+local unsure = created and {KEYS[2], KEYS[3]} or {}
 if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[5], ARGV[1])
-  last = 5
+  unsure[#unsure + 1] = KEYS[5]
 end
-
--- The hashes may have just been created (a voucher loaded with no holds, or
--- whose last customer gave everything back), and the version too (a voucher
--- loaded before versions existed): give them the expiry of the remaining key
--- so that an old sale leaves Redis as a whole.
-shareExpiry(KEYS[1], unpack(KEYS, 2, last))
 if last9 then
-  shareExpiry(KEYS[1], KEYS[9])
+  unsure[#unsure + 1] = KEYS[9]
+end
+if #unsure > 0 then
+  shareExpiry(KEYS[1], unpack(unsure))
 end
 if clipped then
   return {1, r, tostring(ver), clipped}
