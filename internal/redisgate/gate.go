@@ -287,9 +287,10 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 	}
 	r := newTakeReq(perUserLimit, hold)
 	if g.cfg.CombineTakes {
-		return g.take(ctx, code, r)
+		queued := r // the queue keeps it: on the heap, r stays on the stack
+		return g.take(ctx, code, &queued)
 	}
-	return g.takeAlone(ctx, code, r)
+	return g.takeAlone(ctx, code, &r)
 }
 
 // decideTake turns reserve.lua's reply to the take of orderID into the

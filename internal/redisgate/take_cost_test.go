@@ -71,7 +71,7 @@ func (cc *commandCounter) during(tb testing.TB, f func()) map[string]int64 {
 func queuedTake(perUserLimit int32, hold voucher.Hold) *takeReq {
 	r := newTakeReq(perUserLimit, hold)
 	r.done = make(chan struct{})
-	return r
+	return &r
 }
 
 func sumCalls(calls map[string]int64) int64 {

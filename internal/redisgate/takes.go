@@ -80,12 +80,12 @@ type takeReq struct {
 
 // newTakeReq is the take of hold by a customer allowed perUserLimit uses:
 // its ARGV group of reserve.lua.
-func newTakeReq(perUserLimit int32, hold voucher.Hold) *takeReq {
+func newTakeReq(perUserLimit int32, hold voucher.Hold) takeReq {
 	state := byte(stateHeld)
 	if hold.Pending {
 		state = statePending
 	}
-	return &takeReq{orderID: hold.OrderID, args: [takeArgs]string{
+	return takeReq{orderID: hold.OrderID, args: [takeArgs]string{
 		hold.OrderID,
 		hold.CustomerID,
 		strconv.FormatInt(int64(perUserLimit), 10),
