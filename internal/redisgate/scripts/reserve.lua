@@ -66,7 +66,18 @@ local function take(a)
   if known then
     return known
   end
-  if voided(KEYS[8], a[1], a[6]) then
+  -- One EXISTS for two facts, read before anything is written: whether
+  -- the void hash exists (it is named three times, so the count is 3 or
+  -- more exactly when it does), and whether the users and orders hashes
+  -- both exist (the rest of the count). A take into hashes that exist
+  -- reads no expiry, and an attempt is looked up in the void hash only
+  -- when there is one.
+  local n = redis.call('EXISTS', KEYS[8], KEYS[8], KEYS[8], KEYS[2], KEYS[3])
+  local voids = n >= 3
+  if voids then
+    n = n - 3
+  end
+  if voids and voided(KEYS[8], a[1], a[6]) then
     return {10, r}
   end
   local refused = refuseTake(KEYS[2], KEYS[5], a[2], a[3], a[5], r)
@@ -103,12 +114,10 @@ local function take(a)
   end
 
   -- The users and orders hashes may be created by this take (a voucher
-  -- loaded with no holds, or whose last customer gave everything back): one
-  -- EXISTS before the writes tells, so that a take into hashes that exist
-  -- (every other one) reads no expiry. An existing hash has the voucher's
-  -- expiry already: the loads set it, and every script that creates one
-  -- shares it.
-  local created = redis.call('EXISTS', KEYS[2], KEYS[3]) < 2
+  -- loaded with no holds, or whose last customer gave everything back):
+  -- n, read above, tells. An existing hash has the voucher's expiry
+  -- already: the loads set it, and every script that creates one shares it.
+  local created = n < 2
   r = redis.call('DECR', KEYS[1])
   redis.call('HINCRBY', KEYS[2], a[2], 1)
   redis.call('HSET', KEYS[3], a[1], hold)
