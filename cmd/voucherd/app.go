@@ -99,7 +99,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 		a.gate, err = redisgate.New(traceRedis(redisgate.Config{
 			Addrs: cfg.RedisAddrs, KeyPrefix: cfg.RedisKeyPrefix, SoldOutTTL: cfg.SoldOutTTL,
 			Timeout: cfg.RedisTimeout, ScanCount: cfg.RedisScanCount,
-			FlushDelay: cfg.RedisFlushDelay, Pipelines: cfg.RedisPipelines,
+			FlushDelay: cfg.RedisFlushDelay, Pipelines: cfg.RedisPipelines, CombineTakes: cfg.RedisCombineTakes,
 			Username: cfg.Managed.Redis.Username, Password: cfg.Managed.Redis.Password, TLS: redisTLS,
 		}, a.tracing))
 		if err != nil {

@@ -84,6 +84,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	writers := fs.Int("writers", 0, "with a started stack: combined PostgreSQL writes of one voucher in flight at once in each voucherd (serve --combine-writers); unset leaves the server's default")
 	flushDelay := fs.Duration("redis-flush-delay", 0, "with a started stack: the voucherd processes' --redis-flush-delay; unset leaves the server's default")
 	pipelines := fs.Int("redis-pipelines", 0, "with a started stack: the voucherd processes' --redis-pipelines; unset leaves the server's default")
+	combineTakes := fs.Bool("redis-combine-takes", false, "with a started stack: the voucherd processes' --redis-combine-takes; unset leaves the server's default")
 	fs.DurationVar(&cfg.CPUIdle, "cpu-idle", 2*time.Second, "with CPU accounting: first watch the stack this long without traffic, to tell its idle cost from the requests'")
 	fs.Var(listFlag{&cpuPIDs}, "cpu", "with --url: processes whose CPU time per request to report, as name=pid[+pid...], comma-separated (descendants count too)")
 	seed := fs.Uint64("seed", 0, "workload seed; 0 picks one")
@@ -160,6 +161,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--redis-flush-delay="+flushDelay.String())
 		case "redis-pipelines":
 			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--redis-pipelines="+strconv.Itoa(*pipelines))
+		case "redis-combine-takes":
+			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--redis-combine-takes="+strconv.FormatBool(*combineTakes))
 		}
 	})
 	if o.Stack.Executable, err = os.Executable(); err != nil {

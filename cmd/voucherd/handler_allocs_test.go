@@ -16,7 +16,7 @@ import (
 // net/http's path match. (Not under the race detector, which allocates on
 // its own; and not parallel: testing.AllocsPerRun refuses.)
 func TestRefusalAllocations(t *testing.T) {
-	h, soldOut, _ := handlerStack(t)
+	h, soldOut, _, _ := handlerStack(t)
 	req := newBenchRequest(t, http.MethodPost, "/vouchers/"+soldOut+"/reservations")
 	w := &discardWriter{h: http.Header{}}
 	n := time.Now().UnixNano() / 1000 % 1_000_000_000 * 1_000_000

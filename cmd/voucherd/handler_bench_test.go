@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/testenv"
 )
 
 // BenchmarkHandler measures the served handler (routes, auth, metrics,
@@ -24,15 +30,22 @@ import (
 // reservation of a sold-out flash voucher: 409 HELD_OUT from the gate's
 // sold-out cache, no Redis or PostgreSQL call); take (a reservation that
 // takes a use: Redis script and PostgreSQL write per request; give it a
-// fixed count, e.g. -benchtime 2000x).
+// fixed count, e.g. -benchtime 2000x); take/standard (the same of a
+// standard voucher in the same stack: one PostgreSQL write, no gate).
+// Every sub-benchmark also counts what the stack asked of Redis per
+// iteration, from the shared test Redis's INFO commandstats (this process
+// is its only client): redis-scripts/op the scripts run (EVALSHA and
+// EVAL), redis-cmds/op every command, those the scripts ran included; -v
+// logs the count per command.
 //
 //	go test -run '^$' -bench 'Handler' -benchmem ./cmd/voucherd/
 func BenchmarkHandler(b *testing.B) {
-	h, soldOut, plenty := handlerStack(b)
+	h, soldOut, plenty, standard := handlerStack(b)
 	b.Run("healthz", func(b *testing.B) {
 		req := newBenchRequest(b, http.MethodGet, "/healthz")
 		w := &discardWriter{h: http.Header{}}
 		defer reportCPU(b)()
+		defer reportRedisCalls(b)()
 		for b.Loop() {
 			clear(w.h)
 			w.status = 0
@@ -48,6 +61,7 @@ func BenchmarkHandler(b *testing.B) {
 	}{
 		{"refusal", soldOut, http.StatusConflict},
 		{"take", plenty, http.StatusCreated},
+		{"take/standard", standard, http.StatusCreated},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			req := newBenchRequest(b, http.MethodPost, "/vouchers/"+c.code+"/reservations")
@@ -55,6 +69,7 @@ func BenchmarkHandler(b *testing.B) {
 			base := time.Now().UnixNano() / 1000 % 1_000_000_000 * 1_000_000
 			n := int64(0)
 			defer reportCPU(b)()
+			defer reportRedisCalls(b)()
 			for b.Loop() {
 				n++
 				clear(w.h)
@@ -71,8 +86,9 @@ func BenchmarkHandler(b *testing.B) {
 
 // handlerStack starts a flash-sync stack and returns its served handler, a
 // sold-out flash voucher whose refusals come from the gate's sold-out
-// cache, and a flash voucher with more uses than any run takes.
-func handlerStack(t testing.TB) (h http.Handler, soldOut, plenty string) {
+// cache, a flash voucher with more uses than any run takes, and a
+// standard voucher with as many.
+func handlerStack(t testing.TB) (h http.Handler, soldOut, plenty, standard string) {
 	s := newStack(t, stackOptions{flash: true})
 	soldOut = s.createVoucher(voucherSpec{TotalLimit: 3})
 	for i := range 3 {
@@ -85,7 +101,65 @@ func handlerStack(t testing.TB) (h http.Handler, soldOut, plenty string) {
 		require.Equal(t, http.StatusConflict, r.status, string(r.raw))
 		return s.app.gate.SoldOutHits() > hits
 	}, 10*time.Second, 20*time.Millisecond)
-	return s.app.server.Handler, soldOut, s.createVoucher(voucherSpec{TotalLimit: 1 << 30})
+	notFlash := false
+	return s.app.server.Handler, soldOut, s.createVoucher(voucherSpec{TotalLimit: 1 << 30}),
+		s.createVoucher(voucherSpec{TotalLimit: 1 << 30, Flash: &notFlash})
+}
+
+// reportRedisCalls starts counting the commands the shared test Redis
+// runs; the function it returns reports them per iteration:
+// redis-scripts/op (EVALSHA and EVAL) and redis-cmds/op (every command,
+// those run by scripts included, the count's own INFO left out), and logs
+// the count of each command.
+func reportRedisCalls(b *testing.B) func() {
+	addr := testenv.Redis(b).Addr
+	start := redisCommandCalls(b, addr)
+	return func() {
+		end := redisCommandCalls(b, addr)
+		var scripts, all int64
+		names := make([]string, 0, len(end))
+		for name, n := range end {
+			d := n - start[name]
+			if name == "info" || d == 0 {
+				continue
+			}
+			names = append(names, name)
+			all += d
+			if name == "evalsha" || name == "eval" {
+				scripts += d
+			}
+		}
+		slices.Sort(names)
+		var per strings.Builder
+		for _, name := range names {
+			fmt.Fprintf(&per, " %s=%.2f", name, float64(end[name]-start[name])/float64(b.N))
+		}
+		b.Logf("redis commands per iteration (N=%d):%s", b.N, per.String())
+		b.ReportMetric(float64(scripts)/float64(b.N), "redis-scripts/op")
+		b.ReportMetric(float64(all)/float64(b.N), "redis-cmds/op")
+	}
+}
+
+// redisCommandCalls returns the calls of each command the Redis at addr
+// has run (INFO commandstats), by lower-case command name.
+func redisCommandCalls(b *testing.B, addr string) map[string]int64 {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	require.NoError(b, err)
+	defer c.Close()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	require.NoError(b, err)
+	calls := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(n, 10, 64)
+		require.NoError(b, err)
+		calls[strings.TrimPrefix(name, "cmdstat_")] = v
+	}
+	return calls
 }
 
 // reportCPU starts counting the process's CPU time; the function it returns

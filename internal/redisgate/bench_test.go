@@ -16,20 +16,24 @@ import (
 )
 
 // BenchmarkGateReserveHot measures reservations on one hot code from many
-// goroutines: taking uses (plain, and counted against an occurrence of the
-// voucher's windows), and the rush after sell-out with the sold-out cache
-// off (every call runs the script) and on (calls stay in process).
+// goroutines: taking uses (plain, counted against an occurrence of the
+// voucher's windows, and combined: Config.CombineTakes), and the rush after
+// sell-out with the sold-out cache off (every call runs the script) and on
+// (calls stay in process). redis-scripts/op counts the script calls per
+// reservation.
 func BenchmarkGateReserveHot(b *testing.B) {
 	cases := []struct {
 		name       string
 		total      int32
 		soldOutTTL time.Duration
 		window     bool
+		combine    bool
 	}{
-		{"taking", 1 << 30, -1, false},
-		{"taking/window", 1 << 30, -1, true},
-		{"soldout/cache=off", 1, -1, false},
-		{"soldout/cache=on", 1, time.Second, false},
+		{"taking", 1 << 30, -1, false, false},
+		{"taking/window", 1 << 30, -1, true, false},
+		{"taking/combined", 1 << 30, -1, false, true},
+		{"soldout/cache=off", 1, -1, false, false},
+		{"soldout/cache=on", 1, time.Second, false, false},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -39,7 +43,8 @@ func BenchmarkGateReserveHot(b *testing.B) {
 			// expires (2 cores), which a real server, blocked on network
 			// reads most of the time, does not do.
 			addr := testenv.Redis(b).Addr
-			g := newGate(b, Config{SoldOutTTL: tc.soldOutTTL, Timeout: 5 * time.Second}, addr)
+			g := newGate(b, Config{SoldOutTTL: tc.soldOutTTL, Timeout: 5 * time.Second, CombineTakes: tc.combine}, addr)
+			cc := newCommandCounter(b, addr)
 			v := testVoucher("HOT", tc.total, 1)
 			loadEmpty(b, g, v)
 			if tc.total == 1 {
@@ -53,6 +58,7 @@ func BenchmarkGateReserveHot(b *testing.B) {
 			b.SetParallelism(32)
 			b.ReportAllocs()
 			cpu0 := redisCPU(b, addr)
+			calls0 := cc.calls(b)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -72,6 +78,8 @@ func BenchmarkGateReserveHot(b *testing.B) {
 			// shard's single thread, so 1e6 / this is the ceiling of one
 			// hot voucher on one shard.
 			b.ReportMetric((redisCPU(b, addr)-cpu0)*1e6/float64(b.N), "redis-µs/op")
+			calls := cc.calls(b)
+			b.ReportMetric(float64(calls["evalsha"]+calls["eval"]-calls0["evalsha"]-calls0["eval"])/float64(b.N), "redis-scripts/op")
 			_ = g.Forget(ctx, v.Code)
 		})
 	}

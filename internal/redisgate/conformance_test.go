@@ -111,6 +111,38 @@ func TestConformanceScript(t *testing.T) {
 	}
 }
 
+// reserve.lua answers every case it decides as the conformance table says
+// when all of the case's requests are made by one call, as concurrent
+// takes of one voucher are (takeQueues): one after the other, in order.
+func TestConformanceScriptBatch(t *testing.T) {
+	t.Parallel()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	for i, c := range conformance.Cases {
+		if c.Skips(conformance.Script) != "" {
+			continue
+		}
+		code, perUser := setUpGateCase(t, g, i, c)
+		holds := make([]voucher.Hold, len(c.Requests))
+		batch := make([]*takeReq, len(c.Requests))
+		for j, r := range c.Requests {
+			holds[j] = requestHold(c, i, r)
+			batch[j] = queuedTake(perUser, holds[j])
+		}
+		g.takeBatch(code, batch)
+		for j, r := range batch {
+			require.NoError(t, r.err, "%s: request %d", c.Name, j)
+			requireGateAnswer(t, c, j, r.dec.Outcome)
+			if w := c.Want[j]; c.Voucher.Budget.Amount > 0 && r.dec.Outcome == voucher.GateTaken && w.Discount != nil {
+				d := holds[j].DiscountAmount
+				if r.dec.Discount > 0 {
+					d = r.dec.Discount
+				}
+				require.Equal(t, *w.Discount, d, "%s: request %d", c.Name, j)
+			}
+		}
+	}
+}
+
 // The sold-out cache's copy of reserve.lua answers, from a copy of the
 // orders Redis holds, every case of the rule asked of a sold-out voucher as
 // the conformance table says.

@@ -116,6 +116,14 @@ type Config struct {
 	// client's default (to a single node one per CPU up to 4, to each node
 	// of a cluster 1). Fewer connections put more commands in each write.
 	Pipelines int
+	// CombineTakes makes the takes of one voucher that arrive while one of
+	// its reserve.lua calls is in flight share the next call (takeQueues):
+	// one script call and one round trip per batch instead of per take.
+	// Each take is still made and answered as a call of its own would be,
+	// and sent only while its caller waits. Off (the default), each take
+	// is a call of its own. docs/core.md ("What a flash take asks of
+	// Redis") has the trade-off.
+	CombineTakes bool
 	// WrapClient, when set, wraps the Redis client once it is created, for
 	// instrumentation (tracing). The wrapper must keep the client's
 	// behaviour.
@@ -140,6 +148,10 @@ type Gate struct {
 	// commits combines concurrent commits of one voucher (commits.go).
 	commits commitQueues
 	wg      sync.WaitGroup // the dial loop and sold-out copy fetches
+
+	// takes combines concurrent takes of one voucher (takes.go) when
+	// Config.CombineTakes.
+	takes takeQueues
 }
 
 var _ voucher.Gate = (*Gate)(nil)
@@ -231,7 +243,9 @@ func (g *Gate) Close() {
 func (g *Gate) SoldOutHits() uint64 { return g.soldOut.hits.Load() }
 
 // Reserve checks and takes a use for hold.OrderID in one script. hold.Pending
-// stores the hold as pending (Kafka mode) until Commit.
+// stores the hold as pending (Kafka mode) until Commit. With
+// Config.CombineTakes, concurrent takes of one voucher share a script call,
+// each made and answered as a call of its own would be (takeQueues).
 //
 // A sold-out answer, or a take that leaves no use, puts the code in the
 // sold-out cache for SoldOutTTL, once a copy of the voucher's orders is in
@@ -271,33 +285,18 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 			return d, nil
 		}
 	}
-	epoch := g.soldOut.begin(code)
-	client, err := g.conn()
-	if err != nil {
-		return voucher.GateDecision{}, interpretError(err, "reserve", code)
+	r := newTakeReq(perUserLimit, hold)
+	if g.cfg.CombineTakes {
+		queued := r // the queue keeps it: on the heap, r stays on the stack
+		return g.take(ctx, code, &queued)
 	}
+	return g.takeAlone(ctx, code, &r)
+}
 
-	state := byte(stateHeld)
-	if hold.Pending {
-		state = statePending
-	}
-	ctx, cancel := g.withTimeout(ctx)
-	defer cancel()
-	res, err := reserveScript.Exec(ctx, client,
-		g.keys.reserve(g.cfg.KeyPrefix, code),
-		[]string{
-			hold.OrderID,
-			hold.CustomerID,
-			strconv.FormatInt(int64(perUserLimit), 10),
-			encodeHold(state, hold),
-			hold.Code,
-			attemptToken(hold),
-			budgetMode(hold.Budget),
-			windowLimitArg(hold.WindowLimit),
-		}).ToArray()
-	if err != nil {
-		return voucher.GateDecision{}, interpretTakeError(err, "reserve", code)
-	}
+// decideTake turns reserve.lua's reply to the take of orderID into the
+// gate's decision, and caches a sold-out answer (or a take that left no
+// use) when the code's sold-out entry was not cleared since epoch.
+func (g *Gate) decideTake(code string, epoch uint64, orderID string, res []rueidis.RedisMessage) (voucher.GateDecision, error) {
 	status, remaining, third, err := reserveReply(res)
 	if err != nil {
 		return voucher.GateDecision{}, interpretError(err, "reserve", code)
@@ -315,7 +314,7 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int32, hol
 		}
 	case reserveReplay, reserveConflict, reserveReleased:
 		d.Outcome = knownOrderOutcome(status)
-		if d.Hold, err = decodeHold(hold.OrderID, third); err != nil {
+		if d.Hold, err = decodeHold(orderID, third); err != nil {
 			return voucher.GateDecision{}, interpretError(err, "reserve", code)
 		}
 	case reserveNotLoaded:

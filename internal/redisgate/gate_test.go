@@ -517,6 +517,21 @@ func TestReserveGivesNewHashesTheVoucherExpiry(t *testing.T) {
 	for _, key := range []string{k.users, k.orders} {
 		require.InDelta(t, want.Seconds(), rawTTL(t, g, key).Seconds(), 5, key)
 	}
+
+	// The last order given back and forgotten takes both hashes with it;
+	// the next take creates them again, with the expiry. A take into
+	// hashes that exist leaves their expiry alone.
+	_, err = g.Release(ctx, v.Code, "o-1", voucher.ReleaseForget)
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-2), rawTTL(t, g, k.users))
+	require.Equal(t, time.Duration(-2), rawTTL(t, g, k.orders))
+	for i, id := range []string{"o-2", "o-3"} {
+		_, err = g.Reserve(ctx, v.Code, 1, testHold(id, int64(i+2)))
+		require.NoError(t, err)
+		for _, key := range []string{k.users, k.orders} {
+			require.InDelta(t, want.Seconds(), rawTTL(t, g, key).Seconds(), 5, key)
+		}
+	}
 }
 
 func TestAdjustLimit(t *testing.T) {

@@ -68,7 +68,9 @@ func encodeHold(state byte, h voucher.Hold) string {
 	for n > fieldOwner && optionalField(h, n-1) == "" {
 		n--
 	}
-	b := make([]byte, 0, 64)
+	// Built in a buffer on the stack: the string is the one allocation.
+	var buf [128]byte
+	b := buf[:0]
 	for f := range n {
 		if f > 0 {
 			b = append(b, '|')

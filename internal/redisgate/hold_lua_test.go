@@ -35,7 +35,8 @@ func holdLayout() string {
 
 // holdProbe runs after the hold block and returns, for each ARGV, what the
 // block reads from that encoded hold; first the field names by position and
-// the state letters.
+// the state letters, last whether each pattern that reads a field skips the
+// fields holdField puts before it.
 const holdProbe = `
 local names = {}
 for name, i in pairs(holdField) do
@@ -47,6 +48,16 @@ for _, v in ipairs(ARGV) do
   out[#out + 1] = {holdState(v), state, cust, holdCode(v) or '', holdReplaces(v) or '',
     holdExpiry(v), tostring(holdsUse(holdState(v))), holdAs(v, RELEASED), holdWithExpiry(v, '42')}
 end
+local function before(i)
+  return '%a|' .. string.rep('[^|]*|', i - 2)
+end
+out[#out + 1] = {
+  tostring(holdCodePattern == '^' .. before(holdField.code) .. '([^|]+)'),
+  tostring(holdReplacesPattern == '^' .. before(holdField.replaces) .. '([^|]+)'),
+  tostring(holdExpiryPattern == '^(' .. before(holdField.expiresAtMs) .. ')(%d+)(.*)$'),
+  tostring(holdDiscountPattern == '^(' .. before(holdField.discountAmount) .. ')(%d+)(.*)$'),
+  tostring(holdWindowPattern == '^' .. before(holdField.windowMs) .. '(%-?%d+)'),
+}
 return out
 `
 
@@ -92,7 +103,11 @@ func TestHoldLayoutMatchesLua(t *testing.T) {
 	g := newGate(t, Config{})
 	res, err := rueidis.NewLuaScript(src+holdProbe).Exec(context.Background(), rawClient(t, g), nil, args).ToArray()
 	require.NoError(t, err)
-	require.Len(t, res, 2+len(holds))
+	require.Len(t, res, 3+len(holds))
+	patterns, err := res[len(res)-1].AsStrSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"true", "true", "true", "true", "true"}, patterns,
+		"the patterns of lib/hold.lua (code, replaces, expiresAtMs, discountAmount, windowMs) skip the fields before theirs")
 
 	names, err := res[0].AsStrSlice()
 	require.NoError(t, err)

@@ -1,6 +1,8 @@
--- reserve.lua: checks and takes one use of a voucher for one orderId, in one
--- atomic step (idempotency by orderId, the campaign code, per-customer quota,
--- remaining count).
+-- reserve.lua: checks and takes one use of a voucher for each of one or more
+-- orderIds, each in one atomic step (idempotency by orderId, the campaign
+-- code, per-customer quota, remaining count), one after the other in the
+-- order given: a call of n takes answers each as n calls of one would, in
+-- that order, and nothing else runs between them.
 --
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
@@ -12,6 +14,10 @@
 -- KEYS[7] -> voucher:{CODE}:heldscan   set: orderIds counted while heldinit.lua counts
 -- KEYS[8] -> voucher:{CODE}:void       hash "orderId token" -> 1, voided attempts (void.lua)
 -- KEYS[9] -> voucher:{CODE}:budget     hash cap, held: the money budget (lib/budget.lua)
+--
+-- ARGV holds one group of 8 per take; the take of group g (from 0) reads
+-- ARGV[8g+1] to ARGV[8g+8] as ARGV[1] to ARGV[8] below (a[1] to a[8] in
+-- the script):
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'); compared as a string; an int64 does
@@ -27,7 +33,8 @@
 --            caller's definition has it ('' none); the hold's windowMs
 --            names its occurrence (lib/budget.lua)
 --
--- Returns {status, remaining} or {status, remaining, stored hold or version}:
+-- Returns one reply per take, in ARGV's order, each {status, remaining} or
+-- {status, remaining, stored hold or version}:
 --   {1, remaining, ver}   taken: a use was taken; remaining is after the take,
 --                         ver the version after it
 --   {2, remaining, hold}  replay: orderId holds a use (H or P) for this customer
@@ -54,67 +61,95 @@
 -- when nothing changed.
 --
 -- include: hold, known_order, take_checks, keys, held, void, budget
-local known, r = knownOrder(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[5])
-if known then
-  return known
-end
-if voided(KEYS[8], ARGV[1], ARGV[6]) then
-  return {10, r}
-end
-local refused = refuseTake(KEYS[2], KEYS[5], ARGV[2], ARGV[3], ARGV[5], r)
-if refused then
-  if refused[1] == 7 then
-    -- Sold out: with the version, for the caller's sold-out cache.
-    refused[3] = redis.call('GET', KEYS[4]) or ''
+local function take(a)
+  local known, r = knownOrder(KEYS[1], KEYS[3], a[1], a[2], a[5])
+  if known then
+    return known
   end
-  return refused
+  -- One EXISTS for two facts, read before anything is written: whether
+  -- the void hash exists (it is named three times, so the count is 3 or
+  -- more exactly when it does), and whether the users and orders hashes
+  -- both exist (the rest of the count). A take into hashes that exist
+  -- reads no expiry, and an attempt is looked up in the void hash only
+  -- when there is one.
+  local n = redis.call('EXISTS', KEYS[8], KEYS[8], KEYS[8], KEYS[2], KEYS[3])
+  local voids = n >= 3
+  if voids then
+    n = n - 3
+  end
+  if voids and voided(KEYS[8], a[1], a[6]) then
+    return {10, r}
+  end
+  local refused = refuseTake(KEYS[2], KEYS[5], a[2], a[3], a[5], r)
+  if refused then
+    if refused[1] == 7 then
+      -- Sold out: with the version, for the caller's sold-out cache.
+      refused[3] = redis.call('GET', KEYS[4]) or ''
+    end
+    return refused
+  end
+
+  local hold, clipped, last9 = a[4], nil, false
+  if a[7] ~= '' then
+    local left = budgetLeft(KEYS[9])
+    if not left then
+      return {5, 0}
+    end
+    local want = holdDiscount(hold)
+    local d = fitBudget(left, want, a[7] == 'clip')
+    if not d then
+      return {11, r, tostring(left), redis.call('GET', KEYS[4]) or ''}
+    end
+    if d ~= want then
+      hold, clipped = holdWithDiscount(hold, tostring(d)), tostring(d)
+    end
+  end
+
+  if a[8] ~= '' then
+    local w = holdWindow(hold)
+    if not w or windowHeld(KEYS[9], w) >= tonumber(a[8]) then
+      return {12, r}
+    end
+    last9 = true
+  end
+
+  -- The users and orders hashes may be created by this take (a voucher
+  -- loaded with no holds, or whose last customer gave everything back):
+  -- n, read above, tells. An existing hash has the voucher's expiry
+  -- already: the loads set it, and every script that creates one shares it.
+  local created = n < 2
+  r = redis.call('DECR', KEYS[1])
+  redis.call('HINCRBY', KEYS[2], a[2], 1)
+  redis.call('HSET', KEYS[3], a[1], hold)
+  countHeld(KEYS[6], KEYS[7], a[1], false, true)
+  countBudget(KEYS[9], hold, false, true)
+  -- A version created here (a voucher loaded before versions existed) gets
+  -- the expiry too (bumpVersion).
+  local ver = bumpVersion(KEYS[4], KEYS[1])
+
+  -- Created keys get the expiry of the remaining key, so that an old sale
+  -- leaves Redis as a whole. The codes hash and the budget hash are checked
+  -- whenever a take writes them (unreplace.lua may recreate the codes hash
+  -- without an expiry).
+  local unsure = created and {KEYS[2], KEYS[3]} or {}
+  if a[5] ~= '' then
+    redis.call('HSET', KEYS[5], a[5], a[1])
+    unsure[#unsure + 1] = KEYS[5]
+  end
+  if last9 then
+    unsure[#unsure + 1] = KEYS[9]
+  end
+  if #unsure > 0 then
+    shareExpiry(KEYS[1], unpack(unsure))
+  end
+  if clipped then
+    return {1, r, tostring(ver), clipped}
+  end
+  return {1, r, tostring(ver)}
 end
 
-local hold, clipped, last9 = ARGV[4], nil, false
-if ARGV[7] ~= '' then
-  local left = budgetLeft(KEYS[9])
-  if not left then
-    return {5, 0}
-  end
-  local want = holdDiscount(hold)
-  local d = fitBudget(left, want, ARGV[7] == 'clip')
-  if not d then
-    return {11, r, tostring(left), redis.call('GET', KEYS[4]) or ''}
-  end
-  if d ~= want then
-    hold, clipped = holdWithDiscount(hold, tostring(d)), tostring(d)
-  end
+local out = {}
+for g = 0, #ARGV - 8, 8 do
+  out[#out + 1] = take({unpack(ARGV, g + 1, g + 8)})
 end
-
-if ARGV[8] ~= '' then
-  local w = holdWindow(hold)
-  if not w or windowHeld(KEYS[9], w) >= tonumber(ARGV[8]) then
-    return {12, r}
-  end
-  last9 = true
-end
-
-r = redis.call('DECR', KEYS[1])
-redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-redis.call('HSET', KEYS[3], ARGV[1], hold)
-countHeld(KEYS[6], KEYS[7], ARGV[1], false, true)
-countBudget(KEYS[9], hold, false, true)
-local ver = redis.call('INCR', KEYS[4])
-local last = 4
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[5], ARGV[5], ARGV[1])
-  last = 5
-end
-
--- The hashes may have just been created (a voucher loaded with no holds, or
--- whose last customer gave everything back), and the version too (a voucher
--- loaded before versions existed): give them the expiry of the remaining key
--- so that an old sale leaves Redis as a whole.
-shareExpiry(KEYS[1], unpack(KEYS, 2, last))
-if last9 then
-  shareExpiry(KEYS[1], KEYS[9])
-end
-if clipped then
-  return {1, r, tostring(ver), clipped}
-end
-return {1, r, tostring(ver)}
+return out

@@ -19,11 +19,17 @@
 local HELD_SCANNING = '|'
 
 local function countHeld(heldKey, scanKey, orderId, was, is)
-  if was == is or redis.call('EXISTS', heldKey) == 0 then
+  if was == is then
+    return
+  end
+  -- One EXISTS tells both: EXISTS counts a key named twice twice, so this
+  -- is 2 when held exists, plus 1 when scanKey does.
+  local n = redis.call('EXISTS', heldKey, heldKey, scanKey)
+  if n < 2 then
     return
   end
   local now = is and 1 or 0
-  if redis.call('EXISTS', scanKey) == 1 and redis.call('SADD', scanKey, orderId) == 1 then
+  if n == 3 and redis.call('SADD', scanKey, orderId) == 1 then
     -- Not counted yet: count its state from now on.
     if now == 1 then
       redis.call('INCR', heldKey)

@@ -38,18 +38,22 @@ local holdField = {
   heldSinceMs = 10, windowMs = 11,
 }
 
--- holdBefore is a pattern for the fields before position i (i >= 2), each
--- with the '|' that ends it; the state is one letter.
-local function holdBefore(i)
-  return '%a|' .. string.rep('[^|]*|', i - 2)
-end
-
+-- The patterns that read a field skip the fields before it, each with the
+-- '|' that ends it: '%a|' for the state, then '[^|]*|' per field. They are
+-- written out, not built from holdField: a script's blocks run again on
+-- every call, and building the patterns was a measurable share of each
+-- call. TestHoldLayoutMatchesLua checks them against holdField.
 local holdHeadPattern = '^(%a)|([^|]*)|'
-local holdCodePattern = '^' .. holdBefore(holdField.code) .. '([^|]+)'
-local holdReplacesPattern = '^' .. holdBefore(holdField.replaces) .. '([^|]+)'
-local holdExpiryPattern = '^(' .. holdBefore(holdField.expiresAtMs) .. ')(%d+)(.*)$'
-local holdDiscountPattern = '^(' .. holdBefore(holdField.discountAmount) .. ')(%d+)(.*)$'
-local holdWindowPattern = '^' .. holdBefore(holdField.windowMs) .. '(%-?%d+)'
+-- code: 6 fields before it.
+local holdCodePattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
+-- replaces: 7 fields before it.
+local holdReplacesPattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]+)'
+-- expiresAtMs: 4 fields before it.
+local holdExpiryPattern = '^(%a|[^|]*|[^|]*|[^|]*|[^|]*|)(%d+)(.*)$'
+-- discountAmount: 2 fields before it.
+local holdDiscountPattern = '^(%a|[^|]*|[^|]*|)(%d+)(.*)$'
+-- windowMs: 9 fields before it.
+local holdWindowPattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(%-?%d+)'
 
 local function holdState(v)
   return string.sub(v, 1, 1)

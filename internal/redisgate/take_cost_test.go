@@ -1,0 +1,232 @@
+package redisgate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/testenv"
+	"github.com/voucherd/voucherd/internal/voucher"
+)
+
+// commandCounter reads the calls of each command a Redis server has run
+// (INFO commandstats), the commands scripts run included.
+type commandCounter struct {
+	c rueidis.Client
+}
+
+func newCommandCounter(tb testing.TB, addr string) *commandCounter {
+	tb.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	require.NoError(tb, err)
+	tb.Cleanup(c.Close)
+	return &commandCounter{c: c}
+}
+
+// calls returns the calls so far by lower-case command name, INFO's own
+// left out.
+func (cc *commandCounter) calls(tb testing.TB) map[string]int64 {
+	tb.Helper()
+	info, err := cc.c.Do(context.Background(), cc.c.B().Info().Section("commandstats").Build()).ToString()
+	require.NoError(tb, err)
+	calls := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || name == "cmdstat_info" {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(n, 10, 64)
+		require.NoError(tb, err)
+		calls[strings.TrimPrefix(name, "cmdstat_")] = v
+	}
+	return calls
+}
+
+// during returns the commands Redis ran while f ran, by name, with none
+// left out.
+func (cc *commandCounter) during(tb testing.TB, f func()) map[string]int64 {
+	tb.Helper()
+	before := cc.calls(tb)
+	f()
+	diff := map[string]int64{}
+	for name, n := range cc.calls(tb) {
+		if d := n - before[name]; d != 0 {
+			diff[name] = d
+		}
+	}
+	return diff
+}
+
+// queuedTake is the take of hold as the queue of combined takes holds it,
+// for a test that hands a batch to takeBatch itself.
+func queuedTake(perUserLimit int32, hold voucher.Hold) *takeReq {
+	r := newTakeReq(perUserLimit, hold)
+	r.done = make(chan struct{})
+	return &r
+}
+
+func sumCalls(calls map[string]int64) int64 {
+	var n int64
+	for _, c := range calls {
+		n += c
+	}
+	return n
+}
+
+// TestTakeCommands pins what one take asks of Redis: one script
+// (EVALSHA), and the commands it runs. A take into hashes that exist, the
+// take of every flash sale's request but the first, reads no expiry; a take
+// that creates the hashes gives them the voucher's expiry
+// (TestReserveGivesNewHashesTheVoucherExpiry).
+func TestTakeCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t) // commandstats count the whole server: a Redis of its own
+	cc := newCommandCounter(t, srv.Addr)
+	g := newGate(t, Config{SoldOutTTL: -1}, srv.Addr)
+	v := testVoucher("COST", 100, 1)
+	loadEmpty(t, g, v)
+	take := func(orderID string, customer int64) map[string]int64 {
+		return cc.during(t, func() {
+			d, err := g.Reserve(ctx, v.Code, 1, testHold(orderID, customer))
+			require.NoError(t, err)
+			require.Equal(t, voucher.GateTaken, d.Outcome)
+		})
+	}
+	// The first take sends the script (NOSCRIPT, then EVAL) and creates the
+	// hashes.
+	t.Logf("the first take's commands: %v", take("cost-0", 1))
+
+	steady := take("cost-1", 2)
+	t.Logf("a take's commands: %v (%d)", steady, sumCalls(steady))
+	require.EqualValues(t, 1, steady["evalsha"], "%v", steady)
+	require.Zero(t, steady["pttl"], "a take into existing hashes reads no expiry: %v", steady)
+	// GET and HGET (known order), EXISTS (a void hash, hashes to create),
+	// HGET (quota), DECR, HINCRBY, HSET, EXISTS and INCRBY (held), HEXISTS
+	// (budget), INCR (version).
+	require.EqualValues(t, 11, sumCalls(steady)-1, "%v", steady)
+
+	// Takes combined into one call cost one script call, and the same
+	// commands each.
+	batch := make([]*takeReq, 10)
+	for i := range batch {
+		batch[i] = queuedTake(1, testHold("cost-b"+strconv.Itoa(i), int64(10+i)))
+	}
+	combined := cc.during(t, func() { g.takeBatch(v.Code, batch) })
+	for _, r := range batch {
+		require.NoError(t, r.err)
+		require.Equal(t, voucher.GateTaken, r.dec.Outcome)
+	}
+	require.EqualValues(t, 1, combined["evalsha"], "%v", combined)
+	require.EqualValues(t, 10*11, sumCalls(combined)-1, "%v", combined)
+}
+
+// TestConcurrentTakesCombined: takes of one voucher from many goroutines at
+// once, combined into shared script calls, hand out exactly the voucher's
+// uses, each orderId answered once with its own decision, and the gate's
+// counts agree with the orders.
+func TestConcurrentTakesCombined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.NewRedis(t)
+	cc := newCommandCounter(t, srv.Addr)
+	g := newGate(t, Config{SoldOutTTL: -1, Timeout: 10 * time.Second, CombineTakes: true}, srv.Addr)
+	const total, callers = 150, 400
+	v := testVoucher("COMBINE", total, 1)
+	loadEmpty(t, g, v)
+	outcomes := make([]voucher.GateOutcome, callers)
+	calls := cc.during(t, func() {
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Go(func() {
+				// Every fourth caller asks again for the orderId before it.
+				id := i
+				if i%4 == 3 {
+					id = i - 1
+				}
+				d, err := g.Reserve(ctx, v.Code, 1, testHold("c-"+strconv.Itoa(id), int64(id+1)))
+				require.NoError(t, err)
+				outcomes[i] = d.Outcome
+			})
+		}
+		wg.Wait()
+	})
+	t.Logf("%d takes in %d script calls", callers, calls["evalsha"]+calls["eval"])
+	taken := 0
+	for i, o := range outcomes {
+		if o == voucher.GateTaken {
+			taken++
+		}
+		switch i % 4 {
+		case 0, 1:
+			require.Contains(t, []voucher.GateOutcome{voucher.GateTaken, voucher.GateSoldOut}, o, "caller %d", i)
+		case 2:
+			// The two asks of one orderId, in either order: one takes
+			// and the other replays, or both find no use left.
+			pair := []voucher.GateOutcome{o, outcomes[i+1]}
+			require.True(t, slices.Equal(pair, []voucher.GateOutcome{voucher.GateSoldOut, voucher.GateSoldOut}) ||
+				slices.Contains(pair, voucher.GateTaken) && slices.Contains(pair, voucher.GateReplay), "callers %d and %d: %v", i, i+1, pair)
+		}
+	}
+	require.Equal(t, total, taken)
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, st.Remaining)
+	require.Len(t, st.Orders, total)
+	require.True(t, st.HeldCounted)
+	require.EqualValues(t, total, st.HeldCount)
+	require.Len(t, st.Users, total)
+}
+
+// TestAbandonedTakeNeverSent: a combined take whose caller stopped waiting
+// before its call was made is left out of the call: it takes nothing, so
+// its caller's plain 503 is true.
+func TestAbandonedTakeNeverSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1, CombineTakes: true})
+	v := testVoucher("ABANDON", 5, 1)
+	loadEmpty(t, g, v)
+	gone, kept := queuedTake(1, testHold("gone", 1)), queuedTake(1, testHold("kept", 2))
+	gone.abandoned = true
+	tq := &takeQueue{waiting: []*takeReq{gone, kept}}
+	g.takes.mu.Lock()
+	g.takes.queues = map[string]*takeQueue{v.Code: tq}
+	g.takes.mu.Unlock()
+	g.runTakes(v.Code, tq)
+
+	<-gone.done
+	<-kept.done
+	require.False(t, gone.sent)
+	require.NoError(t, kept.err)
+	require.Equal(t, voucher.GateTaken, kept.dec.Outcome)
+	_, found, err := g.Lookup(ctx, v.Code, "gone")
+	require.NoError(t, err)
+	require.False(t, found, "the abandoned take was not made")
+	g.takes.mu.Lock()
+	require.Empty(t, g.takes.queues, "the queue is dropped once empty")
+	g.takes.mu.Unlock()
+
+	// A caller whose wait ends before its take is sent answers a plain
+	// CodeUnavailable: not ErrGateUnanswered.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = g.Reserve(cctx, v.Code, 1, testHold("late", 3))
+	if err != nil {
+		require.True(t, voucher.IsCode(err, voucher.CodeUnavailable), "%v", err)
+		_, found, lerr := g.Lookup(ctx, v.Code, "late")
+		require.NoError(t, lerr)
+		if !errors.Is(err, voucher.ErrGateUnanswered) {
+			require.False(t, found, "a plain 503 took nothing")
+		}
+	}
+}
