@@ -140,6 +140,7 @@ type Gate struct {
 	// commits combines concurrent commits of one voucher (commits.go).
 	commits commitQueues
 	wg      sync.WaitGroup // the dial loop and sold-out copy fetches
+	claims  claimMode      // how orderIds are claimed (claim.go)
 }
 
 var _ voucher.Gate = (*Gate)(nil)
