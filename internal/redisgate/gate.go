@@ -128,7 +128,8 @@ type Config struct {
 type Gate struct {
 	cfg     Config
 	soldOut *soldOutCache
-	keys    keyCache // the reserve script's keys per code
+	keys    keyCache  // the reserve script's keys per code
+	claims  claimMode // how orderIds are claimed (claim.go)
 
 	client  atomic.Pointer[clientBox]   // nil until connected; see conn
 	dialErr atomic.Pointer[dialFailure] // why the client does not exist yet
@@ -140,7 +141,6 @@ type Gate struct {
 	// commits combines concurrent commits of one voucher (commits.go).
 	commits commitQueues
 	wg      sync.WaitGroup // the dial loop and sold-out copy fetches
-	claims  claimMode      // how orderIds are claimed (claim.go)
 }
 
 var _ voucher.Gate = (*Gate)(nil)
