@@ -288,16 +288,27 @@ func (s *Store) applyBatchOnce(ctx context.Context, events []voucher.ReservedEve
 		reservedAt = make([]time.Time, n)
 		expiresAt  = make([]time.Time, n)
 		unique     = make([]string, n)
-		windows    = make([]*time.Time, n)
+		// windows stays NULL for a batch without an occurrence (the common
+		// sale): the function then skips the occurrences' counters.
+		windows []*time.Time
 	)
 	for i, e := range events {
 		orderIDs[i], codes[i], customers[i] = e.OrderID, e.Code, e.CustomerID
 		amounts[i], discounts[i] = e.OrderAmount, e.DiscountAmount
 		reservedAt[i], expiresAt[i] = e.ReservedAt, e.ExpiresAt
 		unique[i] = e.CampaignCode
-		windows[i] = windowArg(e.Window)
+		if !e.Window.IsZero() && windows == nil {
+			windows = make([]*time.Time, n)
+		}
 	}
-	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, unique, windows)
+	var windowsArg any // nil: NULL
+	if windows != nil {
+		for i, e := range events {
+			windows[i] = windowArg(e.Window)
+		}
+		windowsArg = windows
+	}
+	rows, err := s.pool.Query(ctx, qApplyReserved, orderIDs, codes, customers, amounts, discounts, reservedAt, expiresAt, unique, windowsArg)
 	if err != nil {
 		return nil, err
 	}

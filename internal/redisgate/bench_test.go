@@ -146,7 +146,7 @@ func BenchmarkSoldOutCopy(b *testing.B) {
 }
 
 // BenchmarkGateKafkaTake measures what one Kafka-mode take asks of Redis:
-// the pending hold (reserve.lua), the orderId's claim (claim.lua) and, once
+// the pending hold (reserve.lua), the orderId's claim (SET NX GET) and, once
 // the event is acknowledged, the commit (commit.lua, combined per voucher),
 // from many goroutines on one hot voucher, with the client's connections
 // and flush delay as a server would set them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -24,6 +25,43 @@ func (g *Gate) orderKey(orderID string) string {
 	return g.cfg.KeyPrefix + "order:{" + orderID + "}"
 }
 
+// claimMode remembers that the gate's Redis refused the one-command claim
+// (SET with both NX and GET needs Redis 7.0), so that claims go to
+// claim.lua from then on. The two decide alike; the command spares Redis a
+// script call on every Kafka-mode take.
+type claimMode struct {
+	scriptOnly atomic.Bool
+}
+
+// claim sets key to value until the given time unless the key exists, and
+// returns the value that owns it then: value when this call set it, or the
+// value found. One SET NX GET PXAT, or claim.lua on a Redis older than 7.0
+// (whose syntax error the first call learns from; a SET that failed so set
+// nothing).
+func (g *Gate) claim(ctx context.Context, client rueidis.Client, key, value string, until time.Time) (string, error) {
+	if !g.claims.scriptOnly.Load() {
+		owner, err := client.Do(ctx, client.B().Set().Key(key).Value(value).Nx().Get().
+			PxatMillisecondsTimestamp(until.UnixMilli()).Build()).ToString()
+		switch {
+		case err == nil:
+			return owner, nil
+		case rueidis.IsRedisNil(err):
+			return value, nil
+		case !isSyntaxError(err):
+			return "", err
+		}
+		g.claims.scriptOnly.Store(true)
+	}
+	return claimScript.Exec(ctx, client, []string{key}, []string{value, strconv.FormatInt(until.UnixMilli(), 10)}).ToString()
+}
+
+// isSyntaxError reports whether Redis refused a command's arguments (a
+// server that does not know an option or a combination of them).
+func isSyntaxError(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.Contains(re.Error(), "syntax error")
+}
+
 // ClaimOrder claims orderID for code until the given time and returns the
 // code that owns it: code itself when the claim is (or already was) ours.
 func (g *Gate) ClaimOrder(ctx context.Context, orderID, code string, until time.Time) (string, error) {
@@ -39,8 +77,7 @@ func (g *Gate) ClaimOrder(ctx context.Context, orderID, code string, until time.
 	}
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	owner, err := claimScript.Exec(ctx, client, []string{g.orderKey(orderID)},
-		[]string{code, strconv.FormatInt(until.UnixMilli(), 10)}).ToString()
+	owner, err := g.claim(ctx, client, g.orderKey(orderID), code, until)
 	if err != nil {
 		return "", interpretError(err, "claim", code)
 	}
@@ -105,8 +142,8 @@ func decodeOwner(v string) (voucher.OrderOwner, error) {
 }
 
 // ClaimStack claims orderID for the stack rec until the given time and
-// returns its owner (rec when the claim is ours), with claim.lua: the key
-// is the orderId's own, so it is one script on one slot.
+// returns its owner (rec when the claim is ours), as ClaimOrder claims it:
+// the key is the orderId's own, so it is one command on one slot.
 func (g *Gate) ClaimStack(ctx context.Context, orderID string, rec voucher.StackRecord, until time.Time) (voucher.OrderOwner, error) {
 	if err := checkOrderID(orderID); err != nil {
 		return voucher.OrderOwner{}, err
@@ -121,8 +158,7 @@ func (g *Gate) ClaimStack(ctx context.Context, orderID string, rec voucher.Stack
 	}
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	owner, err := claimScript.Exec(ctx, client, []string{g.orderKey(orderID)},
-		[]string{v, strconv.FormatInt(until.UnixMilli(), 10)}).ToString()
+	owner, err := g.claim(ctx, client, g.orderKey(orderID), v, until)
 	if err != nil {
 		return voucher.OrderOwner{}, interpretError(err, "claim", orderID)
 	}

@@ -136,7 +136,8 @@ type Config struct {
 type Gate struct {
 	cfg     Config
 	soldOut *soldOutCache
-	keys    keyCache // the reserve script's keys per code
+	keys    keyCache  // the reserve script's keys per code
+	claims  claimMode // how orderIds are claimed (claim.go)
 
 	client  atomic.Pointer[clientBox]   // nil until connected; see conn
 	dialErr atomic.Pointer[dialFailure] // why the client does not exist yet

@@ -143,13 +143,7 @@ func (w *kafkaWrites) publish(ctx context.Context, code string, hold Hold) (Rese
 		known <- storedOrder{row: row, err: err}
 	}()
 	perr := w.events.PublishReserved(wctx, EventFromHold(code, hold))
-	var so storedOrder
-	select {
-	case so = <-known:
-	case <-time.After(storeCheckWait):
-		// A store that hangs counts as unavailable; the read ends with wctx.
-		so.err = Unavailable(nil, "the store did not answer within %s", storeCheckWait)
-	}
+	so := storedAnswer(known)
 	if res, done, err := w.settleStoredOrder(wctx, code, hold, so); done {
 		return res, err
 	}
@@ -287,6 +281,26 @@ func (w *kafkaWrites) claimOrder(ctx context.Context, code string, hold Hold) er
 type storedOrder struct {
 	row Redemption
 	err error
+}
+
+// storedAnswer waits up to storeCheckWait for the store's answer about an
+// orderId; a store that hangs counts as unavailable (the read ends with the
+// write's context). The read runs while Kafka writes the event, so the
+// answer is usually there already and no timer is made for it.
+func storedAnswer(known <-chan storedOrder) storedOrder {
+	select {
+	case so := <-known:
+		return so
+	default:
+	}
+	t := time.NewTimer(storeCheckWait)
+	defer t.Stop()
+	select {
+	case so := <-known:
+		return so
+	case <-t.C:
+		return storedOrder{err: Unavailable(nil, "the store did not answer within %s", storeCheckWait)}
+	}
 }
 
 // ownEvent reports whether row is what the consumer wrote for hold's own
