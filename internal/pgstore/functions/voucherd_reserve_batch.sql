@@ -230,7 +230,8 @@ BEGIN
         WITH ids AS (
             SELECT DISTINCT e.u_customer
             FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
-            WHERE e_ok[e.u_n::integer] AND e.u_order = ANY (k_orders)
+            JOIN unnest(k_orders) AS k(u_order) ON k.u_order = e.u_order
+            WHERE e_ok[e.u_n::integer]
         ), ins AS (
             INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
             SELECT p_code, w.u_customer, voucherd_customer_legacy(w.u_customer), 1 FROM ids AS w
@@ -281,8 +282,10 @@ BEGIN
     -- The committed redemptions of the batch's orderIds, read after phase 2
     -- so that an orderId another transaction committed meanwhile is seen.
     -- An orderId this call inserted is no other transaction's: when every
-    -- one was, there is nothing to read.
-    IF p_orders <@ k_orders THEN
+    -- one was, there is nothing to read. The placeholders' orderIds are
+    -- distinct and among the batch's, so as many as the batch has elements
+    -- means every one (array containment would compare every pair).
+    IF cardinality(k_orders) = v_n THEN
         r_orders := '{}';
         r_rows := '{}';
     ELSE
