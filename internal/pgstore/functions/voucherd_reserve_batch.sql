@@ -95,6 +95,8 @@ DECLARE
     e_message text[];
     e_replay boolean[];
     e_row voucher_redemption[];  -- the redemption answered, for successes
+    e_k integer[];           -- its orderId's placeholder in k_orders (NULL: none)
+    e_c integer[];           -- its customer's counter in c_ids (NULL: none)
 
     -- Committed redemptions of the batch's orderIds (not ours).
     r_orders text[];
@@ -294,6 +296,14 @@ BEGIN
         INTO r_orders, r_rows USING p_orders, k_orders;
     END IF;
 
+    -- Each element's placeholder and counter, found by one join rather
+    -- than by searching the arrays once per element (every pair compared).
+    SELECT coalesce(array_agg(k.i::integer ORDER BY e.u_n), '{}'), coalesce(array_agg(c.i::integer ORDER BY e.u_n), '{}')
+    INTO e_k, e_c
+    FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
+    LEFT JOIN unnest(k_orders) WITH ORDINALITY AS k(u_order, i) ON k.u_order = e.u_order
+    LEFT JOIN unnest(c_ids) WITH ORDINALITY AS c(u_customer, i) ON c.u_customer = e.u_customer;
+
     <<attempt>>
     LOOP
         -- 4. The decisions, in arrival order, in the order of checks of
@@ -325,7 +335,7 @@ BEGIN
             END IF;
 
             -- An orderId an earlier element of this batch took: the same.
-            v_k := array_position(k_orders, p_orders[v_i]);
+            v_k := e_k[v_i];
             IF v_k IS NOT NULL AND k_owner[v_k] > 0 THEN
                 r := e_row[k_owner[v_k]];
                 e_error[v_i] := voucherd_order_verdict(r, p_code, p_customers[v_i]);
@@ -361,7 +371,7 @@ BEGIN
                     CONTINUE;
                 END IF;
             END IF;
-            v_m := array_position(c_ids, p_customers[v_i]);
+            v_m := e_c[v_i];
             IF v_k IS NULL OR v_m IS NULL THEN
                 RAISE EXCEPTION USING ERRCODE = 'VD900',
                     MESSAGE = format('order %s of a batch of voucher %s was not locked', p_orders[v_i], p_code);
