@@ -41,7 +41,7 @@ import (
 const DefaultMaxBatch = 64
 
 // DefaultRegroup is the default of CombinerConfig.Regroup.
-const DefaultRegroup = 5 * time.Millisecond
+const DefaultRegroup = 20 * time.Millisecond
 
 // CombinerConfig configures write combining. Zero values mean the defaults.
 type CombinerConfig struct {
