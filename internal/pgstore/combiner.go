@@ -53,8 +53,8 @@ type CombinerConfig struct {
 	MaxBatch int
 	// MaxWait, when positive, lets a batch that queued behind a write wait up
 	// to this long for more reservations before it is sent (default 0: the
-	// write in flight is the only wait). The first reservation of a voucher
-	// with no write in flight is never delayed.
+	// write in flight is the only wait). It never delays the first
+	// reservation of a voucher whose writer is idle (Regroup may).
 	MaxWait time.Duration
 	// Regroup bounds how long a voucher's writer, when a batch ends, waits
 	// until as many reservations are queued as that batch and the queue
