@@ -23,10 +23,25 @@ import (
 // transaction (voucherd_reserve_batch): one hot-row update and one flush for
 // the whole batch, and one answer per reservation, the one it would have got
 // alone. The write in flight is the batching window: a reservation that finds
-// no write in flight is sent at once.
+// no write in flight is sent at once, unless its voucher's writer regroups.
+//
+// Regrouping. Under load the callers of one batch come back together with
+// their next orders. Sent as they arrive, the first one back finds no write
+// in flight and goes alone, and the others queue behind it: the callers
+// split into two cohorts that stay apart batch after batch (1 and 63 of 64
+// clients, or 20 and 44), two transactions where one would do, each with
+// its fixed cost (docs/storage.md, "Batches that fill"). So when a batch
+// ends, its writer waits, before the next batch, until as many reservations
+// are queued as that batch and the queue behind it held together, at most
+// as long as that batch's write took and at most CombinerConfig.Regroup: the
+// callers who queue meanwhile would have waited about that long behind a
+// write of the first one anyway.
 
 // DefaultMaxBatch is the default of CombinerConfig.MaxBatch.
 const DefaultMaxBatch = 64
+
+// DefaultRegroup is the default of CombinerConfig.Regroup.
+const DefaultRegroup = 20 * time.Millisecond
 
 // CombinerConfig configures write combining. Zero values mean the defaults.
 type CombinerConfig struct {
@@ -38,9 +53,18 @@ type CombinerConfig struct {
 	MaxBatch int
 	// MaxWait, when positive, lets a batch that queued behind a write wait up
 	// to this long for more reservations before it is sent (default 0: the
-	// write in flight is the only wait). The first reservation of a voucher
-	// with no write in flight is never delayed.
+	// write in flight is the only wait). It never delays the first
+	// reservation of a voucher whose writer is idle (Regroup may).
 	MaxWait time.Duration
+	// Regroup bounds how long a voucher's writer, when a batch ends, waits
+	// until as many reservations are queued as that batch and the queue
+	// behind it held together before it sends the next batch; the wait is
+	// also at most as long as that batch's write took (default
+	// DefaultRegroup; negative: no wait, the next batch goes as soon as the
+	// write before it ends). A lone reservation with none queued behind it
+	// never makes the next one wait, so a voucher without concurrent
+	// reservations is written as before.
+	Regroup time.Duration
 	// Writers bounds the batches of one voucher in flight at once (default
 	// 1). With more than one, a reservation that finds every write of its
 	// voucher in flight starts another; the batches then meet at the
@@ -56,6 +80,9 @@ func (c CombinerConfig) withDefaults() (CombinerConfig, error) {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
 	}
+	if c.Regroup == 0 {
+		c.Regroup = DefaultRegroup
+	}
 	return c, nil
 }
 
@@ -66,6 +93,7 @@ type combiner struct {
 	write    func(code string, batch []*pending)
 	maxBatch int
 	maxWait  time.Duration
+	regroup  time.Duration // <= 0: never
 	writers  int
 	// beforeWrite, when set (by tests, before the first reservation), is
 	// called with each batch just before it is written.
@@ -81,7 +109,11 @@ type queue struct {
 	waiting []*pending
 	// running counts the goroutines sending this queue's batches.
 	running int
-	// full is signalled when waiting reaches maxBatch, to end a MaxWait early.
+	// want, when positive, is the number of queued reservations a
+	// regrouping writer waits for.
+	want int
+	// full is signalled when waiting reaches maxBatch (or want), to end a
+	// MaxWait or a regrouping early.
 	full chan struct{}
 }
 
@@ -112,8 +144,11 @@ func newCombiner(cfg CombinerConfig, write func(code string, batch []*pending)) 
 	if cfg.Writers <= 0 {
 		cfg.Writers = 1
 	}
-	return &combiner{write: write, maxBatch: cfg.MaxBatch, maxWait: cfg.MaxWait, writers: cfg.Writers,
-		queues: map[string]*queue{}}
+	if cfg.Regroup == 0 {
+		cfg.Regroup = DefaultRegroup
+	}
+	return &combiner{write: write, maxBatch: cfg.MaxBatch, maxWait: cfg.MaxWait, regroup: cfg.Regroup,
+		writers: cfg.Writers, queues: map[string]*queue{}}
 }
 
 // reserve queues the reservation and waits for its answer. A caller whose
@@ -136,7 +171,7 @@ func (c *combiner) reserve(ctx context.Context, req voucher.ReserveRequest, now 
 		q.running++
 	}
 	q.waiting = append(q.waiting, p)
-	if len(q.waiting) >= c.maxBatch {
+	if len(q.waiting) >= c.maxBatch || q.want > 0 && len(q.waiting) >= q.want {
 		select {
 		case q.full <- struct{}{}:
 		default:
@@ -165,12 +200,19 @@ func (c *combiner) reserve(ctx context.Context, req voucher.ReserveRequest, now 
 	return voucher.Reservation{}, interpretError(ctx.Err())
 }
 
-// run sends the batches of one voucher until its queue is empty.
+// run sends the batches of one voucher until its queue is empty (after
+// regrouping, when its last batch had several reservations).
 func (c *combiner) run(code string, q *queue) {
+	// last counts the reservations of the batch this goroutine wrote last
+	// and those queued behind it when it ended: the callers the next batch
+	// may regroup.
+	var last int
+	var took time.Duration
 	for first := true; ; first = false {
 		if !first && c.maxWait > 0 {
 			c.fill(q)
 		}
+		c.regroupAfter(q, last, took)
 		c.mu.Lock()
 		batch := c.take(q)
 		if len(batch) == 0 {
@@ -184,13 +226,51 @@ func (c *combiner) run(code string, q *queue) {
 		if c.beforeWrite != nil {
 			c.beforeWrite(code, batch)
 		}
+		last, took = 0, 0
 		if batch = leftBehind(batch); len(batch) > 0 {
+			start := time.Now()
 			c.write(code, batch)
+			took = time.Since(start)
+			c.mu.Lock()
+			last = len(batch) + len(q.waiting)
+			c.mu.Unlock()
 			for _, p := range batch {
 				close(p.done)
 			}
 		}
 	}
+}
+
+// regroupAfter waits, after a batch whose write took took and that had
+// n > 1 reservations with those queued behind it, until n (at most
+// maxBatch) reservations are queued, at most took and at most c.regroup.
+// Reservations that arrive meanwhile are queued, not sent: q.running still
+// counts this goroutine.
+func (c *combiner) regroupAfter(q *queue, n int, took time.Duration) {
+	if c.regroup <= 0 || n < 2 || took <= 0 {
+		return
+	}
+	c.mu.Lock()
+	n = min(n, c.maxBatch)
+	if len(q.waiting) >= n {
+		c.mu.Unlock()
+		return
+	}
+	select {
+	case <-q.full: // a signal left from an earlier batch
+	default:
+	}
+	q.want = n
+	c.mu.Unlock()
+	t := time.NewTimer(min(took, c.regroup))
+	select {
+	case <-q.full:
+	case <-t.C:
+	}
+	t.Stop()
+	c.mu.Lock()
+	q.want = 0
+	c.mu.Unlock()
 }
 
 // leftBehind answers the reservations of the batch whose caller has left

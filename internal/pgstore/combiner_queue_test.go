@@ -207,3 +207,45 @@ func TestCombinerQueueTwoWriters(t *testing.T) {
 	require.Equal(t, [][]string{{"A/a0/1m0s"}, {"A/a1/1m0s"}, {"A/a2/1m0s", "A/a3/1m0s", "A/a4/1m0s"}}, written)
 	waitUntil(t, func() bool { return c.active() == 0 })
 }
+
+// Callers that come back with their next reservation as soon as they are
+// answered (a closed loop) are written in one batch per round: the first
+// one back does not go alone. Without regrouping they split into two
+// batches per round.
+func TestCombinerQueueRegroups(t *testing.T) {
+	t.Parallel()
+	const clients, rounds = 16, 20
+	run := func(regroup time.Duration) (batches int) {
+		var mu sync.Mutex
+		write := func(_ string, batch []*pending) {
+			mu.Lock()
+			batches++
+			mu.Unlock()
+			for _, p := range batch {
+				p.res = voucher.Reservation{Redemption: voucher.Redemption{OrderID: p.req.OrderID}}
+			}
+			time.Sleep(5 * time.Millisecond) // the commit's flush
+		}
+		c := newCombiner(CombinerConfig{Regroup: regroup}, write)
+		var wg sync.WaitGroup
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds {
+					order := fmt.Sprintf("%d-%d", i, r)
+					if _, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: order}, time.Now(), time.Minute); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		waitUntil(t, func() bool { return c.active() == 0 })
+		return batches
+	}
+	// The first round's callers may arrive spread out; every later round
+	// is one batch (a loaded machine may split a few).
+	require.LessOrEqual(t, run(time.Second), rounds+rounds/4)
+	require.Greater(t, run(-1), rounds+rounds/4, "without regrouping the callers split")
+}

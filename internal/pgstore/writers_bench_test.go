@@ -47,6 +47,21 @@ func BenchmarkReserveHotVoucherWritersDurable(b *testing.B) {
 	}
 }
 
+// BenchmarkReserveHotVoucherRegroup compares the combiner with and without
+// regrouping (CombinerConfig.Regroup), one writer, 64 clients on one hot
+// voucher, durable commits; takes/flush shows the batches, pg-µs/op what
+// they cost.
+//
+//	go test -run '^$' -bench HotVoucherRegroup -benchtime 20000x -count 3 ./internal/pgstore/
+func BenchmarkReserveHotVoucherRegroup(b *testing.B) {
+	srv := testenv.NewPostgresFsync(b)
+	for _, regroup := range []time.Duration{-1, 0} {
+		b.Run(fmt.Sprintf("regroup=%v", regroup >= 0), func(b *testing.B) {
+			benchmarkHotAt(b, srv.NewDatabase(b).URL, pgstore.CombinerConfig{Regroup: regroup}, 64)
+		})
+	}
+}
+
 // serverCPU returns a reader of the CPU time used so far by the PostgreSQL
 // server s talks to (the postmaster, its exited children and its live
 // ones, from /proc), or of 0 when the server is not a process of this

@@ -121,6 +121,34 @@ func TestCachedVoucherOneRefreshAtATime(t *testing.T) {
 	require.EqualValues(t, 2, st.reads.Load())
 }
 
+// A definition older than twice the TTL is not served while it is re-read:
+// the requests that find it so wait for the one read instead of each
+// reading it (a burst after a quiet spell).
+func TestCachedVoucherStaleBurstReadsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	st := &flakyStore{v: flashVoucher(), delay: 50 * time.Millisecond}
+	svc := newCacheService(t, st, FlashSync, clock)
+	_, err := svc.catalog.voucher(ctx, "SALE")
+	require.NoError(t, err)
+
+	now.Add(int64(3 * time.Second))
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := svc.catalog.voucher(ctx, "SALE")
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 2, st.reads.Load())
+}
+
 func (s *flakyStore) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, s, nil, code, orderID)
 }

@@ -25,7 +25,7 @@ type catalog struct {
 
 	mu          sync.Mutex
 	vouchers    map[string]cachedVoucher  // guarded by mu
-	refreshing  map[string]bool           // codes being re-read; guarded by mu
+	refreshing  map[string]chan struct{}  // codes being re-read, closed when read; guarded by mu
 	campaignIDs map[string]campaignOfCode // by campaign code; guarded by mu
 }
 
@@ -60,7 +60,7 @@ const DefaultStaleVoucherMax = 10 * time.Minute
 
 func newCatalog(store Store, clock func() time.Time, ttl, staleMax time.Duration) *catalog {
 	return &catalog{store: store, clock: clock, ttl: ttl, staleMax: staleMax,
-		vouchers: map[string]cachedVoucher{}, refreshing: map[string]bool{}, campaignIDs: map[string]campaignOfCode{}}
+		vouchers: map[string]cachedVoucher{}, refreshing: map[string]chan struct{}{}, campaignIDs: map[string]campaignOfCode{}}
 }
 
 // definition returns the voucher (or campaign budget) a reservation or a
@@ -158,31 +158,45 @@ func (c *catalog) voucher(ctx context.Context, code string) (Voucher, error) {
 // voucherAt returns the voucher definition, cached for the TTL, for a
 // caller that read the clock (now) already. One caller at a time re-reads
 // an expired definition; the others meanwhile use the expired one, for at
-// most another TTL. While the store is unavailable, a Kafka-mode flash
+// most another TTL, and wait for that read when it is older (or there is
+// none): a burst of requests after a quiet spell reads the store once, not
+// once per request. While the store is unavailable, a Kafka-mode flash
 // voucher is answered from its last read for up to staleMax, and the store
 // is tried again once per TTL.
 func (c *catalog) voucherAt(ctx context.Context, code string, now time.Time) (Voucher, error) {
 	var cv cachedVoucher
 	var ok bool
-	if c.ttl > 0 {
+	for c.ttl > 0 {
 		c.mu.Lock()
 		cv, ok = c.vouchers[code]
 		age := now.Sub(cv.fetched)
+		reading := c.refreshing[code]
 		switch {
 		case ok && (age < c.ttl || now.Before(cv.retry) && c.servesStale(cv, now)):
 			c.mu.Unlock()
 			return cv.v, nil
-		case ok && c.refreshing[code] && age < 2*c.ttl:
+		case ok && reading != nil && age < 2*c.ttl:
 			c.mu.Unlock()
 			return cv.v, nil
+		case reading != nil:
+			c.mu.Unlock()
+			select {
+			case <-reading:
+			case <-ctx.Done():
+				return Voucher{}, Unavailable(ctx.Err(), "voucher %s: gave up waiting for its definition", code)
+			}
+			continue // the read is done: look again (a failed one leaves the next read to this caller)
 		}
-		c.refreshing[code] = true
+		done := make(chan struct{})
+		c.refreshing[code] = done
 		c.mu.Unlock()
 		defer func() {
 			c.mu.Lock()
 			delete(c.refreshing, code)
 			c.mu.Unlock()
+			close(done)
 		}()
+		break
 	}
 	v, err := c.store.Voucher(ctx, code)
 	if err != nil {

@@ -44,11 +44,12 @@ BEGIN
     -- A use of a campaign names one of its codes, and a code names its own
     -- campaign (the service resolved it before the gate; the database
     -- checks it as it checks the voucher).
-    SELECT coalesce(e.u, '') AS u, e.code INTO b
-    FROM unnest(p_codes, p_unique) AS e(code, u)
+    -- Each distinct pair once: a batch is mostly one voucher's events.
+    SELECT e.u, e.code INTO b
+    FROM (SELECT DISTINCT coalesce(d.u, '') AS u, d.code FROM unnest(p_codes, p_unique) AS d(code, u)) AS e
     LEFT JOIN campaign_code k ON k.code = e.u
     LEFT JOIN voucher w ON w.code = e.code
-    WHERE CASE WHEN coalesce(e.u, '') = '' THEN coalesce(w.campaign, false)
+    WHERE CASE WHEN e.u = '' THEN coalesce(w.campaign, false)
                ELSE k.campaign_id IS DISTINCT FROM e.code END
     LIMIT 1;
     IF FOUND THEN
@@ -133,8 +134,11 @@ BEGIN
     END IF;
 
     -- Every orderId inserted: the answer is what was inserted. Otherwise
-    -- the known ones are read.
-    IF p_order_ids <@ v_ins THEN
+    -- the known ones are read. The inserted orderIds are distinct and
+    -- among the batch's, so as many as the batch holds means every one
+    -- (a batch that names an orderId twice is read back); array
+    -- containment would compare every pair.
+    IF cardinality(v_ins) = cardinality(p_order_ids) THEN
         RETURN QUERY SELECT i.order_id, true, i.code, i.customer
                      FROM unnest(v_ins, v_ins_codes, v_ins_customers) AS i(order_id, code, customer);
         RETURN;

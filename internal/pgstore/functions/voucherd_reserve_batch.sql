@@ -95,6 +95,8 @@ DECLARE
     e_message text[];
     e_replay boolean[];
     e_row voucher_redemption[];  -- the redemption answered, for successes
+    e_k integer[];           -- its orderId's placeholder in k_orders (NULL: none)
+    e_c integer[];           -- its customer's counter in c_ids (NULL: none)
 
     -- Committed redemptions of the batch's orderIds (not ours).
     r_orders text[];
@@ -230,7 +232,8 @@ BEGIN
         WITH ids AS (
             SELECT DISTINCT e.u_customer
             FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
-            WHERE e_ok[e.u_n::integer] AND e.u_order = ANY (k_orders)
+            JOIN unnest(k_orders) AS k(u_order) ON k.u_order = e.u_order
+            WHERE e_ok[e.u_n::integer]
         ), ins AS (
             INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
             SELECT p_code, w.u_customer, voucherd_customer_legacy(w.u_customer), 1 FROM ids AS w
@@ -281,8 +284,10 @@ BEGIN
     -- The committed redemptions of the batch's orderIds, read after phase 2
     -- so that an orderId another transaction committed meanwhile is seen.
     -- An orderId this call inserted is no other transaction's: when every
-    -- one was, there is nothing to read.
-    IF p_orders <@ k_orders THEN
+    -- one was, there is nothing to read. The placeholders' orderIds are
+    -- distinct and among the batch's, so as many as the batch has elements
+    -- means every one (array containment would compare every pair).
+    IF cardinality(k_orders) = v_n THEN
         r_orders := '{}';
         r_rows := '{}';
     ELSE
@@ -290,6 +295,14 @@ BEGIN
                  FROM voucher_redemption x WHERE x.order_id = ANY ($1) AND NOT (x.order_id = ANY ($2))'
         INTO r_orders, r_rows USING p_orders, k_orders;
     END IF;
+
+    -- Each element's placeholder and counter, found by one join rather
+    -- than by searching the arrays once per element (every pair compared).
+    SELECT coalesce(array_agg(k.i::integer ORDER BY e.u_n), '{}'), coalesce(array_agg(c.i::integer ORDER BY e.u_n), '{}')
+    INTO e_k, e_c
+    FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
+    LEFT JOIN unnest(k_orders) WITH ORDINALITY AS k(u_order, i) ON k.u_order = e.u_order
+    LEFT JOIN unnest(c_ids) WITH ORDINALITY AS c(u_customer, i) ON c.u_customer = e.u_customer;
 
     <<attempt>>
     LOOP
@@ -322,7 +335,7 @@ BEGIN
             END IF;
 
             -- An orderId an earlier element of this batch took: the same.
-            v_k := array_position(k_orders, p_orders[v_i]);
+            v_k := e_k[v_i];
             IF v_k IS NOT NULL AND k_owner[v_k] > 0 THEN
                 r := e_row[k_owner[v_k]];
                 e_error[v_i] := voucherd_order_verdict(r, p_code, p_customers[v_i]);
@@ -358,7 +371,7 @@ BEGIN
                     CONTINUE;
                 END IF;
             END IF;
-            v_m := array_position(c_ids, p_customers[v_i]);
+            v_m := e_c[v_i];
             IF v_k IS NULL OR v_m IS NULL THEN
                 RAISE EXCEPTION USING ERRCODE = 'VD900',
                     MESSAGE = format('order %s of a batch of voucher %s was not locked', p_orders[v_i], p_code);
