@@ -100,8 +100,8 @@ func (r ReconcileReport) Consistent() bool {
 // gate hold without a row must be before it counts as an orphan. It
 // compares chunk by chunk (compare.go), keeping in memory one chunk and
 // what it finds, never the whole voucher.
-func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (ReconcileReport, error) {
-	rep := ReconcileReport{Code: code, At: s.now().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
+func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace time.Duration) (rep ReconcileReport, err error) {
+	rep = ReconcileReport{Code: code, At: s.now().UTC(), InFlight: []string{}, Abandoned: []string{}, Orphans: []string{},
 		Stale: []string{}, Missing: []string{}, Uncommitted: []string{}, Unconfirmed: []string{}}
 	if s.gate == nil {
 		return rep, Unavailable(nil, "Redis is not configured")
@@ -109,6 +109,9 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	if !ValidCode(code) {
 		return rep, Errorf(CodeVoucherNotFound, "voucher %q not found", code)
 	}
+	pl := newPassLog(ctx, s.log, code, repair)
+	defer func() { pl.done(ctx, &rep, err) }()
+	pl.next("gateWalk")
 	// The gate first, then the store, order by order: in both write modes
 	// a use is taken in the gate before its row is written, so each
 	// chunk of the gate's orders is looked up in the store after it was
@@ -125,10 +128,12 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		if err := cmp.walkGate(ctx, &rep); err != nil {
 			return rep, err
 		}
+		pl.next("gateCounts")
 		if gl, err = s.gate.LimitCounts(ctx, code); err != nil {
 			return rep, err
 		}
 	}
+	pl.next("storeCounts")
 	sc, err := s.store.ReconcileCounts(ctx, code)
 	if err != nil {
 		return rep, err
@@ -146,6 +151,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	rep.RedisRemaining = c0.Remaining
 	rep.Drift = c0.Remaining - rep.ExpectedRemaining
+	pl.next("drift")
 	if _, err := s.readDrift(ctx, code, &rep); err != nil {
 		return rep, err
 	}
@@ -156,6 +162,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	rep.Windows = windowDrifts(sc.Windows, gl.Windows)
 
+	pl.next("storeWalk")
 	s.findAbandoned(ctx, &rep, cmp.found)
 	if err := cmp.walkStore(ctx, &rep); err != nil {
 		return rep, err
@@ -167,7 +174,11 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		return rep, nil
 	}
 	rep.Repaired = true
-	defer func() { s.auditReconcile(ctx, rep) }()
+	defer func() {
+		pl.next("audit")
+		s.auditReconcile(ctx, rep)
+	}()
+	pl.next("repairs")
 
 	// Safe direction first: the gate learns of holds it lost.
 	for _, id := range rep.Missing {
@@ -178,22 +189,34 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		if r.HeldSince.Before(r.CreatedAt) {
 			h.HeldSince = r.HeldSince
 		}
-		if _, err := s.gate.Adopt(ctx, code, h); err != nil {
+		began := time.Now()
+		_, err := s.gate.Adopt(ctx, code, h)
+		pl.repaired(ctx, "adopt", id, began, err)
+		if err != nil {
 			return rep, err
 		}
 	}
 	for _, id := range rep.Uncommitted {
-		if _, err := s.gate.Commit(ctx, code, cmp.found[id]); err != nil {
+		began := time.Now()
+		_, err := s.gate.Commit(ctx, code, cmp.found[id])
+		pl.repaired(ctx, "commit", id, began, err)
+		if err != nil {
 			return rep, err
 		}
 	}
 	for _, id := range rep.Unconfirmed {
-		if _, err := s.gate.Confirm(ctx, code, id, cmp.found[id].Code); err != nil {
+		began := time.Now()
+		_, err := s.gate.Confirm(ctx, code, id, cmp.found[id].Code)
+		pl.repaired(ctx, "confirm", id, began, err)
+		if err != nil {
 			return rep, err
 		}
 	}
 	for _, id := range rep.Stale {
-		if _, err := s.gate.Release(ctx, code, id, ReleaseMark); err != nil {
+		began := time.Now()
+		_, err := s.gate.Release(ctx, code, id, ReleaseMark)
+		pl.repaired(ctx, "stale", id, began, err)
+		if err != nil {
 			return rep, err
 		}
 	}
@@ -206,12 +229,18 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 		if rep.Skipped == "" {
 			for _, id := range rep.Orphans {
-				if err := s.writes.giveBackOrphan(ctx, code, cmp.found[id]); err != nil {
+				began := time.Now()
+				err := s.writes.giveBackOrphan(ctx, code, cmp.found[id])
+				pl.repaired(ctx, "orphan", id, began, err)
+				if err != nil {
 					return rep, err
 				}
 			}
 			for _, id := range rep.Abandoned {
-				if _, err := s.fenceHold(ctx, code, cmp.found[id]); err != nil {
+				began := time.Now()
+				_, err := s.fenceHold(ctx, code, cmp.found[id])
+				pl.repaired(ctx, "abandoned", id, began, err)
+				if err != nil {
 					return rep, err
 				}
 			}
@@ -222,7 +251,9 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			return rep, err
 		}
 	}
+	began := time.Now()
 	before, after, err := s.gate.Clamp(ctx, code, sc.TotalLimit)
+	pl.repaired(ctx, "clamp", "", began, err)
 	if err != nil {
 		return rep, err
 	}
