@@ -96,6 +96,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	prefix := fs.String("redis-key-prefix", os.Getenv("VOUCHERD_REDIS_KEY_PREFIX"), "with --url: the server's Redis key prefix")
 	combine := fs.Bool("combine-writes", true, "with a started stack: combine concurrent PostgreSQL reservations of one voucher into one transaction")
 	fs.BoolVar(&o.Stack.RedisRealtime, "redis-realtime", false, "with a started stack: run Redis at real-time priority (SCHED_FIFO 10 with chrt; needs root), so that the processes sharing its cores cannot deschedule it mid-command, as on a core of its own")
+	fs.StringVar(&o.Stack.KeepLogs, "keep-logs", "", "with a started stack: copy the stack's logs (each voucherd's, PostgreSQL's, Redis's) to this folder when it stops; with --reconcile-every the servers log each reconciliation pass's phases there")
 	fs.Float64Var(&o.Stack.ReconcileShare, "reconcile-share", 0, "with a started stack: the servers' --reconcile-share, the largest share of its time a reconciliation pass works (0: their default, 0.1; 1: no pause)")
 	fs.DurationVar(&o.KafkaWarmup, "kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode servers for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
 	fs.DurationVar(&o.PGOutage, "pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -92,8 +95,9 @@ func TestBenchBigVoucherJSON(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
+	logs := t.TempDir()
 	err := runBench(ctx, []string{"--scenario=big-voucher", "--total=1500", "--customers=3000", "--requests=1500",
-		"--concurrency=8", "--reconcile-every=100ms", "--max-duration=90s", "--json"}, &stdout, &stderr)
+		"--concurrency=8", "--reconcile-every=100ms", "--max-duration=90s", "--json", "--keep-logs=" + logs}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
 
 	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
@@ -109,9 +113,26 @@ func TestBenchBigVoucherJSON(t *testing.T) {
 		require.EqualValues(t, 1500, r.Report.Reserved, "the voucher sells out")
 		require.Positive(t, r.Report.Latency.P99)
 		require.Positive(t, r.RedisSlowThresholdMs)
+		require.False(t, r.Report.StartedAt.IsZero())
+		require.Len(t, r.Report.Slowest, bench.SlowestKept, "the run's slowest requests")
+		for j, slow := range r.Report.Slowest {
+			require.Equal(t, http.StatusCreated, slow.Status)
+			require.NotEmpty(t, slow.OrderID)
+			require.LessOrEqual(t, slow.LatencyMs, r.Report.Latency.Max)
+			if j > 0 {
+				require.LessOrEqual(t, slow.LatencyMs, r.Report.Slowest[j-1].LatencyMs, "slowest first")
+			}
+		}
 	}
 	require.Positive(t, res.Runs[1].Passes, "reconciliation ran during the load")
 	require.Zero(t, res.Runs[1].PassFailures)
+	require.GreaterOrEqual(t, len(res.Runs[1].PassLog), res.Runs[1].Passes, "every pass in the log")
+	require.Empty(t, res.Runs[0].PassLog)
+	// The servers logged each pass's phases, and the stack's logs were kept.
+	server, err := os.ReadFile(filepath.Join(logs, "voucherd-sync-0.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(server), `msg="reconciliation pass"`)
+	require.Contains(t, string(server), "storeWalk.took=")
 	require.Contains(t, stderr.String(), "voucherd bench: flash-sync, without reconciliation")
 	require.Contains(t, stderr.String(), "voucherd bench: flash-sync, with reconciliation every 100ms")
 }

@@ -78,6 +78,13 @@ type Report struct {
 	// Verification is set when the run was verified.
 	Verification *Verification `json:"verification,omitempty"`
 
+	// StartedAt is when the run began sending: the origin of
+	// Slowest's StartMs.
+	StartedAt time.Time `json:"startedAt"`
+	// Slowest lists the run's slowest requests (at most SlowestKept, of
+	// those the latency figures count), slowest first.
+	Slowest []SlowRequest `json:"slowest,omitempty"`
+
 	// Histogram holds every latency in microseconds.
 	Histogram *hdrhistogram.Histogram `json:"-"`
 
@@ -134,6 +141,8 @@ func (r *runner) report(stats []*workerStats, elapsed time.Duration) *Report {
 		Errors:        map[string]int64{},
 		Failures:      r.failures.Load(),
 		WarmupSeconds: cfg.Warmup.Seconds(),
+		StartedAt:     r.start.UTC(),
+		Slowest:       r.slowestOf(stats, SlowestKept),
 		Histogram:     hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
 		prefix:        r.prefix,
 	}
@@ -268,6 +277,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	l := r.Latency
 	p("latency", "p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  mean %s",
 		fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Max), fmtMs(l.Mean))
+	if len(r.Slowest) > 0 {
+		p("slowest", "%s", slowestText(r.Slowest))
+	}
 	p("status", "%s", joinCounts(r.Status, func(k int) string {
 		if k == 0 {
 			return "no answer"

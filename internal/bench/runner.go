@@ -228,12 +228,14 @@ type workerStats struct {
 	warmup  int64   // answers left out of hist (Config.Warmup)
 	granted []order // answered 201
 	unknown []order // no definite answer: the server may or may not have taken a use
+	slow    slowest // the slowest requests counted in hist
 }
 
 func newWorkerStats() *workerStats {
 	return &workerStats{
 		hist: hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs),
 		errs: map[string]*int64{},
+		slow: slowest{n: SlowestKept},
 	}
 }
 
@@ -477,6 +479,7 @@ func (r *runner) record(ctx context.Context, ws *workerStats, j job, start time.
 		ws.warmup++
 	} else {
 		_ = ws.hist.RecordValue(lat)
+		ws.slow.offer(slowEntry{start: start, latency: lat, status: status, job: j}, code)
 	}
 	ws.kinds[j.kind]++
 	ws.status[status]++

@@ -120,6 +120,10 @@ type StackOptions struct {
 	// wins): settings of the write path to compare, such as
 	// --combine-writers or --redis-flush-delay.
 	ServeFlags []string
+	// KeepLogs, when set, is a folder the stack's logs (every voucherd
+	// process's, PostgreSQL's, Redis's) are copied to when it stops; the
+	// stack's own folder is removed.
+	KeepLogs string
 }
 
 // Run runs the benchmark o describes, writes its reports to stdout and its
@@ -166,6 +170,11 @@ func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error 
 		}
 	}
 	so := o.Stack
+	if o.ReconcileEvery > 0 {
+		// Each reconciliation pass logs its phases at info level, to be
+		// set beside the run's slowest requests (--keep-logs).
+		so.ServeFlags = append([]string{"--log-level=info"}, so.ServeFlags...)
+	}
 	if o.OTLPSink {
 		sink, err := StartOTLPSink()
 		if err != nil {

@@ -29,7 +29,22 @@ type reconcilePasses struct {
 	failures int
 	longest  time.Duration
 	lastErr  string
+	// log is every pass begun, in order, up to maxPassLog: when it began
+	// and how long it took, so that a run's slow requests can be set
+	// beside them.
+	log []passTime
 }
+
+// passTime is one pass of reconcilePasses.
+type passTime struct {
+	start time.Time
+	took  time.Duration
+	err   string // "" when the pass answered 200; "canceled" when the run's end cut it
+}
+
+// maxPassLog bounds reconcilePasses.log: a run of the longest bench
+// (MaxDuration) with passes every few seconds stays far below it.
+const maxPassLog = 10_000
 
 // alongside is a bench.Config.Alongside that reconciles at baseURL.
 func (p *reconcilePasses) alongside(baseURL string) func(ctx context.Context, codes []string) {
@@ -69,15 +84,56 @@ func (p *reconcilePasses) pass(ctx context.Context, baseURL, code string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	entry := passTime{start: start, took: took}
+	defer func() {
+		if len(p.log) < maxPassLog {
+			p.log = append(p.log, entry)
+		}
+	}()
 	if err != nil {
+		entry.err = "canceled"
 		if ctx.Err() == nil {
 			p.failures++
 			p.lastErr = err.Error()
+			entry.err = err.Error()
 		}
 		return
 	}
 	p.passes++
 	p.longest = max(p.longest, took)
+}
+
+// PassTime is one reconciliation pass of a BigVoucherRun, against the
+// run's start (its report's StartedAt): when the bench asked for it and
+// how long it took to answer.
+type PassTime struct {
+	StartMs float64 `json:"startMs"`
+	TookMs  float64 `json:"tookMs"`
+	// Error is why the pass did not answer 200 ("canceled": the run's end
+	// cut it short).
+	Error string `json:"error,omitempty"`
+}
+
+// timeline returns the passes against from.
+func (p *reconcilePasses) timeline(from time.Time) []PassTime {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]PassTime, len(p.log))
+	for i, e := range p.log {
+		out[i] = PassTime{StartMs: ms(e.start.Sub(from)), TookMs: ms(e.took), Error: e.err}
+	}
+	return out
+}
+
+// passDuring returns the index of the pass whose time holds a request
+// sent at startMs and answered latencyMs later, -1 when none does.
+func passDuring(passes []PassTime, startMs, latencyMs float64) int {
+	for i, p := range passes {
+		if startMs < p.StartMs+p.TookMs && startMs+latencyMs > p.StartMs {
+			return i
+		}
+	}
+	return -1
 }
 
 // write prints what the passes did.
@@ -294,6 +350,11 @@ type BigVoucherRun struct {
 	PassFailures  int     `json:"passFailures,omitempty"`
 	LongestPassMs float64 `json:"longestPassMs,omitempty"`
 	PassEvery     string  `json:"passEvery,omitempty"`
+	// PassLog is every pass begun during the load, in order, against the
+	// report's StartedAt, the one cut short by the run's end included
+	// (Reconciling only). The servers log each pass's phases
+	// ("reconciliation pass"), to be set beside it and Report.Slowest.
+	PassLog []PassTime `json:"passLog,omitempty"`
 }
 
 // BigVoucherResult is the JSON document of Options.ReconcileEvery with
@@ -379,6 +440,9 @@ func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, c
 				passes.mu.Lock()
 				r.Passes, r.PassFailures, r.LongestPassMs, r.PassEvery = passes.passes, passes.failures, ms(passes.longest), passes.every.String()
 				passes.mu.Unlock()
+				if rep != nil {
+					r.PassLog = passes.timeline(rep.StartedAt)
+				}
 			}
 			runs = append(runs, r)
 			if !asJSON {
@@ -387,6 +451,7 @@ func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, c
 					took.Round(10*time.Microsecond), what, slow, slowlogThreshold, byName, stalls)
 				if passes != nil {
 					passes.write(stdout)
+					writePassLog(stdout, r)
 				}
 				fmt.Fprintln(stdout)
 			}
@@ -419,4 +484,26 @@ func longestCell(r BigVoucherRun) string {
 		return fmt.Sprintf("none of %gms", r.RedisSlowThresholdMs)
 	}
 	return fmt.Sprintf("%.2fms (%s)", r.RedisLongestMs, r.RedisLongestCommand)
+}
+
+// writePassLog writes a run's passes against its start, and for each of
+// its slowest requests the pass it overlapped.
+func writePassLog(w io.Writer, r BigVoucherRun) {
+	for i, p := range r.PassLog {
+		fmt.Fprintf(w, "  %-13s +%.3fs, took %.3fs", fmt.Sprintf("pass %d", i+1), p.StartMs/1000, p.TookMs/1000)
+		if p.Error != "" {
+			fmt.Fprintf(w, " (%s)", p.Error)
+		}
+		fmt.Fprintln(w)
+	}
+	if r.Report == nil {
+		return
+	}
+	for _, s := range r.Report.Slowest {
+		during := "no pass"
+		if i := passDuring(r.PassLog, s.StartMs, s.LatencyMs); i >= 0 {
+			during = fmt.Sprintf("pass %d, %.3fs into it", i+1, (s.StartMs-r.PassLog[i].StartMs)/1000)
+		}
+		fmt.Fprintf(w, "  %-13s %.1fms at +%.3fs (%s): %s\n", "slow", s.LatencyMs, s.StartMs/1000, s.OrderID, during)
+	}
 }

@@ -47,6 +47,8 @@ type stack struct {
 	procs int
 	// kafkaLog reads the writer group's lag (Kafka mode).
 	kafkaLog *kafkalog.Log
+	// keepLogs is StackOptions.KeepLogs.
+	keepLogs string
 }
 
 // instanceGroup is the voucherd processes of one write mode.
@@ -80,7 +82,34 @@ func (s *stack) close() {
 	if s.pg != nil {
 		s.pg.Stop()
 	}
+	if s.keepLogs != "" {
+		if err := copyLogs(s.dir, s.keepLogs); err != nil {
+			fmt.Fprintf(os.Stderr, "voucherd bench: the stack's logs not kept: %v\n", err)
+		}
+	}
 	_ = os.RemoveAll(s.dir)
+}
+
+// copyLogs copies every *.log file under dir into the folder to (made if
+// missing), each named by its path under dir with "-" for "/".
+func copyLogs(dir, to string) error {
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".log") {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path) //nolint:gosec // a file of the stack's own folder
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, strings.ReplaceAll(rel, string(filepath.Separator), "-")), b, 0o644) //nolint:gosec // logs for the operator to read
+	})
 }
 
 // target is the bench target of one mode on the stack, with the processes
@@ -146,7 +175,7 @@ func startStack(ctx context.Context, stderr io.Writer, o StackOptions, modes []s
 	if err != nil {
 		return nil, err
 	}
-	st := &stack{dir: dir, groups: map[string]*instanceGroup{}, exe: o.Executable, env: o.Env,
+	st := &stack{dir: dir, groups: map[string]*instanceGroup{}, exe: o.Executable, env: o.Env, keepLogs: o.KeepLogs,
 		procs: instanceProcs(o.Procs, runtime.NumCPU(), max(o.Instances, o.Consumers))}
 	defer func() {
 		if err != nil {

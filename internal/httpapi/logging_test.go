@@ -22,6 +22,10 @@ func (downStore) Voucher(ctx context.Context, code string) (voucher.Voucher, err
 	return voucher.Voucher{}, voucher.Unavailable(context.Canceled, "the database is unavailable")
 }
 
+func (d downStore) VoucherDefinition(ctx context.Context, code string) (voucher.Voucher, error) {
+	return d.Voucher(ctx, code)
+}
+
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
 type syncBuffer struct {
 	mu  sync.Mutex

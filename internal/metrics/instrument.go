@@ -112,6 +112,15 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 	return v, err
 }
 
+// VoucherDefinition implements voucher.Store; the definition cache reads
+// it on the request path, so it is timed.
+func (s *Store) VoucherDefinition(ctx context.Context, code string) (voucher.Voucher, error) {
+	start := time.Now()
+	v, err := s.Store.VoucherDefinition(ctx, code)
+	s.observe("voucher_definition", start, err)
+	return v, err
+}
+
 // Gate times the gate calls of the request path; the other methods pass
 // through unchanged.
 type Gate struct {

@@ -198,6 +198,7 @@ func mustQuery(name string) string {
 var (
 	qVoucherInsert        = mustQuery("voucher_insert")
 	qVoucherGet           = mustQuery("voucher_get")
+	qVoucherDefinition    = mustQuery("voucher_definition")
 	qVoucherLock          = mustQuery("voucher_lock")
 	qVoucherMaxHeld       = mustQuery("voucher_max_customer_held")
 	qVoucherUpdate        = mustQuery("voucher_update")

@@ -101,6 +101,21 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 	return v, nil
 }
 
+// VoucherDefinition returns the voucher as Voucher does, but without the
+// live counts (Reserved, Confirmed, and the budget's Reserved and Confirmed
+// are 0): one statement reading one row of each table it joins, whatever
+// the voucher's size (voucher_definition.sql).
+func (s *Store) VoucherDefinition(ctx context.Context, code string) (voucher.Voucher, error) {
+	var v voucher.Voucher
+	if err := scanVoucherGet(s.pool.QueryRow(ctx, qVoucherDefinition, code), &v); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return voucher.Voucher{}, voucherNotFound(code)
+		}
+		return voucher.Voucher{}, interpretError(err)
+	}
+	return v, nil
+}
+
 // PatchVoucher applies p in one transaction under the voucher's row lock and
 // returns the voucher before and after; the change's audit entry is
 // written in the same transaction. A total limit below used_count, or a

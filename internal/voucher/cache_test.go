@@ -29,6 +29,10 @@ func (s *flakyStore) Voucher(context.Context, string) (Voucher, error) {
 	return s.v, nil
 }
 
+func (s *flakyStore) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return s.Voucher(ctx, code)
+}
+
 // nopEvents stands in for the Kafka log; the cache never calls it.
 type nopEvents struct{ EventLog }
 

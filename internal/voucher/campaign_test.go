@@ -93,6 +93,10 @@ func (s *campaignFakeStore) Voucher(_ context.Context, code string) (Voucher, er
 	return Voucher{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
 }
 
+func (s *campaignFakeStore) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return s.Voucher(ctx, code)
+}
+
 func (s *campaignFakeStore) CodeCampaign(_ context.Context, code string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -198,7 +198,9 @@ func (c *catalog) voucherAt(ctx context.Context, code string, now time.Time) (Vo
 		}()
 		break
 	}
-	v, err := c.store.Voucher(ctx, code)
+	// Without the live counts: they read every held redemption, and a
+	// reservation makes this read once a TTL.
+	v, err := c.store.VoucherDefinition(ctx, code)
 	if err != nil {
 		if ok && IsCode(err, CodeUnavailable) && c.servesStale(cv, now) {
 			cv.retry = now.Add(c.ttl)

@@ -1,8 +1,11 @@
 package voucher
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"testing"
@@ -157,11 +160,25 @@ func TestReconcileComparesInChunks(t *testing.T) {
 		st.rows = append(st.rows, r)
 	}
 	gate.remaining = int64(st.total) - int64(len(gate.orders))
+	var logged bytes.Buffer
 	svc, err := NewService(ServiceConfig{Store: st, Gate: gate, ReconcileChunk: 4, ReconcileShare: 0.5,
-		Clock: func() time.Time { return now }})
+		Clock: func() time.Time { return now }, Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
 	require.NoError(t, err)
 	rep, err := svc.Reconcile(context.Background(), "BIG", false, 30*time.Second)
 	require.NoError(t, err)
+	// The pass logs one line at info level with its phases, each with
+	// when it began and how long it took.
+	var line struct {
+		Msg       string
+		Code      string
+		GateWalk  map[string]any
+		StoreWalk map[string]any
+	}
+	require.NoError(t, json.Unmarshal(logged.Bytes(), &line), logged.String())
+	require.Equal(t, "reconciliation pass", line.Msg)
+	require.Equal(t, "BIG", line.Code)
+	require.Contains(t, line.GateWalk, "took")
+	require.Contains(t, line.StoreWalk, "at")
 	require.Equal(t, want["orphans"], rep.Orphans)
 	require.Equal(t, want["stale"], rep.Stale)
 	require.Equal(t, want["missing"], rep.Missing)

@@ -22,6 +22,10 @@ func (s checkStore) Voucher(_ context.Context, code string) (Voucher, error) {
 	return v, nil
 }
 
+func (s checkStore) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return s.Voucher(ctx, code)
+}
+
 // checkHistory answers DefinitionChanges from a list.
 type checkHistory []DefinitionChange
 

@@ -28,6 +28,10 @@ type fakeStore struct {
 
 func (s *fakeStore) Voucher(context.Context, string) (Voucher, error) { return s.voucher, nil }
 
+func (s *fakeStore) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return s.Voucher(ctx, code)
+}
+
 func (s *fakeStore) Reserve(_ context.Context, req ReserveRequest, now time.Time, ttl time.Duration) (Reservation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -106,6 +106,10 @@ func (unknownCodes) Voucher(_ context.Context, code string) (Voucher, error) {
 	return Voucher{}, Reject(CodeVoucherNotFound, "", Facts{Voucher: code})
 }
 
+func (u unknownCodes) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return u.Voucher(ctx, code)
+}
+
 func (u unknownCodes) ResolveCode(ctx context.Context, code, orderID string) (Resolution, error) {
 	return resolveByReads(ctx, u, nil, code, orderID)
 }

@@ -32,6 +32,11 @@ type heldStore struct {
 }
 
 func (s *heldStore) Voucher(context.Context, string) (Voucher, error) { return s.v, nil }
+
+func (s *heldStore) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return s.Voucher(ctx, code)
+}
+
 func (s *heldStore) Holds(context.Context, string) (HoldSummary, error) {
 	s.reads.Add(1)
 	time.Sleep(s.delay)

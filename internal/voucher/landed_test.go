@@ -19,6 +19,10 @@ type landingStore struct {
 
 func (s *landingStore) Voucher(context.Context, string) (Voucher, error) { return s.v, nil }
 
+func (s *landingStore) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return s.Voucher(ctx, code)
+}
+
 func (s *landingStore) row(st Status) Redemption {
 	return Redemption{OrderID: "o-1", VoucherCode: s.v.Code, CustomerID: "7", Status: st}
 }

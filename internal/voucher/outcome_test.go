@@ -218,6 +218,10 @@ func (s *stepStore) Voucher(context.Context, string) (Voucher, error) {
 	return v, nil
 }
 
+func (s *stepStore) VoucherDefinition(ctx context.Context, code string) (Voucher, error) {
+	return s.Voucher(ctx, code)
+}
+
 func (s *stepStore) Reserve(_ context.Context, req ReserveRequest, _ time.Time, _ time.Duration) (Reservation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -179,6 +179,8 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		}
 		return rep, Unavailable(nil, "Redis is not configured")
 	}
+	pl := newPassLog(ctx, s.log, code, repair)
+	defer func() { pl.done(ctx, &rep, err) }()
 	// The gate first, then the store, order by order: in both write modes
 	// a use is taken in the gate before its row is written, so each page
 	// of the store's held rows is looked up in the gate after it was
@@ -187,6 +189,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	// "Reconciliation reads in chunks"). The store's walk comes first so
 	// that the gate learns of the holds it lost (the safe direction)
 	// before the gate's walk gives any back.
+	pl.next("gateCounts")
 	c0, err := s.gate.Counts(ctx, code)
 	if err != nil {
 		return rep, err
@@ -197,6 +200,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 			return rep, err
 		}
 	}
+	pl.next("storeCounts")
 	sc, err := s.store.ReconcileCounts(ctx, code)
 	if err != nil {
 		return rep, err
@@ -210,12 +214,14 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	defer func() {
 		if rep.Repaired {
+			pl.next("audit")
 			s.auditReconcile(ctx, rep)
 		}
 	}()
 	rep.RedisHeld = c0.HeldCount
 	rep.RedisRemaining = c0.Remaining
 	rep.Drift = c0.Remaining - rep.ExpectedRemaining
+	pl.next("drift")
 	drifted, err := s.readDrift(ctx, code, &rep)
 	if err != nil {
 		return rep, err
@@ -229,6 +235,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 
 	cmp := comparison{s: s, code: code, grace: grace, repair: repair, pace: newPacer(s.cfg.ReconcileShare),
 		limit: s.cfg.ReconcileFindings, named: map[string]bool{}}
+	pl.next("storeWalk")
 	stamp, err := s.store.StampCounters(ctx, code)
 	if err != nil {
 		return rep, err
@@ -236,6 +243,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	if err := cmp.walkStore(ctx, &rep); err != nil {
 		return rep, err
 	}
+	pl.next("counters")
 	after, err := s.store.ReconcileCounts(ctx, code)
 	if err != nil {
 		return rep, err
@@ -245,6 +253,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		return rep, err
 	}
 	rep.checkCounters(stamp != "" && marker == stamp, after, cmp.rows)
+	pl.next("gateWalk")
 	if err := cmp.walkGate(ctx, &rep); err != nil {
 		return rep, err
 	}
@@ -258,6 +267,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 		return rep, nil
 	}
 	rep.Repaired = true
+	pl.next("repairs")
 	if lost := rep.lostWindows(); len(lost) > 0 {
 		if rep.RestoredCounters, err = s.gate.RestoreWindows(ctx, code, lost); err != nil {
 			return rep, err

@@ -25,6 +25,11 @@ type Store interface {
 	// Voucher returns a voucher with live Reserved and Confirmed counts and
 	// its stacking setting.
 	Voucher(ctx context.Context, code string) (Voucher, error)
+	// VoucherDefinition returns what Voucher does but the live counts
+	// (Reserved, Confirmed and the budget's Reserved and Confirmed are 0),
+	// at a cost that does not grow with the voucher's redemptions: the
+	// definition cache re-reads with it on the reservation path.
+	VoucherDefinition(ctx context.Context, code string) (Voucher, error)
 	// PatchVoucher applies p atomically and returns the voucher before and
 	// after the change (the gate adjusts remaining by the exact difference);
 	// CodeLimitBelowHeld when a limit would drop below what is held.
