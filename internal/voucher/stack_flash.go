@@ -153,6 +153,11 @@ func (s *Service) takeStackMember(ctx context.Context, fp *flashPath, t *stackTa
 			return nil
 		case GateReplay:
 			return nil
+		case GateReleased:
+			if w, ok := fp.writes.(*syncWrites); ok {
+				return s.releasedMember(ctx, w, t, req)
+			}
+			return orderReleased(req.OrderID)
 		case GateNotLoaded:
 			if attempt >= notLoadedWarmups {
 				return Unavailable(nil, "flash voucher %s is not in Redis yet", t.rt.code)
@@ -164,6 +169,38 @@ func (s *Service) takeStackMember(ctx context.Context, fp *flashPath, t *stackTa
 			return fp.refusal(ctx, t.rt, gateOrder{customerID: t.hold.CustomerID, orderID: req.OrderID, replaces: req.ReplacesOrderID}, dec, now)
 		}
 	}
+}
+
+// releasedMember answers, in flash-sync mode, a stack request one of whose
+// members' orderIds the gate marks released. The store answers, as for a
+// single (syncWrites.releasedOrder): the mark runs ahead of it, and a
+// replacement of the customer's CONFIRMED stack marks its members there
+// until it is undone. A stack of the orderId in the store is errKnownStack
+// (the store's ReserveStack answers it, writing nothing: its replay,
+// ORDER_CONFLICT or ORDER_RELEASED); a member's orderId that the store
+// holds as a single reservation of the customer's (the stack's own
+// orderId, its first member's) is ORDER_CONFLICT, as the store's write
+// answers it; else the row's answer (ORDER_RELEASED, ORDER_CONFLICT). A
+// store that does not answer gives its error: nothing was taken for the
+// member.
+func (s *Service) releasedMember(ctx context.Context, w *syncWrites, t *stackTake, req StackRequest) error {
+	stack, found, err := s.store.StackOf(ctx, req.OrderID)
+	switch {
+	case err != nil:
+		return err
+	case found && stack == req.OrderID:
+		return errKnownStack
+	case found:
+		// A member's orderId sent as a stack's.
+		return orderConflict(t.rt.code, req.OrderID, "")
+	}
+	if _, err := w.releasedOrder(ctx, t.rt.code, t.hold.OrderID, t.hold.CustomerID); err != nil {
+		if IsCode(err, CodeOrderReleased) {
+			return orderReleased(req.OrderID)
+		}
+		return err
+	}
+	return orderConflict(t.rt.code, req.OrderID, "")
 }
 
 // untakeStack gives back, in reverse code order, the uses this attempt
