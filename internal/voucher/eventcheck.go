@@ -357,7 +357,8 @@ func formatInstant(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// definition returns code's voucher, cached for CacheTTL unless fresh;
+// definition returns code's voucher definition (without the live counts:
+// one read of a few rows at any size), cached for CacheTTL unless fresh;
 // found is false for a code that names nothing.
 func (c *EventChecker) definition(ctx context.Context, code string, now time.Time, fresh bool) (Voucher, bool, error) {
 	c.mu.Lock()
@@ -366,7 +367,7 @@ func (c *EventChecker) definition(ctx context.Context, code string, now time.Tim
 	if ok && !fresh && now.Sub(cv.fetched) < c.cfg.CacheTTL {
 		return cv.v, cv.found, nil
 	}
-	v, err := c.cfg.Store.Voucher(ctx, code)
+	v, err := c.cfg.Store.VoucherDefinition(ctx, code)
 	switch {
 	case IsCode(err, CodeVoucherNotFound):
 		cv = checkedVoucher{fetched: now}
