@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/voucherd/voucherd/internal/kafkalog"
+	"github.com/voucherd/voucherd/internal/pgstore"
 	"github.com/voucherd/voucherd/internal/redisgate"
 	"github.com/voucherd/voucherd/internal/tracing"
 	"github.com/voucherd/voucherd/internal/voucher"
@@ -94,6 +95,10 @@ type Config struct {
 	// CombineWriters bounds the combined PostgreSQL writes of one voucher
 	// in flight at once (pgstore.CombinerConfig.Writers).
 	CombineWriters int
+	// CombineRegroup bounds how long a voucher's combining writer waits,
+	// after a batch, for its callers to queue again
+	// (pgstore.CombinerConfig.Regroup; negative: no wait).
+	CombineRegroup time.Duration
 	// Hold extension and threshold events.
 	MaxHold          time.Duration
 	LowStockShare    float64
@@ -263,10 +268,11 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", envDuration("VOUCHERD_WRITE_TIMEOUT", 5*time.Second), "bound on one durable write (VOUCHERD_WRITE_TIMEOUT)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", envDuration("VOUCHERD_REDIS_TIMEOUT", redisgate.DefaultTimeout), "bound on one call to Redis; a reservation whose call ran out answers 503 (VOUCHERD_REDIS_TIMEOUT)")
 	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
+	fs.DurationVar(&cfg.CombineRegroup, "combine-regroup", envDuration("VOUCHERD_COMBINE_REGROUP", pgstore.DefaultRegroup), "longest wait of a voucher's combining writer, after a batch, for as many reservations as that batch held to queue again (at most as long as the batch's write took); negative: the next batch goes at once (VOUCHERD_COMBINE_REGROUP)")
 	fs.IntVar(&cfg.CombineWriters, "combine-writers", envInt("VOUCHERD_COMBINE_WRITERS", 1), "combined PostgreSQL writes of one voucher in flight at once; more than 1 starts another batch while one commits, at more CPU per reservation (VOUCHERD_COMBINE_WRITERS)")
 	fs.DurationVar(&cfg.RedisFlushDelay, "redis-flush-delay", envDuration("VOUCHERD_REDIS_FLUSH_DELAY", defaultRedisFlushDelay), "how long the Redis client may wait after writing a batch of pipelined commands before writing the next, so that concurrent requests share writes (fewer system calls here and in Redis, at most this much latency per call); 0 writes at once (VOUCHERD_REDIS_FLUSH_DELAY)")
 	fs.IntVar(&cfg.RedisPipelines, "redis-pipelines", envInt("VOUCHERD_REDIS_PIPELINES", defaultRedisPipelines), "connections per Redis node carrying the pipelined commands (a power of two); fewer put more commands in each write; 0 is the client's default (one per CPU up to 4 to a single node, 1 to each node of a cluster) (VOUCHERD_REDIS_PIPELINES)")
-	fs.BoolVar(&cfg.RedisCombineTakes, "redis-combine-takes", envBool("VOUCHERD_REDIS_COMBINE_TAKES", false), "make the takes of one flash voucher that arrive while one of its Redis scripts runs share the next script call (one call and round trip per batch instead of per take); each is still answered as a call of its own; off by default (VOUCHERD_REDIS_COMBINE_TAKES)")
+	fs.BoolVar(&cfg.RedisCombineTakes, "redis-combine-takes", envBool("VOUCHERD_REDIS_COMBINE_TAKES", true), "make the takes of one flash voucher that arrive while one of its Redis scripts runs share the next script call (one call and round trip per batch instead of per take); each is still answered as a call of its own (VOUCHERD_REDIS_COMBINE_TAKES)")
 	fs.BoolVar(&cfg.MigrateOnStart, "migrate", envBool("VOUCHERD_MIGRATE", true), "apply migrations at start (VOUCHERD_MIGRATE)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("VOUCHERD_SHUTDOWN_TIMEOUT", 15*time.Second), "graceful shutdown bound (VOUCHERD_SHUTDOWN_TIMEOUT)")
 	fs.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", envDuration("VOUCHERD_RECONCILE_INTERVAL", 30*time.Second), "how often flash vouchers are reconciled; 0 disables (VOUCHERD_RECONCILE_INTERVAL)")
