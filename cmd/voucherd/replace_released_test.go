@@ -30,9 +30,9 @@ func (g *lostReplaceGate) Replace(ctx context.Context, code string, h voucher.Ho
 		"redis replace %s", code)
 }
 
-// heldReserveStore is a store whose Reserve of orderID waits until release
-// is closed: a durable write that is slow to come.
-type heldReserveStore struct {
+// heldWriteStore is a store whose Reserve or ReserveStack of orderID waits
+// until release is closed: a durable write that is slow to come.
+type heldWriteStore struct {
 	voucher.Store
 	orderID string
 	entered chan struct{} // closed when the write of orderID starts waiting
@@ -40,16 +40,36 @@ type heldReserveStore struct {
 	once    sync.Once
 }
 
-func (s *heldReserveStore) Reserve(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
-	if r.OrderID == s.orderID {
-		s.once.Do(func() { close(s.entered) })
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return voucher.Reservation{}, ctx.Err()
-		}
+func newHeldWriteStore(store voucher.Store, orderID string) *heldWriteStore {
+	return &heldWriteStore{Store: store, orderID: orderID, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// hold waits until release is closed when orderID is the held one.
+func (s *heldWriteStore) hold(ctx context.Context, orderID string) error {
+	if orderID != s.orderID {
+		return nil
+	}
+	s.once.Do(func() { close(s.entered) })
+	select {
+	case <-s.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *heldWriteStore) Reserve(ctx context.Context, r voucher.ReserveRequest, now time.Time, ttl time.Duration) (voucher.Reservation, error) {
+	if err := s.hold(ctx, r.OrderID); err != nil {
+		return voucher.Reservation{}, err
 	}
 	return s.Store.Reserve(ctx, r, now, ttl)
+}
+
+func (s *heldWriteStore) ReserveStack(ctx context.Context, r voucher.StackRequest, now time.Time, ttl time.Duration) (voucher.Stack, error) {
+	if err := s.hold(ctx, r.OrderID); err != nil {
+		return voucher.Stack{}, err
+	}
+	return s.Store.ReserveStack(ctx, r, now, ttl)
 }
 
 // TestRetryOfAConfirmedOrderWhileAReplacementOfItIsUndone: in flash-sync
@@ -80,7 +100,7 @@ func TestRetryOfAConfirmedOrderWhileAReplacementOfItIsUndone(t *testing.T) {
 			req := voucher.ReserveRequest{Code: code, CustomerID: "7", OrderID: "new-1", OrderAmount: 5000, ReplacesOrderID: "old-1"}
 			var gate voucher.Gate = s.app.gate
 			var store voucher.Store = s.app.store
-			held := &heldReserveStore{Store: s.app.store, orderID: "new-1", entered: make(chan struct{}), release: make(chan struct{})}
+			held := newHeldWriteStore(s.app.store, "new-1")
 			if how == "take's answer lost" {
 				gate = &lostReplaceGate{Gate: s.app.gate, orderID: "new-1"}
 			} else {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,28 +40,6 @@ func isStackMember(orderID, memberID string) bool {
 	return false
 }
 
-// heldReserveStackStore is a store whose ReserveStack of orderID waits
-// until release is closed: a durable write that is slow to come.
-type heldReserveStackStore struct {
-	voucher.Store
-	orderID string
-	entered chan struct{} // closed when the write of orderID starts waiting
-	release chan struct{}
-	once    sync.Once
-}
-
-func (s *heldReserveStackStore) ReserveStack(ctx context.Context, r voucher.StackRequest, now time.Time, ttl time.Duration) (voucher.Stack, error) {
-	if r.OrderID == s.orderID {
-		s.once.Do(func() { close(s.entered) })
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return voucher.Stack{}, ctx.Err()
-		}
-	}
-	return s.Store.ReserveStack(ctx, r, now, ttl)
-}
-
 // TestRetryOfAConfirmedStackWhileAReplacementOfItIsUndone: in flash-sync
 // mode a stack replacing the customer's CONFIRMED stack takes its members'
 // uses over in Redis (Gate.Replace) and marks them released there until
@@ -92,7 +69,7 @@ func TestRetryOfAConfirmedStackWhileAReplacementOfItIsUndone(t *testing.T) {
 			req := voucher.StackRequest{CustomerID: "7", OrderID: "new-1", OrderAmount: 20000, Codes: []string{a, b}, ReplacesOrderID: "old-1"}
 			var gate voucher.Gate = s.app.gate
 			var store voucher.Store = s.app.store
-			held := &heldReserveStackStore{Store: s.app.store, orderID: "new-1", entered: make(chan struct{}), release: make(chan struct{})}
+			held := newHeldWriteStore(s.app.store, "new-1")
 			if how == "take's answer lost" {
 				gate = &lostStackReplaceGate{Gate: s.app.gate, orderID: "new-1"}
 			} else {
