@@ -128,7 +128,7 @@ func (s *Service) Audit(ctx context.Context, code string, p PageRequest) (AuditP
 	if p.Limit, err = checkLimit(p.Limit); err != nil {
 		return AuditPage{}, err
 	}
-	if _, err := s.Voucher(ctx, code); err != nil {
+	if _, err := s.store.VoucherDefinition(ctx, code); err != nil {
 		return AuditPage{}, err
 	}
 	return s.store.Audit(ctx, code, p)

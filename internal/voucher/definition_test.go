@@ -71,3 +71,35 @@ func TestReservationsNeverCountRedemptions(t *testing.T) {
 	}
 	require.Zero(t, st.counts.Load(), "a reservation read the voucher's live counts")
 }
+
+// pagesStore is a countingStore that answers one empty page of a
+// voucher's redemptions and of its audit trail.
+type pagesStore struct {
+	countingStore
+}
+
+func (s *pagesStore) ListRedemptions(context.Context, RedemptionFilter) (RedemptionPage, error) {
+	return RedemptionPage{}, nil
+}
+
+func (s *pagesStore) Audit(context.Context, string, PageRequest) (AuditPage, error) {
+	return AuditPage{}, nil
+}
+
+// A page of a voucher's reservations or of its audit trail reads the
+// voucher's definition, not its live counts: at a million holds the count
+// alone takes seconds, for a page of a hundred rows.
+func TestPagesNeverCountRedemptions(t *testing.T) {
+	t.Parallel()
+	st := &pagesStore{countingStore{fakeStore: fakeStore{voucher: flashVoucher()}, release: make(chan struct{})}}
+	t.Cleanup(func() { close(st.release) })
+	svc, err := NewService(ServiceConfig{Store: st})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = svc.ListReservations(ctx, RedemptionFilter{Code: "FLASH", CustomerID: "c-1"})
+	require.NoError(t, err)
+	_, err = svc.Audit(ctx, "FLASH", PageRequest{})
+	require.NoError(t, err)
+	require.Zero(t, st.counts.Load(), "a page read the voucher's live counts")
+}

@@ -123,7 +123,9 @@ func (s *Service) ListReservations(ctx context.Context, f RedemptionFilter) (Red
 	if f.CustomerID != "" && !ValidCustomerID(f.CustomerID) {
 		return RedemptionPage{}, errCustomerID()
 	}
-	v, err := s.Voucher(ctx, f.Code)
+	// The definition, not the counts: a listing must not count the
+	// voucher's rows before it reads one page of them.
+	v, err := s.store.VoucherDefinition(ctx, f.Code)
 	if err != nil {
 		return RedemptionPage{}, err
 	}
