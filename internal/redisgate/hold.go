@@ -29,7 +29,11 @@ var errBadHold = errors.New("redisgate: malformed hold")
 //
 // The scripts read the same layout from scripts/lib/hold.lua, whose header
 // shows this line; TestHoldLayoutMatchesLua checks that the block's field
-// positions and readers agree with these constants and decodeHold.
+// positions and readers agree with these constants and decodeHold. Fields
+// after windowMs are a later release's, so that instances of two releases
+// can share a gate during a rolling upgrade: decodeHold accepts and ignores
+// them, and every script keeps them when it rewrites a hold
+// (TestHoldKeepsALaterReleasesFields).
 const (
 	fieldState = iota
 	fieldCustomer
@@ -139,7 +143,7 @@ func validOptionalField(f int, s string) bool {
 // value (it is the hash field) and is copied into the result.
 func decodeHold(orderID, s string) (voucher.Hold, error) {
 	parts := strings.Split(s, "|")
-	if len(parts) < fieldOwner || len(parts) > holdFields || len(parts[fieldState]) != 1 {
+	if len(parts) < fieldOwner || len(parts[fieldState]) != 1 {
 		return voucher.Hold{}, errBadHold
 	}
 	if !voucher.ValidCustomerID(parts[fieldCustomer]) {
@@ -162,9 +166,17 @@ func decodeHold(orderID, s string) (voucher.Hold, error) {
 		ExpiresAt:      fromUnixMilli(nums[fieldExpiresAt]),
 	}
 	// An optional field may be empty when a later one follows; the last one
-	// written is set.
+	// written is set. A field past the ones this release knows is a later
+	// release's (see the layout above): read by none of this release, kept
+	// as it is by the scripts, whatever it holds.
 	for f := fieldOwner; f < len(parts); f++ {
 		if parts[f] == "" && f < len(parts)-1 {
+			continue
+		}
+		if f >= holdFields {
+			if parts[f] == "" {
+				return voucher.Hold{}, errBadHold
+			}
 			continue
 		}
 		if !validOptionalField(f, parts[f]) {

@@ -1,6 +1,7 @@
 package redisgate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -80,4 +81,28 @@ func FuzzDecodeHold(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, h, again)
 	})
+}
+
+// A hold written by a later release, with fields after the ones this
+// release knows, decodes as the same hold without them; an empty last field
+// is still malformed.
+func TestDecodeHoldIgnoresLaterFields(t *testing.T) {
+	t.Parallel()
+	since := time.UnixMilli(1796205600123).UTC()
+	base := voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "i-1", Code: "K_1", Replaces: "ord-1", HeldSince: since, Window: since, Pending: true}
+	full := encodeHold(statePending, base)
+	require.Len(t, strings.Split(full, "|"), holdFields)
+	short := voucher.Hold{OrderID: "o", CustomerID: "3", Owner: "i-1", Code: "K_1", Replaces: "ord-1", Pending: true}
+	for s, want := range map[string]voucher.Hold{
+		full + "|ord-2": base, full + "|ord-2|x y": base, full + "||later": base,
+		"P|3|0|0|0|0|i-1|K_1|ord-1|||ord-2": short,
+	} {
+		got, err := decodeHold("o", s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, got, s)
+	}
+	for _, s := range []string{full + "|", full + "|ord-2|", "P|3|0|0|0|0|i-1|K_1|ord-1||x|ord-2"} {
+		_, err := decodeHold("o", s)
+		require.ErrorIs(t, err, errBadHold, s)
+	}
 }

@@ -14,7 +14,9 @@
 -- replacement took, heldSinceMs when the first hold of a replacement's
 -- chain began (no script reads it; every script keeps it), windowMs the
 -- start of the occurrence of the voucher's windows the hold was taken in
--- (lib/budget.lua counts the hold against it). No field holds '|'.
+-- (lib/budget.lua counts the hold against it). No field holds '|'. Fields
+-- after windowMs are a later release's: no script reads them, and every
+-- script that rewrites a hold keeps them.
 --
 -- Expects nothing. Defines:
 --   HELD, PENDING, CONFIRMED, RELEASED  the state letters
