@@ -78,7 +78,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err erro
 	}
 	a.log = log
 	a.store, err = pgstore.Open(ctx, tracePostgres(pgstore.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxDBConns), //nolint:gosec // G115: validate accepted it
-		MinConns: int32(cfg.MinDBConns), Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites, Writers: cfg.CombineWriters, Regroup: cfg.CombineRegroup}}, a.tracing)) //nolint:gosec // G115: validate accepted it
+		MinConns: int32(cfg.MinDBConns), Combining: pgstore.CombinerConfig{Disabled: !cfg.CombineWrites, Writers: cfg.CombineWriters, Regroup: cfg.CombineRegroup, SingleCohort: !cfg.CombineCohorts}}, a.tracing)) //nolint:gosec // G115: validate accepted it
 	if err != nil {
 		return nil, fmt.Errorf("open PostgreSQL: %w", err)
 	}

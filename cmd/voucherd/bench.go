@@ -82,6 +82,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Stack.Consumers, "consumers", 1, "with a started stack: consumers in the Kafka group (inside the first instances, then voucherd consume processes)")
 	fs.IntVar(&o.Stack.Procs, "instance-procs", 0, "with a started stack: GOMAXPROCS of each voucherd process; 0 gives each its share of this machine's CPUs (CPUs / processes per write mode, at least 1), as a CPU limit would in a deployment; -1 leaves Go's default (every CPU)")
 	regroup := fs.Duration("combine-regroup", 0, "with a started stack: the voucherd processes' --combine-regroup (negative: no regrouping wait); unset leaves the server's default")
+	cohorts := fs.Bool("combine-cohorts", false, "with a started stack: the voucherd processes' --combine-cohorts; unset leaves the server's default")
 	writers := fs.Int("writers", 0, "with a started stack: combined PostgreSQL writes of one voucher in flight at once in each voucherd (serve --combine-writers); unset leaves the server's default")
 	flushDelay := fs.Duration("redis-flush-delay", 0, "with a started stack: the voucherd processes' --redis-flush-delay; unset leaves the server's default")
 	pipelines := fs.Int("redis-pipelines", 0, "with a started stack: the voucherd processes' --redis-pipelines; unset leaves the server's default")
@@ -159,6 +160,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		switch f.Name {
 		case "combine-regroup":
 			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--combine-regroup="+regroup.String())
+		case "combine-cohorts":
+			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--combine-cohorts="+strconv.FormatBool(*cohorts))
 		case "writers":
 			o.Stack.ServeFlags = append(o.Stack.ServeFlags, "--combine-writers="+strconv.Itoa(*writers))
 		case "redis-flush-delay":

@@ -99,6 +99,9 @@ type Config struct {
 	// after a batch, for its callers to queue again
 	// (pgstore.CombinerConfig.Regroup; negative: no wait).
 	CombineRegroup time.Duration
+	// CombineCohorts splits a hot voucher's callers into two cohorts
+	// (pgstore.CombinerConfig.SingleCohort false).
+	CombineCohorts bool
 	// Hold extension and threshold events.
 	MaxHold          time.Duration
 	LowStockShare    float64
@@ -269,6 +272,7 @@ func registerServeFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", envDuration("VOUCHERD_REDIS_TIMEOUT", redisgate.DefaultTimeout), "bound on one call to Redis; a reservation whose call ran out answers 503 (VOUCHERD_REDIS_TIMEOUT)")
 	fs.BoolVar(&cfg.CombineWrites, "combine-writes", envBool("VOUCHERD_COMBINE_WRITES", true), "write concurrent reservations of one voucher in one PostgreSQL transaction (VOUCHERD_COMBINE_WRITES)")
 	fs.DurationVar(&cfg.CombineRegroup, "combine-regroup", envDuration("VOUCHERD_COMBINE_REGROUP", pgstore.DefaultRegroup), "longest wait of a voucher's combining writer, after a batch, for as many reservations as that batch held to queue again (at most as long as the batch's write took); negative: the next batch goes at once (VOUCHERD_COMBINE_REGROUP)")
+	fs.BoolVar(&cfg.CombineCohorts, "combine-cohorts", envBool("VOUCHERD_COMBINE_COHORTS", true), "split the callers of a hot voucher (64 or more seen together) into two cohorts of half, written one while the other comes back: more reservations a second on one voucher, more PostgreSQL CPU per reservation; needs regrouping (VOUCHERD_COMBINE_COHORTS)")
 	fs.IntVar(&cfg.CombineWriters, "combine-writers", envInt("VOUCHERD_COMBINE_WRITERS", 1), "combined PostgreSQL writes of one voucher in flight at once; more than 1 starts another batch while one commits, at more CPU per reservation (VOUCHERD_COMBINE_WRITERS)")
 	fs.DurationVar(&cfg.RedisFlushDelay, "redis-flush-delay", envDuration("VOUCHERD_REDIS_FLUSH_DELAY", defaultRedisFlushDelay), "how long the Redis client may wait after writing a batch of pipelined commands before writing the next, so that concurrent requests share writes (fewer system calls here and in Redis, at most this much latency per call); 0 writes at once (VOUCHERD_REDIS_FLUSH_DELAY)")
 	fs.IntVar(&cfg.RedisPipelines, "redis-pipelines", envInt("VOUCHERD_REDIS_PIPELINES", defaultRedisPipelines), "connections per Redis node carrying the pipelined commands (a power of two); fewer put more commands in each write; 0 is the client's default (one per CPU up to 4 to a single node, 1 to each node of a cluster) (VOUCHERD_REDIS_PIPELINES)")

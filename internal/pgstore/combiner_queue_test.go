@@ -249,3 +249,96 @@ func TestCombinerQueueRegroups(t *testing.T) {
 	require.LessOrEqual(t, run(time.Second), rounds+rounds/4)
 	require.Greater(t, run(-1), rounds+rounds/4, "without regrouping the callers split")
 }
+
+// The callers a writer saw together are split into two cohorts of half
+// each once they are 2*minCohort or more, and stay split until they fall
+// below 3*minCohort/2; the count decays by an eighth a batch when fewer
+// come back.
+func TestCombinerSplitsCohorts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		regroup time.Duration
+		off     bool  // CombinerConfig.SingleCohort
+		seen    []int // batch plus queue behind it, batch after batch
+		cohort  int   // the cohort after the last
+	}{
+		{"few callers, one cohort", time.Second, false, []int{16, 16, 16}, 0},
+		{"just below the split", time.Second, false, []int{2*minCohort - 1}, 0},
+		{"64 callers, two halves", time.Second, false, []int{64}, 32},
+		{"odd count rounds up", time.Second, false, []int{65}, 33},
+		{"many callers, bounded by maxBatch", time.Second, false, []int{300}, DefaultMaxBatch},
+		{"a short count is smoothed", time.Second, false, []int{64, 50}, 28},
+		{"split cohorts stay split", time.Second, false, []int{64, 10, 10}, 25},
+		{"callers gone, cohorts end", time.Second, false, []int{64, 10, 10, 10}, 0},
+		{"no split on the way down", time.Second, false, []int{50, 50}, 0},
+		{"no regrouping, no cohorts", -1, false, []int{64, 64}, 0},
+		{"single cohort", time.Second, true, []int{64, 64}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCombiner(CombinerConfig{Regroup: tt.regroup, SingleCohort: tt.off}, nil)
+			q := &queue{}
+			for _, n := range tt.seen {
+				c.splitCohorts(q, n)
+			}
+			require.Equal(t, tt.cohort, q.cohort)
+			if tt.cohort > 0 {
+				require.Equal(t, tt.cohort, c.batchLimit(q))
+			} else {
+				require.Equal(t, DefaultMaxBatch, c.batchLimit(q))
+			}
+		})
+	}
+}
+
+// 64 closed-loop callers of one voucher, each spending a while between
+// its answer and its next reservation (Redis, the network), are written in
+// two batches of at most 32 a round once the writer has seen them
+// together, not in one of 64: one cohort is written while the other comes
+// back.
+func TestCombinerQueueTwoCohorts(t *testing.T) {
+	t.Parallel()
+	const clients, rounds = 2 * DefaultMaxBatch, 20
+	var mu sync.Mutex
+	var sizes []int
+	write := func(_ string, batch []*pending) {
+		mu.Lock()
+		sizes = append(sizes, len(batch))
+		mu.Unlock()
+		for _, p := range batch {
+			p.res = voucher.Reservation{Redemption: voucher.Redemption{OrderID: p.req.OrderID}}
+		}
+		time.Sleep(time.Millisecond + time.Duration(len(batch))*50*time.Microsecond) // fixed cost and rows
+	}
+	c := newCombiner(CombinerConfig{Regroup: time.Second}, write)
+	var wg sync.WaitGroup
+	for i := range clients / 2 {
+		wg.Go(func() {
+			for r := range rounds {
+				order := fmt.Sprintf("%d-%d", i, r)
+				if _, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: order}, time.Now(), time.Minute); err != nil {
+					t.Error(err)
+				}
+				time.Sleep(2 * time.Millisecond) // the rest of the round trip
+			}
+		})
+	}
+	wg.Wait()
+	waitUntil(t, func() bool { return c.active() == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for i, n := range sizes {
+		total += n
+		if i > 0 && total > n+DefaultMaxBatch {
+			// Once a batch and the queue behind it held every caller, no
+			// batch holds more than half of them.
+			require.LessOrEqual(t, n, DefaultMaxBatch/2, "batch %d of %v", i, sizes)
+		}
+	}
+	require.Equal(t, clients/2*rounds, total)
+	// Two batches a round, a few more where a loaded machine splits one.
+	require.LessOrEqual(t, len(sizes), 2*rounds+rounds/2, "batches %v", sizes)
+}
