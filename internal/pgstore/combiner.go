@@ -37,16 +37,14 @@ import (
 // waited about that long behind a write of the first one anyway.
 //
 // Cohorts (unless CombinerConfig.SingleCohort). The callers a voucher's
-// writer has seen together (the batch it
-// wrote last and the queue behind it when the write ended, or more seen
-// lately) are one cohort while they are fewer than 2*minCohort: one
-// transaction per round. From 2*minCohort on they are split into two
-// cohorts of half each (splitCohorts), so that one is written while the other is
-// answered, served by Redis and sent again; the writer then never waits
-// for a whole round of callers to come back (a closed loop of 64 callers
-// on one voucher: two batches of 32 a round, 1.16 to 1.3 times the takes
-// per second of one batch of 64 at 7-12% more PostgreSQL CPU per take;
-// docs/storage.md, "Two cohorts").
+// writer has seen together (the batch it wrote last and the queue behind
+// it when the write ended, or more seen lately) are one cohort while they
+// are fewer than 2*minCohort: one transaction per round. From 2*minCohort
+// on they are split into two cohorts of half each (splitCohorts), so that
+// one is written while the other is answered, served by Redis and sent
+// again, and the writer does not wait for a whole round of callers to come
+// back: more takes a second on a hot voucher, for more PostgreSQL CPU per
+// take (docs/storage.md, "Two cohorts").
 
 // DefaultMaxBatch is the default of CombinerConfig.MaxBatch.
 const DefaultMaxBatch = 64
@@ -55,9 +53,8 @@ const DefaultMaxBatch = 64
 const DefaultRegroup = 20 * time.Millisecond
 
 // minCohort is the smallest cohort regrouping splits a voucher's callers
-// into: a batch of 16 costs about half as much again per reservation as
-// one of 32 (its fixed cost is shared by half as many), one of 32 about
-// 7% more than one of 64.
+// into: the smaller a batch, the more of its fixed cost each reservation
+// pays (docs/storage.md, "Two cohorts").
 const minCohort = 32
 
 // CombinerConfig configures write combining. Zero values mean the defaults.
