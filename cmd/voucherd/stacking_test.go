@@ -323,6 +323,13 @@ func TestStackRefusals(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
 		r = s.do(http.MethodPatch, "/vouchers/"+c, map[string]any{"stacking": map[string]any{"stackable": false, "exclusiveGroup": "x"}})
 		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+		// A group PostgreSQL could not store (a NUL byte) is refused before
+		// it gets there, and changes nothing.
+		r = s.do(http.MethodPatch, "/vouchers/"+c, map[string]any{"stacking": map[string]any{"stackable": true, "exclusiveGroup": "&n\u0000\u0003"}})
+		require.Equal(t, http.StatusBadRequest, r.status, string(r.raw))
+		require.Equal(t, "INVALID_REQUEST", r.str("error"))
+		r = s.do(http.MethodGet, "/vouchers/"+c, nil)
+		require.Equal(t, map[string]any{"stackable": true, "exclusiveGroup": "x"}, r.body["stacking"])
 		r = s.reserveStack("7", "st-c2", 20000, a, c)
 		require.Equal(t, http.StatusCreated, r.status, "stackable since the PATCH: %s", r.raw)
 	})

@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxStackCodes is the most codes one order may present.
@@ -42,6 +45,8 @@ func (s Stacking) Validate() error {
 	switch {
 	case len(s.ExclusiveGroup) > MaxExclusiveGroupLen:
 		return Errorf(CodeInvalidRequest, "stacking.exclusiveGroup must be 1-%d bytes", MaxExclusiveGroupLen)
+	case !utf8.ValidString(s.ExclusiveGroup) || strings.ContainsFunc(s.ExclusiveGroup, unicode.IsControl):
+		return Errorf(CodeInvalidRequest, "stacking.exclusiveGroup must be text without control characters")
 	case s.ExclusiveGroup != "" && !s.Stackable:
 		return Errorf(CodeInvalidRequest, "stacking.exclusiveGroup needs stacking.stackable true")
 	}

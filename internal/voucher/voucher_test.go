@@ -82,3 +82,32 @@ func TestValidateNewRefusesAnEndedWindow(t *testing.T) {
 		t.Errorf("a patch without endsAt: %v", err)
 	}
 }
+
+func TestStackingValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   Stacking
+		ok   bool
+	}{
+		{"not stackable", Stacking{}, true},
+		{"stackable", Stacking{Stackable: true}, true},
+		{"a group", Stacking{Stackable: true, ExclusiveGroup: "seasonal sale é"}, true},
+		{"longest group", Stacking{Stackable: true, ExclusiveGroup: strings.Repeat("g", MaxExclusiveGroupLen)}, true},
+		{"group too long", Stacking{Stackable: true, ExclusiveGroup: strings.Repeat("g", MaxExclusiveGroupLen+1)}, false},
+		{"group without stacking", Stacking{ExclusiveGroup: "g"}, false},
+		{"NUL byte", Stacking{Stackable: true, ExclusiveGroup: "&n\x00\x03"}, false},
+		{"control character", Stacking{Stackable: true, ExclusiveGroup: "a\tb"}, false},
+		{"C1 control character", Stacking{Stackable: true, ExclusiveGroup: "a\u0085b"}, false},
+		{"not UTF-8", Stacking{Stackable: true, ExclusiveGroup: "a\xffb"}, false},
+	}
+	for _, tc := range tests {
+		err := tc.in.Validate()
+		if tc.ok && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if !tc.ok && !IsCode(err, CodeInvalidRequest) {
+			t.Errorf("%s: got %v, want INVALID_REQUEST", tc.name, err)
+		}
+	}
+}
