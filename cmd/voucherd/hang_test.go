@@ -83,15 +83,19 @@ type hangCase struct {
 // TestRedisHangStrandsNoUse holds back every byte between voucherd and
 // Redis for 10 s in the middle of a 1,000-use flash sale (calls hang; none
 // is refused), in both flash modes. Takes whose calls got no answer may run
-// in Redis then or later; the instance settles them once Redis answers, so
-// that within 2 s Redis's free count equals PostgreSQL's, and customers who
-// keep trying buy the rest. No oversell, no lost 201, no use behind a plain
-// 503.
+// in Redis then or later; the instance settles them once Redis answers (a
+// second after the failed call, then in rounds of 250 ms), so that within
+// 3 s Redis's free count equals PostgreSQL's, and customers who keep trying
+// buy the rest. No oversell, no lost 201, no use behind a plain 503. The
+// bound tells a settled use from a stranded one, which would drift to the
+// end of the sampling (3 s past the bound); how fast the stores agree is
+// measured on the quiet machine (docs/faults.md): 70-280 ms, and up to
+// 2.02 s under the whole suite.
 func TestRedisHangStrandsNoUse(t *testing.T) {
 	t.Parallel()
 	for _, c := range []hangCase{
-		{name: "sync", dep: "redis", maxWindow: 2 * time.Second},
-		{name: "kafka", kafka: true, dep: "redis", maxWindow: 2 * time.Second},
+		{name: "sync", dep: "redis", maxWindow: 3 * time.Second},
+		{name: "kafka", kafka: true, dep: "redis", maxWindow: 3 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
