@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,52 +294,44 @@ func TestCombinerSplitsCohorts(t *testing.T) {
 	}
 }
 
-// 64 closed-loop callers of one voucher, each spending a while between
-// its answer and its next reservation (Redis, the network), are written in
-// two batches of at most 32 a round once the writer has seen them
-// together, not in one of 64: one cohort is written while the other comes
-// back.
+// 64 closed-loop callers of one voucher are written in two cohorts of 32
+// once the writer has seen them together, not in one batch of 64: one
+// cohort is written while the other comes back. The test holds each write
+// until every caller not in it is queued again, so that the writer sees
+// all 64 at the end of every write, whatever the machine's load.
 func TestCombinerQueueTwoCohorts(t *testing.T) {
 	t.Parallel()
-	const clients, rounds = 2 * DefaultMaxBatch, 20
-	var mu sync.Mutex
-	var sizes []int
-	write := func(_ string, batch []*pending) {
-		mu.Lock()
-		sizes = append(sizes, len(batch))
-		mu.Unlock()
-		for _, p := range batch {
-			p.res = voucher.Reservation{Redemption: voucher.Redemption{OrderID: p.req.OrderID}}
-		}
-		time.Sleep(time.Millisecond + time.Duration(len(batch))*50*time.Microsecond) // fixed cost and rows
-	}
-	c := newCombiner(CombinerConfig{Regroup: time.Second}, write)
+	const callers, batches = DefaultMaxBatch, 20
+	w := &fakeWriter{gate: make(chan struct{})}
+	c := newCombiner(CombinerConfig{Regroup: time.Second}, w.write)
+	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for i := range clients / 2 {
+	for i := range callers {
 		wg.Go(func() {
-			for r := range rounds {
+			for r := 0; !stop.Load(); r++ {
 				order := fmt.Sprintf("%d-%d", i, r)
 				if _, err := c.reserve(context.Background(), voucher.ReserveRequest{Code: "A", OrderID: order}, time.Now(), time.Minute); err != nil {
 					t.Error(err)
 				}
-				time.Sleep(2 * time.Millisecond) // the rest of the round trip
 			}
 		})
 	}
+	for b := range batches {
+		waitUntil(t, func() bool { return len(w.written()) == b+1 })
+		n := len(w.written()[b])
+		waitUntil(t, func() bool { return c.waiting("A") == callers-n })
+		w.gate <- struct{}{}
+	}
+	stop.Store(true)
+	close(w.gate)
 	wg.Wait()
 	waitUntil(t, func() bool { return c.active() == 0 })
-	mu.Lock()
-	defer mu.Unlock()
-	total := 0
-	for i, n := range sizes {
-		total += n
-		if i > 0 && total > n+DefaultMaxBatch {
-			// Once a batch and the queue behind it held every caller, no
-			// batch holds more than half of them.
-			require.LessOrEqual(t, n, DefaultMaxBatch/2, "batch %d of %v", i, sizes)
-		}
+	// The first batch holds whoever had queued when it was taken (up to
+	// 64), and the second whoever was back within the regrouping wait; from
+	// the first batch's end on the writer has seen all 64 together.
+	written := w.written()
+	require.LessOrEqual(t, len(written[1]), callers/2)
+	for b := 2; b < batches; b++ {
+		require.Len(t, written[b], callers/2, "batch %d", b)
 	}
-	require.Equal(t, clients/2*rounds, total)
-	// Two batches a round, a few more where a loaded machine splits one.
-	require.LessOrEqual(t, len(sizes), 2*rounds+rounds/2, "batches %v", sizes)
 }
