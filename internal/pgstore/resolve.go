@@ -20,7 +20,7 @@ func (s *Store) ResolveCode(ctx context.Context, code, orderID string) (voucher.
 	err := scanVoucher(s.pool.QueryRow(ctx, qCodeResolve, code, orderID), &res.Voucher, &res.Found, &res.ByCampaign, &res.CodeHeld, &res.HasOrder,
 		&o.OrderID, &o.VoucherCode, &o.CustomerID, &o.OrderAmount, &o.DiscountAmount, &status,
 		&o.CreatedAt, &o.UpdatedAt, &o.ExpiresAt, &res.Voucher.Budget.Amount, &res.Voucher.Budget.Clip,
-		&schedule, &res.Voucher.WindowLimit)
+		&schedule, &res.Voucher.WindowLimit, &res.Voucher.Stacking.Stackable, &res.Voucher.Stacking.ExclusiveGroup)
 	if err != nil {
 		return voucher.Resolution{}, interpretError(err)
 	}

@@ -45,6 +45,16 @@ func TestResolveCode(t *testing.T) {
 	require.True(t, r.Found && r.ByCampaign && !r.CodeHeld && r.HasOrder, "%+v", r)
 	require.Equal(t, held, r.Order)
 
+	// A stackable voucher's setting is read with it, as Voucher reads it:
+	// the definition cached from this read stands in for the setting while
+	// the store does not answer a stack's read of it.
+	stackable := newVoucher(t, s, "RESOLVE2", 10, 1, func(v *voucher.Voucher) {
+		v.Stacking = voucher.Stacking{Stackable: true, ExclusiveGroup: "seasonal"}
+	})
+	r, err = s.ResolveCode(ctx, stackable.Code, "")
+	require.NoError(t, err)
+	require.Equal(t, voucher.Stacking{Stackable: true, ExclusiveGroup: "seasonal"}, r.Voucher.Stacking)
+
 	// The budget by its own id is a voucher row, as Voucher reads it; the
 	// reservation function refuses it.
 	r, err = s.ResolveCode(ctx, "cmp_RESOLVE", "")

@@ -225,8 +225,9 @@ func (s *Service) replacedWritten(ctx context.Context, w *kafkaWrites, orderID s
 // stackingSettings reads each code's stacking setting from the store, as
 // the store's own ReserveStack does, so that a PATCH is seen by the next
 // stack. While the store cannot be read (or has not answered them all
-// within storeCheckWait) the cached definition's setting stands in: a definition resolved without it has the zero setting, which
-// refuses (NOT_STACKABLE) and never lets through what the setting refuses.
+// within storeCheckWait) the cached definition's setting stands in: every
+// definition is read with its setting (voucher_get, voucher_definition,
+// code_resolve), as it was when the definition was read.
 func (s *Service) stackingSettings(ctx context.Context, rts []route) (map[string]Stacking, error) {
 	settings := make(map[string]Stacking, len(rts))
 	if len(rts) < 2 {

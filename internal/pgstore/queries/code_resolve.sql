@@ -9,7 +9,10 @@
 --   the redemption of the orderId whatever its voucher (orders_get's
 --   columns);
 --   the voucher's money budget: amount and clip (0 and false for none);
---   its recurring windows (NULL: none) and quota per occurrence (0: none).
+--   its recurring windows (NULL: none) and quota per occurrence (0: none);
+--   its stacking setting (no voucher_stacking row: not stackable), so that
+--   a definition cached from this read stands in for the setting as one
+--   read with voucher_get does.
 -- Always one row, read with the same index probes whether the code names a
 -- voucher, a campaign code or nothing, so that an unknown code costs what a
 -- known one does; the flags say what was found, the columns of what was not
@@ -28,7 +31,8 @@ SELECT coalesce(x.code, ''), coalesce(x.discount_amount, 0), coalesce(x.min_orde
        coalesce(o.order_amount, 0), coalesce(o.discount_amount, 0), coalesce(o.status, ''),
        coalesce(o.created_at, 'epoch'), coalesce(o.updated_at, 'epoch'), coalesce(o.expires_at, 'epoch'),
        coalesce(bl.cap, 0), coalesce(bl.clip, false),
-       x.schedule, coalesce(x.window_limit, 0)
+       x.schedule, coalesce(x.window_limit, 0),
+       st.voucher_code IS NOT NULL, coalesce(st.exclusive_group, '')
 FROM (SELECT $1::text AS code, $2::text AS order_id) q
 LEFT JOIN LATERAL (
     -- One campaign_code probe, then one voucher probe: of the campaign's
@@ -43,3 +47,4 @@ LEFT JOIN voucher_redemption o ON o.order_id = q.order_id
 -- The money budget's definition (its counters are not read: they move with
 -- every use).
 LEFT JOIN voucher_limit bl ON bl.voucher_code = x.code AND bl.kind = 'budget' AND bl.period_start = '-infinity'
+LEFT JOIN voucher_stacking st ON st.voucher_code = x.code
