@@ -278,8 +278,21 @@ func (d *deps) settleOne(ctx context.Context, t unansweredTake, fence func(conte
 // dead instance's holds. The order's row is found (the event landed) and
 // the hold is made durable in the gate, or a RELEASED row makes sure that
 // the event, should it still land, takes nothing, and the use is given
-// back.
+// back. A hold of the orderId the gate took at another time (a retry's,
+// after the gate lost this one: Redis restarted, the voucher loaded again
+// without the order) is that attempt's, whose event may be on its way and
+// whose 201 may be answered: the fence, which acts on the orderId, would
+// release it, so the settle leaves it to that attempt.
 func (d *deps) settleEvent(ctx context.Context, t unansweredTake, fence func(context.Context, string, Hold) (bool, error)) error {
+	cur, found, err := d.gate.Lookup(ctx, t.code, t.hold.OrderID)
+	switch {
+	case err != nil:
+		return err
+	case found && !cur.ReservedAt.Equal(t.hold.ReservedAt):
+		d.log.InfoContext(ctx, "unacknowledged event superseded by a later take of its orderId; left to that take",
+			"code", t.code, "orderId", t.hold.OrderID)
+		return nil
+	}
 	kept, err := fence(ctx, t.code, t.hold)
 	if err != nil || !kept {
 		return err

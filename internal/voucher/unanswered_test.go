@@ -21,6 +21,13 @@ type voidGate struct {
 	voided  []string
 }
 
+func (g *voidGate) Lookup(_ context.Context, _ string, orderID string) (Hold, bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.stored[orderID]
+	return s, ok, nil
+}
+
 func (g *voidGate) Void(_ context.Context, _ string, h Hold) (Hold, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -95,6 +102,9 @@ func TestSettleUnanswered(t *testing.T) {
 		"retried":  hold("retried", at.Add(time.Second)), // another attempt's hold: left alone
 		"released": {OrderID: "released", Released: true},
 		"repl":     replacement, // a replacement's take ran: undone
+		// A lost event's orderId taken again later (the gate lost the
+		// first hold): that take's, left alone.
+		"evt-again": hold("evt-again", at.Add(2*time.Second)),
 	}}
 	st := &fakeStore{voucher: flashVoucher(), rows: map[string]Redemption{
 		"written": {OrderID: "written", VoucherCode: "SALE", CustomerID: "7", Status: StatusReserved},
@@ -113,6 +123,7 @@ func TestSettleUnanswered(t *testing.T) {
 	}
 	require.True(t, d.unanswered.rememberRelease("SALE", "", "gone", now()))
 	require.True(t, d.unanswered.rememberEvent("SALE", hold("evt", at), now()))
+	require.True(t, d.unanswered.rememberEvent("SALE", hold("evt-again", at), now()))
 	var fenced []string
 	fence := func(_ context.Context, _ string, h Hold) (bool, error) {
 		fenced = append(fenced, h.OrderID)
@@ -135,8 +146,8 @@ func TestSettleUnanswered(t *testing.T) {
 	events.caughtUpErr = nil
 	n, err = d.settleUnanswered(context.Background(), fence)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.Equal(t, []string{"evt"}, fenced)
+	require.Equal(t, 2, n)
+	require.Equal(t, []string{"evt"}, fenced, "a later take of evt-again's orderId is not fenced")
 	require.Equal(t, 1, g.commits, "the event landed: its hold is made durable")
 
 	// A gate that does not answer keeps the attempt for the next round.
