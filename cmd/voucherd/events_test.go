@@ -380,7 +380,9 @@ func TestWebhookCLI(t *testing.T) {
 	code := s.createVoucher(voucherSpec{})
 	require.Equal(t, http.StatusOK, s.do(http.MethodPatch, "/vouchers/"+code, map[string]any{"active": false}).status)
 	require.Eventually(t, func() bool { return len(rcv.events()) == 1 }, 10*time.Second, 20*time.Millisecond)
-	require.Contains(t, cli("deliveries", w.ID), "delivered")
+	// The sender records the delivery after the receiver's answer reaches
+	// it, a moment after the receiver has the event.
+	require.Eventually(t, func() bool { return strings.Contains(cli("deliveries", w.ID), "delivered") }, 15*time.Second, 50*time.Millisecond)
 	require.Contains(t, cli("update", "--active", "false", w.ID), "active  false")
 	var out2, errOut bytes.Buffer
 	require.NoError(t, run(t.Context(), []string{"events", "--url", s.base, "--token", testAdminToken, "--code", code}, &out2, &errOut), errOut.String())
