@@ -78,9 +78,9 @@ func (s *fakeStore) GateSnapshot(context.Context, string) (Snapshot, error) {
 }
 
 // fakeGate answers every Reserve with decision, or err when set, and
-// records what it was given back (Release), committed and claimed. It never
-// has the voucher loaded and always grants the warm-up lock; Lookup finds
-// nothing.
+// records its Reserve calls and what it was given back (Release),
+// committed and claimed. It never has the voucher loaded and always grants
+// the warm-up lock; Lookup finds nothing.
 type fakeGate struct {
 	Gate
 	decision GateDecision
@@ -89,6 +89,7 @@ type fakeGate struct {
 	mu         sync.Mutex
 	releases   []ReleaseMode
 	unreplaced []string // "orderId>replaces" per Unreplace
+	reserves   int
 	commits    int
 	claims     int
 	loads      int
@@ -111,6 +112,9 @@ func (g *fakeGate) Rediscount(_ context.Context, _, orderID string, discount int
 }
 
 func (g *fakeGate) Reserve(context.Context, string, int32, Hold) (GateDecision, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reserves++
 	return g.decision, g.err
 }
 

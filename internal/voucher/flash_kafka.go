@@ -46,10 +46,11 @@ func (w *kafkaWrites) write(ctx context.Context, rt route, _ ReserveRequest, hol
 // no event published: the retry publishes it. Another pending one means
 // the first request is still waiting for Kafka's ack (or its outcome was
 // unknown): answering 201 now could promise a reservation that then fails,
-// so the gate is asked again for about a second; then a row in the store
-// makes the hold durable whatever the producer said, an old hold without
-// one is fenced (fenceOrphan), and otherwise the answer is a 503 whose
-// outcome is unknown, as the first attempt's was.
+// so the gate is asked again for about a second, unless the hold is older
+// than any produce (orphanAge) and waiting cannot change it. Then a row in
+// the store makes the hold durable whatever the producer said, an old hold
+// without one is fenced (fenceOrphan), and otherwise the answer is a 503
+// whose outcome is unknown, as the first attempt's was.
 func (w *kafkaWrites) replay(ctx context.Context, rt route, req ReserveRequest, dec GateDecision, attempt int) (Reservation, bool, error) {
 	gateCode := rt.gateCode()
 	if !dec.Hold.Pending {
@@ -63,7 +64,8 @@ func (w *kafkaWrites) replay(ctx context.Context, rt route, req ReserveRequest, 
 		res, err := w.publish(ctx, gateCode, dec.Hold)
 		return res, false, err
 	}
-	if attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil {
+	if attempt < pendingReplayPolls && w.cfg.Clock().Sub(dec.Hold.ReservedAt) < w.orphanAge() &&
+		sleepCtx(ctx, pendingReplayPoll) == nil {
 		return Reservation{}, true, nil
 	}
 	if row, err := w.store.Redemption(ctx, req.Code, req.OrderID); err == nil && row.CustomerID == req.CustomerID {

@@ -529,11 +529,13 @@ func storedStackIs(st Stack, rec StackRecord) bool {
 // claim of: another order's is ORDER_CONFLICT; the same request's is its
 // replay, from the store once the consumer wrote it, else from the
 // members' holds. While a member's hold is pending (the first request is
-// waiting for Kafka) it asks again for about a second, as a single's
-// replay does, then answers 503 with the outcome unknown; a claim well
-// past any produce whose members hold nothing in the gate (an attempt
-// that died before its takes, or whose holds were fenced) is
-// ORDER_RELEASED.
+// waiting for Kafka), or the claim is young enough that its attempt may
+// still be taking, it asks again for about a second, as a single's replay
+// does, then answers 503 with the outcome unknown. A claim well past any
+// produce whose members hold nothing in the gate (an attempt that died
+// before its takes, or whose holds were fenced or lost with Redis's data)
+// is answered at once, since waiting cannot change it: ORDER_RELEASED once
+// the consumer has applied every acknowledged event, else 503.
 func (s *Service) replayStackKafka(ctx context.Context, w *kafkaWrites, rec StackRecord, owner OrderOwner) (Stack, error) {
 	if owner.Stack == nil || !owner.Stack.Same(rec) {
 		return Stack{}, Reject(CodeOrderConflict, "", Facts{Voucher: rec.Codes[0], OrderID: rec.OrderID, UsesVoucher: owner.Code})
@@ -543,6 +545,7 @@ func (s *Service) replayStackKafka(ctx context.Context, w *kafkaWrites, rec Stac
 			return st, err
 		}
 		st, state, err := s.stackFromHolds(ctx, w, *owner.Stack)
+		stranded := state == stackAbsent && s.now().Sub(owner.Stack.At) >= w.orphanAge()
 		switch {
 		case err != nil:
 			return Stack{}, outcomeUnknown(err, rec.OrderID)
@@ -551,9 +554,14 @@ func (s *Service) replayStackKafka(ctx context.Context, w *kafkaWrites, rec Stac
 			return st, nil
 		case state == stackReleased:
 			return Stack{}, orderReleased(rec.OrderID)
-		case attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil:
+		case !stranded && attempt < pendingReplayPolls && sleepCtx(ctx, pendingReplayPoll) == nil:
 			continue
-		case state == stackAbsent && s.now().Sub(owner.Stack.At) >= w.orphanAge() && w.events.CaughtUp(ctx) == nil:
+		case stranded && w.events.CaughtUp(ctx) == nil:
+			// An event acknowledged before CaughtUp was called is applied
+			// by now: the store is read again for it.
+			if st, known, err := s.storedStackRead(ctx, rec); known {
+				return st, err
+			}
 			return Stack{}, Errorf(CodeOrderReleased,
 				"order %s never reached the database and holds nothing; start a new attempt with a new orderId", rec.OrderID)
 		}
