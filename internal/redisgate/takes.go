@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -123,21 +124,25 @@ func (g *Gate) take(ctx context.Context, code string, r *takeReq) (voucher.GateD
 	if !running {
 		go g.runTakes(code, tq)
 	}
-	ctx, cancel := g.withTimeout(ctx)
-	defer cancel()
+	t := time.NewTimer(g.cfg.Timeout)
+	defer t.Stop()
+	var err error
 	select {
 	case <-r.done:
 		return r.dec, r.err
 	case <-ctx.Done():
-		q.mu.Lock()
-		sent := r.sent
-		r.abandoned = !sent
-		q.mu.Unlock()
-		if !sent {
-			return voucher.GateDecision{}, interpretError(ctx.Err(), "reserve", code)
-		}
-		return voucher.GateDecision{}, interpretTakeError(ctx.Err(), "reserve", code)
+		err = ctx.Err()
+	case <-t.C:
+		err = context.DeadlineExceeded
 	}
+	q.mu.Lock()
+	sent := r.sent
+	r.abandoned = !sent
+	q.mu.Unlock()
+	if !sent {
+		return voucher.GateDecision{}, interpretError(err, "reserve", code)
+	}
+	return voucher.GateDecision{}, interpretTakeError(err, "reserve", code)
 }
 
 // runTakes makes the waiting takes of code, a batch per call, until none is
