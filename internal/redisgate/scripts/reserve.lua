@@ -61,8 +61,19 @@
 -- when nothing changed.
 --
 -- include: hold, known_order, take_checks, keys, held, void, budget
+
+-- What the takes of one call read once and then keep current themselves,
+-- as nothing else runs between them: the remaining key's value (false:
+-- absent; each take's DECR gives the next), whether the void hash exists
+-- and how many of the users and orders hashes do (no take writes the void
+-- hash; a take's writes create the other two), which of the held
+-- counter's keys exist (heldKeys; no take creates or deletes them), and
+-- whether the budget has a cap (no take writes it). nil: not read yet.
+local remaining = redis.call('GET', KEYS[1])
+local voids, hashes, heldState, capped
+
 local function take(a)
-  local known, r = knownOrder(KEYS[1], KEYS[3], a[1], a[2], a[5])
+  local known, r = knownOrder(KEYS[1], KEYS[3], a[1], a[2], a[5], remaining)
   if known then
     return known
   end
@@ -72,10 +83,10 @@ local function take(a)
   -- both exist (the rest of the count). A take into hashes that exist
   -- reads no expiry, and an attempt is looked up in the void hash only
   -- when there is one.
-  local n = redis.call('EXISTS', KEYS[8], KEYS[8], KEYS[8], KEYS[2], KEYS[3])
-  local voids = n >= 3
-  if voids then
-    n = n - 3
+  if voids == nil then
+    local n = redis.call('EXISTS', KEYS[8], KEYS[8], KEYS[8], KEYS[2], KEYS[3])
+    voids = n >= 3
+    hashes = voids and n - 3 or n
   end
   if voids and voided(KEYS[8], a[1], a[6]) then
     return {10, r}
@@ -115,14 +126,17 @@ local function take(a)
 
   -- The users and orders hashes may be created by this take (a voucher
   -- loaded with no holds, or whose last customer gave everything back):
-  -- n, read above, tells. An existing hash has the voucher's expiry
+  -- hashes, read above, tells. An existing hash has the voucher's expiry
   -- already: the loads set it, and every script that creates one shares it.
-  local created = n < 2
+  local created = hashes < 2
   r = redis.call('DECR', KEYS[1])
+  remaining = r
   redis.call('HINCRBY', KEYS[2], a[2], 1)
   redis.call('HSET', KEYS[3], a[1], hold)
-  countHeld(KEYS[6], KEYS[7], a[1], false, true)
-  countBudget(KEYS[9], hold, false, true)
+  hashes = 2
+  heldState = heldState or heldKeys(KEYS[6], KEYS[7])
+  countHeldIn(heldState, KEYS[6], KEYS[7], a[1], false, true)
+  capped = countBudget(KEYS[9], hold, false, true, capped)
   -- A version created here (a voucher loaded before versions existed) gets
   -- the expiry too (bumpVersion).
   local ver = bumpVersion(KEYS[4], KEYS[1])

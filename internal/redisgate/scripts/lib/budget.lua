@@ -23,10 +23,12 @@
 --   loadBudget(budgetKey, cap, held, expireAt)
 --     writes the budget of a snapshot (cap '0': none, nothing written),
 --     with PEXPIREAT expireAt
---   countBudget(budgetKey, hold, was, is)
+--   countBudget(budgetKey, hold, was, is, capped)
 --     records that the order of the encoded hold went from holding a use
 --     (was, a boolean) to holding one or not (is): held moves by its
---     discount, and its occurrence's count (w:<windowMs>) by one
+--     discount, and its occurrence's count (w:<windowMs>) by one. capped
+--     is whether the budget has a cap, when the script has read it already
+--     (nil reads it); returns what it used (nil when it did not need it)
 --   windowHeld(budgetKey, window)
 --     the uses held in the occurrence window (a windowMs string; 0 when
 --     none is counted)
@@ -75,17 +77,23 @@ local function loadWindows(budgetKey, windows, expireAt)
   redis.call('PEXPIREAT', budgetKey, expireAt)
 end
 
-local function countBudget(budgetKey, hold, was, is)
+local function countBudget(budgetKey, hold, was, is, capped)
   if was == is then
-    return
+    return capped
   end
   local w = holdWindow(hold)
   if w and (is or redis.call('HEXISTS', budgetKey, 'w:' .. w) == 1) then
     redis.call('HINCRBY', budgetKey, 'w:' .. w, is and 1 or -1)
   end
   local d = holdDiscount(hold)
-  if not d or d == 0 or redis.call('HEXISTS', budgetKey, 'cap') == 0 then
-    return
+  if not d or d == 0 then
+    return capped
   end
-  redis.call('HINCRBY', budgetKey, 'held', is and d or -d)
+  if capped == nil then
+    capped = redis.call('HEXISTS', budgetKey, 'cap') == 1
+  end
+  if capped then
+    redis.call('HINCRBY', budgetKey, 'held', is and d or -d)
+  end
+  return capped
 end

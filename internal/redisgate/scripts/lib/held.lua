@@ -16,15 +16,24 @@
 --   countHeld(heldKey, scanKey, orderId, was, is)
 --     records that orderId went from holding a use (was, a boolean) to
 --     holding one or not (is)
+--   heldKeys(heldKey, scanKey)
+--     which of the two keys exist (a number), as countHeldIn takes it;
+--     counting creates or deletes neither, so a script that only counts
+--     may read it once for several orders
+--   countHeldIn(n, heldKey, scanKey, orderId, was, is)
+--     countHeld with heldKeys's answer n
 local HELD_SCANNING = '|'
 
-local function countHeld(heldKey, scanKey, orderId, was, is)
+local function heldKeys(heldKey, scanKey)
+  -- One EXISTS tells both: EXISTS counts a key named twice twice, so this
+  -- is 2 when held exists, plus 1 when scanKey does.
+  return redis.call('EXISTS', heldKey, heldKey, scanKey)
+end
+
+local function countHeldIn(n, heldKey, scanKey, orderId, was, is)
   if was == is then
     return
   end
-  -- One EXISTS tells both: EXISTS counts a key named twice twice, so this
-  -- is 2 when held exists, plus 1 when scanKey does.
-  local n = redis.call('EXISTS', heldKey, heldKey, scanKey)
   if n < 2 then
     return
   end
@@ -37,4 +46,11 @@ local function countHeld(heldKey, scanKey, orderId, was, is)
     return
   end
   redis.call('INCRBY', heldKey, now - (was and 1 or 0))
+end
+
+local function countHeld(heldKey, scanKey, orderId, was, is)
+  if was == is then
+    return
+  end
+  countHeldIn(heldKeys(heldKey, scanKey), heldKey, scanKey, orderId, was, is)
 end

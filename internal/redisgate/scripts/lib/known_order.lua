@@ -6,10 +6,12 @@
 -- include: hold
 --
 -- Expects the hold block. Defines:
---   knownOrder(remainingKey, ordersKey, orderId, customerId, code)
+--   knownOrder(remainingKey, ordersKey, orderId, customerId, code, rem)
 --     orderId     the orderId asked for; false leaves the orderId checks out
 --     customerId  the customerId presented, compared as a string
 --     code        the campaign code presented, '' for a voucher
+--     rem         the remaining key's value when the caller has it (false:
+--                 absent); nil reads it
 --   It returns the reply when these checks decide, else nil and the
 --   remaining uses (a number):
 --     {2, remaining, hold}  replay: orderId holds a use (or is unreadable) for
@@ -20,8 +22,10 @@
 --     {5, 0}                not loaded: the remaining key is absent
 --   remaining is -1 where it is unknown (a known orderId of an unloaded
 --   voucher).
-local function knownOrder(remainingKey, ordersKey, orderId, customerId, code)
-  local rem = redis.call('GET', remainingKey)
+local function knownOrder(remainingKey, ordersKey, orderId, customerId, code, rem)
+  if rem == nil then
+    rem = redis.call('GET', remainingKey)
+  end
   local stored = orderId and redis.call('HGET', ordersKey, orderId)
   if stored then
     local state, cust = holdHead(stored)
