@@ -360,7 +360,8 @@ func knownOrderOutcome(status int64) voucher.GateOutcome {
 }
 
 // reserveReply splits the reply of reserve.lua. third is the stored hold of a
-// known orderId, or the version after a take or a sold-out answer.
+// known orderId, or the version after a take's call (bumped once per call)
+// or with a sold-out answer.
 func reserveReply(res []rueidis.RedisMessage) (status, remaining int64, third string, err error) {
 	if len(res) < 2 {
 		return 0, 0, "", fmt.Errorf("%w: reserve has %d elements", errBadReply, len(res))

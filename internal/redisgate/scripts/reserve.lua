@@ -16,8 +16,9 @@
 -- KEYS[9] -> voucher:{CODE}:budget     hash cap, held: the money budget (lib/budget.lua)
 --
 -- ARGV holds one group of 8 per take; the take of group g (from 0) reads
--- ARGV[8g+1] to ARGV[8g+8] as ARGV[1] to ARGV[8] below (a[1] to a[8] in
--- the script):
+-- ARGV[8g+1] to ARGV[8g+8] as ARGV[1] to ARGV[8] below (orderId,
+-- customerId, perUserLimit, encoded, code, token, budget and windowQuota
+-- in the script):
 --
 -- ARGV[1] -> orderId
 -- ARGV[2] -> customerId (voucher.ValidCustomerID: never '|'); compared as a string; an int64 does
@@ -36,7 +37,9 @@
 -- Returns one reply per take, in ARGV's order, each {status, remaining} or
 -- {status, remaining, stored hold or version}:
 --   {1, remaining, ver}   taken: a use was taken; remaining is after the take,
---                         ver the version after it
+--                         ver the version after the call (its first take
+--                         bumps it, once for the call: nothing reads the
+--                         orders between its takes)
 --   {2, remaining, hold}  replay: orderId holds a use (H or P) for this customer
 --                         and this code
 --   {3, remaining, hold}  conflict: orderId is known with another customer or
@@ -71,9 +74,12 @@
 -- whether the budget has a cap (no take writes it). nil: not read yet.
 local remaining = redis.call('GET', KEYS[1])
 local voids, hashes, heldState, capped
+-- The version after the call's takes, once its first take bumped it.
+local version
 
-local function take(a)
-  local known, r = knownOrder(KEYS[1], KEYS[3], a[1], a[2], a[5], remaining)
+local function take(o)
+  local orderId, customerId, perUserLimit, encoded, code, token, budget, windowQuota = unpack(ARGV, o + 1, o + 8)
+  local known, r = knownOrder(KEYS[1], KEYS[3], orderId, customerId, code, remaining)
   if known then
     return known
   end
@@ -88,10 +94,10 @@ local function take(a)
     voids = n >= 3
     hashes = voids and n - 3 or n
   end
-  if voids and voided(KEYS[8], a[1], a[6]) then
+  if voids and voided(KEYS[8], orderId, token) then
     return {10, r}
   end
-  local refused = refuseTake(KEYS[2], KEYS[5], a[2], a[3], a[5], r)
+  local refused = refuseTake(KEYS[2], KEYS[5], customerId, perUserLimit, code, r)
   if refused then
     if refused[1] == 7 then
       -- Sold out: with the version, for the caller's sold-out cache.
@@ -100,14 +106,14 @@ local function take(a)
     return refused
   end
 
-  local hold, clipped, last9 = a[4], nil, false
-  if a[7] ~= '' then
+  local hold, clipped, last9 = encoded, nil, false
+  if budget ~= '' then
     local left = budgetLeft(KEYS[9])
     if not left then
       return {5, 0}
     end
     local want = holdDiscount(hold)
-    local d = fitBudget(left, want, a[7] == 'clip')
+    local d = fitBudget(left, want, budget == 'clip')
     if not d then
       return {11, r, tostring(left), redis.call('GET', KEYS[4]) or ''}
     end
@@ -116,9 +122,9 @@ local function take(a)
     end
   end
 
-  if a[8] ~= '' then
+  if windowQuota ~= '' then
     local w = holdWindow(hold)
-    if not w or windowHeld(KEYS[9], w) >= tonumber(a[8]) then
+    if not w or windowHeld(KEYS[9], w) >= tonumber(windowQuota) then
       return {12, r}
     end
     last9 = true
@@ -131,23 +137,23 @@ local function take(a)
   local created = hashes < 2
   r = redis.call('DECR', KEYS[1])
   remaining = r
-  redis.call('HINCRBY', KEYS[2], a[2], 1)
-  redis.call('HSET', KEYS[3], a[1], hold)
+  redis.call('HINCRBY', KEYS[2], customerId, 1)
+  redis.call('HSET', KEYS[3], orderId, hold)
   hashes = 2
   heldState = heldState or heldKeys(KEYS[6], KEYS[7])
-  countHeldIn(heldState, KEYS[6], KEYS[7], a[1], false, true)
+  countHeldIn(heldState, KEYS[6], KEYS[7], orderId, false, true)
   capped = countBudget(KEYS[9], hold, false, true, capped)
   -- A version created here (a voucher loaded before versions existed) gets
   -- the expiry too (bumpVersion).
-  local ver = bumpVersion(KEYS[4], KEYS[1])
+  version = version or bumpVersion(KEYS[4], KEYS[1])
 
   -- Created keys get the expiry of the remaining key, so that an old sale
   -- leaves Redis as a whole. The codes hash and the budget hash are checked
   -- whenever a take writes them (unreplace.lua may recreate the codes hash
   -- without an expiry).
   local unsure = created and {KEYS[2], KEYS[3]} or {}
-  if a[5] ~= '' then
-    redis.call('HSET', KEYS[5], a[5], a[1])
+  if code ~= '' then
+    redis.call('HSET', KEYS[5], code, orderId)
     unsure[#unsure + 1] = KEYS[5]
   end
   if last9 then
@@ -157,13 +163,13 @@ local function take(a)
     shareExpiry(KEYS[1], unpack(unsure))
   end
   if clipped then
-    return {1, r, tostring(ver), clipped}
+    return {1, r, tostring(version), clipped}
   end
-  return {1, r, tostring(ver)}
+  return {1, r, tostring(version)}
 end
 
 local out = {}
-for g = 0, #ARGV - 8, 8 do
-  out[#out + 1] = take({unpack(ARGV, g + 1, g + 8)})
+for o = 0, #ARGV - 8, 8 do
+  out[#out + 1] = take(o)
 end
 return out
