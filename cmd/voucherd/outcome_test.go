@@ -46,7 +46,7 @@ func TestLostCommitReplyAnswersOutcomeUnknown(t *testing.T) {
 			code := s.createVoucher(voucherSpec{TotalLimit: 5})
 			cut := proxy.CutAnswerContaining([]byte("lost-reply-1"), 300*time.Millisecond)
 			r := s.reserve(code, 1, "lost-reply-1", 100)
-			<-cut
+			testenv.WaitCut(t, cut)
 			requireOutcomeUnknown(t, r)
 			st := s.state(code)
 			require.Equal(t, 1, st.reserved, "the transaction committed")
@@ -76,7 +76,7 @@ func TestLostRequestSettledWithoutRetry(t *testing.T) {
 	code := s.createVoucher(voucherSpec{TotalLimit: 5})
 	cut := proxy.CutRequestContaining([]byte("lost-request-1"))
 	r := s.reserve(code, 1, "lost-request-1", 100)
-	<-cut
+	testenv.WaitCut(t, cut)
 	requireOutcomeUnknown(t, r)
 	gs, err := s.app.gate.Inspect(ctx, code)
 	require.NoError(t, err)

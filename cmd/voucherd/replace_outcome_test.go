@@ -80,7 +80,7 @@ func testReplacementLostWrite(t *testing.T, s *stack, proxy *testenv.Proxy, shap
 		r = s.do(http.MethodPost, "/reservations", map[string]any{"customerId": "7", "orderId": "new-1",
 			"orderAmount": 20000, "codes": []string{a, c}, "replacesOrderId": "old-1"})
 	}
-	<-cut
+	testenv.WaitCut(t, cut)
 	requireOutcomeUnknown(t, r)
 	written := time.Now()
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/voucherd/voucherd/internal/testenv"
 	"github.com/voucherd/voucherd/internal/voucher"
 )
 
@@ -28,7 +29,7 @@ func TestStackLostWriteSettled(t *testing.T) {
 
 	cut := proxy.CutRequestContaining([]byte("lost-stack-1"))
 	r = s.reserveStack("7", "lost-stack-1", 20000, a, b)
-	<-cut
+	testenv.WaitCut(t, cut)
 	requireOutcomeUnknown(t, r)
 	require.Equal(t, "", r.str("failedCode"), "an unknown outcome is the stack's, not a code's")
 	require.Equal(t, int64(4), s.gateRemaining(a), "A's use stays held until settled")

@@ -48,7 +48,7 @@ func TestLostCommitReplyIsOutcomeUnknown(t *testing.T) {
 
 			cut := proxy.CutAnswerContaining([]byte("lost-one"), 300*time.Millisecond)
 			_, err := s.Reserve(ctx, request(v.Code, 1, "lost-one"), now, ttl)
-			<-cut
+			testenv.WaitCut(t, cut)
 			e := requireCode(t, err, voucher.CodeUnavailable)
 			require.True(t, e.OutcomeUnknown, "the COMMIT's reply was lost: %v", err)
 			row, err := s.Redemption(ctx, v.Code, "lost-one")
@@ -70,7 +70,7 @@ func TestLostCommitReplyIsOutcomeUnknown(t *testing.T) {
 		cut := proxy.CutAnswerContaining([]byte("batch-c"), 300*time.Millisecond)
 		elems := []elem{el(1, "batch-a"), el(2, "batch-b"), el(3, "batch-c"), el(4, "batch-d")}
 		answers := reserveTogether(t, s, h, v.Code, now, elems)
-		<-cut
+		testenv.WaitCut(t, cut)
 		require.Equal(t, "ok", answers[0].short())
 		for i, e := range elems[1:] {
 			a := answers[i+1]

@@ -78,6 +78,23 @@ func (p *Proxy) CutAnswerContaining(marker []byte, settle time.Duration) <-chan 
 	return p.arm(toClient, marker, settle)
 }
 
+// cutWait bounds WaitCut: far longer than any armed call takes to send
+// its marker, even on a loaded machine.
+const cutWait = time.Minute
+
+// WaitCut waits until cut, a channel CutAnswerContaining or
+// CutRequestContaining returned, is done, and fails the test when it is
+// not within cutWait: nothing the proxy was armed for passed it (the call
+// failed before sending or answering it).
+func WaitCut(t testing.TB, cut <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-cut:
+	case <-time.After(cutWait):
+		t.Fatalf("testenv: the proxy's cut did not happen within %s: nothing it was armed for passed it", cutWait)
+	}
+}
+
 // CutRequestContaining arms the proxy: the first chunk a client sends on any
 // connection that contains marker never reaches the server, and both sides
 // of the connection are closed. The returned channel is closed once the cut
