@@ -65,8 +65,13 @@ func newStore(t testing.TB) *pgstore.Store {
 // database must be consistent (assertConsistent).
 func newStoreWith(t testing.TB, combining pgstore.CombinerConfig) *pgstore.Store {
 	t.Helper()
+	return newStoreOn(t, testenv.Postgres(t), combining)
+}
+
+// newStoreOn is newStoreWith on the database pg.
+func newStoreOn(t testing.TB, pg *testenv.PG, combining pgstore.CombinerConfig) *pgstore.Store {
+	t.Helper()
 	ctx := context.Background()
-	pg := testenv.Postgres(t)
 	s, err := pgstore.Open(ctx, pgstore.Config{URL: pg.URL, MaxConns: 10, Combining: combining})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)

@@ -53,6 +53,25 @@ var sharedPG struct {
 // connections still open to it, when the test ends.
 func Postgres(t testing.TB) *PG {
 	t.Helper()
+	return sharedPostgres(t).NewDatabase(t)
+}
+
+// PostgresICU returns a fresh database like Postgres whose default
+// collation is the ICU locale's (for example "en-US"): text without a
+// collation of its own sorts in that language's order, not in byte order,
+// as in the databases many managed services create.
+func PostgresICU(t testing.TB, locale string) *PG {
+	t.Helper()
+	return sharedPostgres(t).newDatabase(t,
+		" TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE "+quoteLiteral(locale))
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// sharedPostgres is the PostgreSQL server shared by the test binary.
+func sharedPostgres(t testing.TB) *PGServer {
+	t.Helper()
 	sharedPG.once.Do(func() {
 		if raw := os.Getenv("VOUCHERD_TEST_DATABASE_URL"); raw != "" {
 			sharedPG.srv, sharedPG.err = externalPG(raw)
@@ -66,7 +85,7 @@ func Postgres(t testing.TB) *PG {
 	if sharedPG.err != nil {
 		t.Fatalf("testenv: shared PostgreSQL: %v", sharedPG.err)
 	}
-	return sharedPG.srv.NewDatabase(t)
+	return sharedPG.srv
 }
 
 // NewPostgres starts a PostgreSQL server for this test only, removed at the
@@ -165,10 +184,16 @@ func (s *PGServer) URL(db string) string {
 // (with any connections still open to it) when the test ends.
 func (s *PGServer) NewDatabase(t testing.TB) *PG {
 	t.Helper()
+	return s.newDatabase(t, "")
+}
+
+// newDatabase is NewDatabase with options appended to CREATE DATABASE.
+func (s *PGServer) newDatabase(t testing.TB, options string) *PG {
+	t.Helper()
 	name := "t_" + randomSuffix(8)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.createDatabase(ctx, name); err != nil {
+	if err := s.createDatabase(ctx, name+options); err != nil {
 		t.Fatalf("testenv: create database %s on %s: %v", name, s.redacted(), err)
 	}
 	t.Cleanup(func() {
@@ -289,9 +314,9 @@ func (s *PGServer) exec(ctx context.Context, sql string) error {
 	return err
 }
 
-func (s *PGServer) createDatabase(ctx context.Context, name string) error {
+func (s *PGServer) createDatabase(ctx context.Context, nameAndOptions string) error {
 	for {
-		err := s.exec(ctx, "CREATE DATABASE "+name)
+		err := s.exec(ctx, "CREATE DATABASE "+nameAndOptions)
 		// 55006 object_in_use: someone is connected to template1; it is
 		// brief, so wait and retry.
 		var pgErr *pgconn.PgError

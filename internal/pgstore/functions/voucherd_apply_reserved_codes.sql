@@ -14,7 +14,9 @@
 -- per-user limit: VD002; a campaign code of another campaign: 23514
 -- voucher_redemption_code_campaign; a campaign code a live redemption holds:
 -- 23505 voucher_redemption_code_live_idx) fails the whole call, and the
--- caller retries the events one by one.
+-- caller retries the events one by one. Rows are locked sorted in byte
+-- order (COLLATE "C"), the order every writer sorts in whatever the
+-- database's collation.
 --
 -- What was inserted is taken from the INSERT's RETURNING, and the counters
 -- and the limit check from the upsert's, so the common call (every event
@@ -61,7 +63,7 @@ BEGIN
     IF p_windows IS NOT NULL THEN
         INSERT INTO voucher_limit (voucher_code, kind, period_start, cap)
         SELECT DISTINCT e.code, 'window', e.w, v.window_limit
-        FROM unnest(p_codes, p_windows) AS e(code, w) JOIN voucher v ON v.code = e.code
+        FROM unnest(p_codes COLLATE "C", p_windows) AS e(code, w) JOIN voucher v ON v.code = e.code
         WHERE e.w IS NOT NULL AND v.window_limit IS NOT NULL
         ORDER BY 1, 3
         ON CONFLICT ON CONSTRAINT voucher_limit_pkey DO NOTHING;
@@ -79,7 +81,8 @@ BEGIN
              expires_at, code, window_start)
         SELECT e.order_id, e.code, e.customer, voucherd_customer_legacy(e.customer), e.amount, e.discount, 'RESERVED', e.reserved_at, e.reserved_at, e.expires_at,
                nullif(e.u, ''), e.w
-        FROM unnest(p_order_ids, p_codes, p_customers, p_amounts, p_discounts, p_reserved_at, p_expires_at,
+        FROM unnest(p_order_ids COLLATE "C", p_codes COLLATE "C", p_customers COLLATE "C", p_amounts,
+                    p_discounts, p_reserved_at, p_expires_at,
                     coalesce(p_unique, array_fill(NULL::text, ARRAY[cardinality(p_order_ids)])),
                     coalesce(p_windows, array_fill(NULL::timestamptz, ARRAY[cardinality(p_order_ids)])))
              WITH ORDINALITY AS e(order_id, code, customer, amount, discount, reserved_at, expires_at, u, w, n)
@@ -100,7 +103,7 @@ BEGIN
         WITH up AS (
             INSERT INTO voucher_customer_usage AS u (voucher_code, customer, customer_id, held)
             SELECT e.code, e.customer, voucherd_customer_legacy(e.customer), count(*)::integer
-            FROM unnest(v_ins_codes, v_ins_customers) AS e(code, customer)
+            FROM unnest(v_ins_codes COLLATE "C", v_ins_customers COLLATE "C") AS e(code, customer)
             GROUP BY e.code, e.customer
             ORDER BY e.code, e.customer
             ON CONFLICT ON CONSTRAINT voucher_customer_usage_pkey
@@ -111,7 +114,7 @@ BEGIN
         INTO v_held_codes, v_held_customers, v_held FROM up;
 
         FOR c IN SELECT e.code AS voucher_code, count(*)::integer AS n
-                 FROM unnest(v_ins_codes) AS e(code)
+                 FROM unnest(v_ins_codes COLLATE "C") AS e(code)
                  GROUP BY e.code
                  ORDER BY e.code
         LOOP

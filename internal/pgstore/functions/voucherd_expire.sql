@@ -35,7 +35,7 @@ BEGIN
         RETURN;
     END IF;
 
-    FOR c IN SELECT DISTINCT x.voucher_code FROM unnest(v_rows) AS x ORDER BY x.voucher_code
+    FOR c IN SELECT DISTINCT x.voucher_code COLLATE "C" AS voucher_code FROM unnest(v_rows) AS x ORDER BY 1
     LOOP
         UPDATE voucher_limit l
         SET held = l.held - (SELECT coalesce(sum(voucherd_limit_weight(l.kind, 'RESERVED', x.discount_amount)), 0)
@@ -49,7 +49,7 @@ BEGIN
     FOR c IN SELECT x.voucher_code, x.customer, count(*)::integer AS n
              FROM unnest(v_rows) AS x
              GROUP BY x.voucher_code, x.customer
-             ORDER BY x.voucher_code, x.customer
+             ORDER BY x.voucher_code COLLATE "C", x.customer COLLATE "C"
     LOOP
         UPDATE voucher_customer_usage u SET held = u.held - c.n
         WHERE u.voucher_code = c.voucher_code AND u.customer = c.customer;
@@ -62,7 +62,7 @@ BEGIN
     FOR c IN SELECT x.voucher_code, count(*)::integer AS n
              FROM unnest(v_rows) AS x
              GROUP BY x.voucher_code
-             ORDER BY x.voucher_code
+             ORDER BY x.voucher_code COLLATE "C"
     LOOP
         UPDATE voucher v SET used_count = v.used_count - c.n WHERE v.code = c.voucher_code;
     END LOOP;

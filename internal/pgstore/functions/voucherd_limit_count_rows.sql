@@ -27,7 +27,7 @@ BEGIN
       AND (l.kind <> 'window' OR l.period_start IN (
                SELECT n.window_start FROM voucherd_limit_rows n
                WHERE n.voucher_code = l.voucher_code AND n.status <> 'RELEASED'))
-    ORDER BY l.voucher_code, l.kind, l.period_start
+    ORDER BY l.voucher_code COLLATE "C", l.kind, l.period_start
     FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;

@@ -9,8 +9,10 @@
 --
 -- Lock order is voucherd_reserve_one's (redemption rows, then customer counters,
 -- then the voucher row), and within each kind the rows are taken sorted (by
--- order_id, by customer), never in arrival order, so a batch cannot
--- deadlock with another batch, the expiry sweep or the Kafka consumer. That
+-- order_id, by customer) in byte order (COLLATE "C", as every writer sorts
+-- whatever the database's collation), never in arrival order, so a batch
+-- cannot deadlock with another batch, the expiry sweep or the Kafka
+-- consumer; c_ids and the counters read for it are in that order too. That
 -- is why the function works in phases:
 --   1. reads without locks: the voucher, each element's eligibility;
 --   2. a placeholder redemption row for every new orderId that an eligible
@@ -191,7 +193,7 @@ BEGIN
         -- read below as a committed redemption.
         WITH cand AS (
             SELECT DISTINCT ON (e.u_order) e.u_order, e.u_customer, e.u_amount, e.u_now, e.u_n::integer AS u_n
-            FROM unnest(p_orders, p_customers, p_amounts, p_nows) WITH ORDINALITY
+            FROM unnest(p_orders COLLATE "C", p_customers COLLATE "C", p_amounts, p_nows) WITH ORDINALITY
                  AS e(u_order, u_customer, u_amount, u_now, u_n)
             WHERE e_ok[e.u_n::integer]
             ORDER BY e.u_order, e.u_n
@@ -231,7 +233,7 @@ BEGIN
         -- created, nothing is left to read.
         WITH ids AS (
             SELECT DISTINCT e.u_customer
-            FROM unnest(p_orders, p_customers) WITH ORDINALITY AS e(u_order, u_customer, u_n)
+            FROM unnest(p_orders COLLATE "C", p_customers COLLATE "C") WITH ORDINALITY AS e(u_order, u_customer, u_n)
             JOIN unnest(k_orders) AS k(u_order) ON k.u_order = e.u_order
             WHERE e_ok[e.u_n::integer]
         ), ins AS (
@@ -249,7 +251,7 @@ BEGIN
                 c_start := array_fill(0, ARRAY[cardinality(c_ids)]);
                 c_new := array_fill(true, ARRAY[cardinality(c_ids)]);
             ELSE
-                EXECUTE 'SELECT coalesce(array_agg(u.held ORDER BY u.customer), ''{}'')
+                EXECUTE 'SELECT coalesce(array_agg(u.held ORDER BY u.customer COLLATE "C"), ''{}'')
                          FROM voucher_customer_usage u WHERE u.voucher_code = $1 AND u.customer = ANY ($2)'
                 INTO c_start USING p_code, c_ids;
                 IF cardinality(c_start) <> cardinality(c_ids) THEN
