@@ -160,6 +160,51 @@ func TestKafkaStackMixedAndDeadLettered(t *testing.T) {
 	require.Equal(t, "ORDER_RELEASED", r.str("error"), "a retry of the refused stack: %s", r.raw)
 }
 
+// TestKafkaStackRetryOfAFencedMember: a member of an earlier attempt of a
+// stack fenced in the store (a RELEASED row of its orderId, as the settle
+// or reconciliation writes for an unacknowledged member) after Redis lost
+// that attempt's holds and claim: a retry of the stack, which the gate
+// knows nothing of, is ORDER_RELEASED and takes nothing, since the
+// consumer would refuse its event whole. A member's orderId held by
+// another order is ORDER_CONFLICT with that member's code.
+func TestKafkaStackRetryOfAFencedMember(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true, kafka: true})
+	a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackableAs("B", map[string]any{"discountAmount": 500}, 10, stackable)
+	c := s.createStackableAs("C", map[string]any{"discountAmount": 500}, 10, stackable)
+
+	now := time.Now()
+	member := voucher.StackMemberOrderID("fx-1", 2)
+	_, inserted, err := s.app.store.AbandonOrder(t.Context(), b, voucher.Hold{OrderID: member, CustomerID: "7",
+		OrderAmount: 19000, DiscountAmount: 500, ReservedAt: now, ExpiresAt: now.Add(time.Hour)}, now)
+	require.NoError(t, err)
+	require.True(t, inserted, "the fence is written")
+	owner, err := s.app.gate.OrderOwner(t.Context(), "fx-1")
+	require.NoError(t, err)
+	require.Zero(t, owner, "the gate knows nothing of the order")
+
+	r := s.reserveStack("7", "fx-1", 20000, a, b)
+	require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+	require.Equal(t, "ORDER_RELEASED", r.str("error"), string(r.raw))
+
+	// Another customer's single of a member's orderId.
+	r = s.reserve(c, 8, voucher.StackMemberOrderID("fx-2", 2), 20000)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	r = s.reserveStack("7", "fx-2", 20000, a, b)
+	require.Equal(t, "ORDER_CONFLICT", r.str("error"), string(r.raw))
+	require.Equal(t, b, r.str("failedCode"), string(r.raw))
+
+	s.caughtUp()
+	for _, code := range []string{a, b} {
+		require.Equal(t, int64(10), s.gateRemaining(code), "the refused retries took nothing from %s", code)
+		require.Zero(t, s.state(code).usedCount, code)
+		s.assertConsistent(code)
+	}
+	r = s.reserveStack("7", "fx-3", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, "a new orderId is served: %s", r.raw)
+}
+
 // TestKafkaStackThroughPostgresOutage: a Kafka-mode stack of flash-sale
 // vouchers is served while PostgreSQL is down (the gate and the log), and
 // the consumer writes it whole once PostgreSQL is back.

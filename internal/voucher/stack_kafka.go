@@ -480,10 +480,13 @@ func (s *Service) giveBackStackKafka(ctx context.Context, takes []stackTake, cau
 func (s *Service) storedStack(ctx context.Context, w *kafkaWrites, rec StackRecord) (Stack, bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, storeCheckWait)
 	defer cancel()
-	// A stack's orderId is its first member's: a new orderId costs the one
-	// read (Store.Order, shared with concurrent singles' reads).
+	// A stack's orderId is its first member's (Store.Order, shared with
+	// concurrent singles' reads).
 	row, err := s.store.Order(rctx, rec.OrderID)
-	if err != nil {
+	switch {
+	case IsCode(err, CodeReservationNotFound):
+		return s.storedMember(rctx, rec)
+	case err != nil:
 		return Stack{}, false, nil
 	}
 	_, found, err := s.store.StackOf(rctx, rec.OrderID)
@@ -494,6 +497,32 @@ func (s *Service) storedStack(ctx context.Context, w *kafkaWrites, rec StackReco
 		return s.answerStoredStack(ctx, rec)
 	}
 	return Stack{}, true, withFailedCode(orderConflict(rec.Codes[0], rec.OrderID, row.VoucherCode), rec.Codes[0])
+}
+
+// storedMember answers a stack request whose orderId is new to the store
+// but one of whose other members' orderIds is not (known): the consumer
+// refuses an event with a known member whole, so the stack could never be
+// written. Such a row is usually a fence (RELEASED) that the settle or
+// reconciliation wrote for a member of an earlier attempt of the order,
+// after Redis lost that attempt's holds and claim: ORDER_RELEASED, as the
+// fence answers a single's retry. Any other row is another order of that
+// id: ORDER_CONFLICT with the member's code. A store that cannot answer
+// leaves the decision to the gate's claim.
+func (s *Service) storedMember(ctx context.Context, rec StackRecord) (Stack, bool, error) {
+	for i := 1; i < len(rec.Codes); i++ {
+		id := StackMemberOrderID(rec.OrderID, i+1)
+		row, err := s.store.Order(ctx, id)
+		switch {
+		case IsCode(err, CodeReservationNotFound):
+			continue
+		case err != nil:
+			return Stack{}, false, nil
+		case row.Status == StatusReleased:
+			return Stack{}, true, orderReleased(rec.OrderID)
+		}
+		return Stack{}, true, withFailedCode(orderConflict(rec.Codes[i], id, row.VoucherCode), rec.Codes[i])
+	}
+	return Stack{}, false, nil
 }
 
 // answerStoredStack answers rec against the store's stack of its orderId.
