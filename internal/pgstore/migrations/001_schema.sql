@@ -49,7 +49,10 @@ CREATE TABLE voucher_redemption (
     CONSTRAINT voucher_redemption_pkey PRIMARY KEY (order_id),
     -- Vouchers are never deleted. The foreign key takes a KEY SHARE lock on
     -- the voucher row, which does not conflict with the NO KEY UPDATE lock of
-    -- the counter update; nothing in voucherd locks a voucher row FOR UPDATE.
+    -- the counter update; the one FOR UPDATE of a voucher row is
+    -- reconciliation's stamp (reconcile_stamp.sql): NOWAIT, and in a
+    -- transaction of its own, so it never waits and holds the lock for that
+    -- one statement.
     CONSTRAINT voucher_redemption_voucher_fkey FOREIGN KEY (voucher_code) REFERENCES voucher (code),
     CONSTRAINT voucher_redemption_order_id_format CHECK (order_id ~ '^[A-Za-z0-9._:-]{1,64}$'),
     CONSTRAINT voucher_redemption_customer_id_positive CHECK (customer_id > 0),
