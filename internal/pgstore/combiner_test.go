@@ -491,50 +491,19 @@ func TestReserveBatchMixed(t *testing.T) {
 // same rows.
 func TestReserveBatchMatchesOneByOne(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	single := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
 	batched := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 8))
 	for _, s := range []*pgstore.Store{single, batched} {
 		newVoucher(t, s, "RAND", 12, 2, func(v *voucher.Voucher) { v.MinOrderAmount = 100_000 })
 	}
-
-	var known []string
-	at := now
-	for round := 0; round < 40; round++ {
-		at = at.Add(time.Second)
-		elems := make([]elem, 1+rng.IntN(16))
-		for i := range elems {
-			e := elem{customer: strconv.FormatInt(1+rng.Int64N(6), 10), amount: 250_000}
-			if len(known) > 0 && rng.IntN(3) == 0 {
-				e.order = known[rng.IntN(len(known))]
-			} else {
-				e.order = fmt.Sprintf("o-%d-%d", round, rng.IntN(4)) // repeats inside the round
-			}
-			if rng.IntN(8) == 0 {
-				e.amount = 50_000
-			}
-			elems[i] = e
-			known = append(known, e.order)
+	batchRounds(t, "RAND", 40, 16, func(rng *rand.Rand, round int) elem {
+		e := elem{customer: strconv.FormatInt(1+rng.Int64N(6), 10), amount: 250_000,
+			order: fmt.Sprintf("o-%d-%d", round, rng.IntN(4))} // repeats inside the round
+		if rng.IntN(8) == 0 {
+			e.amount = 50_000
 		}
-		want := reserveEach(t, single, "RAND", at, elems)
-		got, err := reserveBatchSQL(ctx, batched, "RAND", at, elems)
-		require.NoError(t, err)
-		require.Equal(t, want, got, "round %d: %v", round, elems)
-		require.Equal(t, readState(t, single, "RAND"), readState(t, batched, "RAND"), "round %d", round)
-
-		// Give some uses back, the same on both.
-		for _, r := range readState(t, single, "RAND").Redemptions {
-			if r.Status.Held() && rng.IntN(4) == 0 {
-				for _, s := range []*pgstore.Store{single, batched} {
-					_, _, err := s.Release(ctx, "RAND", r.OrderID, at)
-					require.NoError(t, err)
-				}
-			}
-		}
-	}
+		return e
+	}, single, batched, nil)
 }
 
 // The same under a language collation (ICU en-US, where ".c" < "a" < "A" <
@@ -544,53 +513,71 @@ func TestReserveBatchMatchesOneByOne(t *testing.T) {
 // of its arrays depend on it, and through the combiner too.
 func TestReserveBatchMatchesOneByOneUnderALanguageCollation(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	single := newStoreWith(t, pgstore.CombinerConfig{Disabled: true})
 	batched := newStoreOn(t, testenv.PostgresICU(t, "en-US"), pgstore.CombinerConfig{Disabled: true})
 	combined := newStoreOn(t, testenv.PostgresICU(t, "en-US"), pgstore.CombinerConfig{})
-	h := newHolder(combined)
 	var sorted []string
-	require.NoError(t, batched.Pool().QueryRow(ctx,
+	require.NoError(t, batched.Pool().QueryRow(context.Background(),
 		`SELECT array_agg(c ORDER BY c) FROM unnest('{B,.c,a,A}'::text[]) AS c`).Scan(&sorted))
 	require.Equal(t, []string{".c", "a", "A", "B"}, sorted, "the database sorts text in a language's order")
-
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 9))
 	for _, s := range []*pgstore.Store{single, batched, combined} {
 		newVoucher(t, s, "LANG", 14, 2)
 	}
 	customers := []string{"a", "A", "b", "B", ".c", "c.1", "C-2", "@d"}
 	prefixes := []string{"o", "O", ".o", "o."}
+	batchRounds(t, "LANG", 25, 13, func(rng *rand.Rand, round int) elem {
+		return elem{customer: customers[rng.IntN(len(customers))], amount: 250_000,
+			order: fmt.Sprintf("%s-%d-%d", prefixes[rng.IntN(len(prefixes))], round, rng.IntN(6))}
+	}, single, batched, combined)
+}
+
+// batchRounds sends rounds of random batches of code (1 to maxElems
+// elements, newElem's, a third of them given an orderId of an earlier
+// element instead) to batched with voucherd_reserve_batch and, unless nil,
+// to combined through the combiner, and the same reservations one by one
+// to single: every round the same answers and the same rows. After each
+// round some held uses are released on every store alike.
+func batchRounds(t *testing.T, code string, rounds, maxElems int, newElem func(rng *rand.Rand, round int) elem,
+	single, batched, combined *pgstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 8))
+	stores := []*pgstore.Store{single, batched}
+	var h *holder
+	if combined != nil {
+		stores = append(stores, combined)
+		h = newHolder(combined)
+	}
 	var known []string
 	at := now
-	for round := 0; round < 25; round++ {
+	for round := 0; round < rounds; round++ {
 		at = at.Add(time.Second)
-		elems := make([]elem, 2+rng.IntN(12))
+		elems := make([]elem, 1+rng.IntN(maxElems))
 		for i := range elems {
-			e := elem{customer: customers[rng.IntN(len(customers))], amount: 250_000}
-			if len(known) > 0 && rng.IntN(4) == 0 {
+			e := newElem(rng, round)
+			if len(known) > 0 && rng.IntN(3) == 0 {
 				e.order = known[rng.IntN(len(known))]
-			} else {
-				e.order = fmt.Sprintf("%s-%d-%d", prefixes[rng.IntN(len(prefixes))], round, rng.IntN(6))
 			}
 			elems[i] = e
 			known = append(known, e.order)
 		}
-		want := reserveEach(t, single, "LANG", at, elems)
-		got, err := reserveBatchSQL(ctx, batched, "LANG", at, elems)
+		want := reserveEach(t, single, code, at, elems)
+		got, err := reserveBatchSQL(ctx, batched, code, at, elems)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "round %d: %v", round, elems)
-		require.Equal(t, want, reserveTogether(t, combined, h, "LANG", at, elems), "round %d through the combiner: %v", round, elems)
-		state := readState(t, single, "LANG")
-		require.Equal(t, state, readState(t, batched, "LANG"), "round %d", round)
-		require.Equal(t, state, readState(t, combined, "LANG"), "round %d through the combiner", round)
-
-		// Give some uses back, the same on all three.
+		if combined != nil {
+			require.Equal(t, want, reserveTogether(t, combined, h, code, at, elems), "round %d through the combiner: %v", round, elems)
+		}
+		state := readState(t, single, code)
+		for _, s := range stores[1:] {
+			require.Equal(t, state, readState(t, s, code), "round %d", round)
+		}
 		for _, r := range state.Redemptions {
-			if r.Status.Held() && rng.IntN(3) == 0 {
-				for _, s := range []*pgstore.Store{single, batched, combined} {
-					_, _, err := s.Release(ctx, "LANG", r.OrderID, at)
+			if r.Status.Held() && rng.IntN(4) == 0 {
+				for _, s := range stores {
+					_, _, err := s.Release(ctx, code, r.OrderID, at)
 					require.NoError(t, err)
 				}
 			}
