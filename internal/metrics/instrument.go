@@ -175,6 +175,14 @@ func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) (bool
 	return ok, err
 }
 
+// TakeOver implements voucher.Gate.
+func (g *Gate) TakeOver(ctx context.Context, code string, hold voucher.Hold, fencer string) (voucher.GateTakeOver, error) {
+	start := time.Now()
+	r, err := g.Gate.TakeOver(ctx, code, hold, fencer)
+	g.m.ObserveDependency("redis", "takeover", time.Since(start), err)
+	return r, err
+}
+
 // Events times the Kafka produce of reservations.
 type Events struct {
 	voucher.EventLog

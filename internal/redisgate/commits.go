@@ -32,6 +32,7 @@ type commitQueue struct {
 // are set.
 type commitReq struct {
 	orderID   string
+	owner     string // the hold's owner, the instance committing it
 	done      chan struct{}
 	committed bool
 	err       error
@@ -41,10 +42,11 @@ type commitReq struct {
 // per orderId.
 var errCommitReply = errors.New("commit.lua answered an unexpected reply")
 
-// commit queues orderID's commit for code and waits for its answer, or for
-// ctx to end (the commit may then still be made).
-func (g *Gate) commit(ctx context.Context, code, orderID string) (bool, error) {
-	r := &commitReq{orderID: orderID, done: make(chan struct{})}
+// commit queues the commit of orderID's hold, owned by owner, for code and
+// waits for its answer, or for ctx to end (the commit may then still be
+// made).
+func (g *Gate) commit(ctx context.Context, code, orderID, owner string) (bool, error) {
+	r := &commitReq{orderID: orderID, owner: owner, done: make(chan struct{})}
 	c := &g.commits
 	c.mu.Lock()
 	if c.queues == nil {
@@ -108,7 +110,7 @@ func (g *Gate) commitBatch(code string, batch []*commitReq) {
 	}
 	ids := make([]string, len(batch))
 	for i, r := range batch {
-		ids[i] = r.orderID
+		ids[i] = r.orderID + "|" + r.owner
 	}
 	k := keysFor(g.cfg.KeyPrefix, code)
 	ctx, cancel := g.withTimeout(context.Background())

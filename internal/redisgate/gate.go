@@ -422,7 +422,35 @@ func (g *Gate) Commit(ctx context.Context, code string, hold voucher.Hold) (bool
 	if err := checkOrderID(hold.OrderID); err != nil {
 		return false, err
 	}
-	return g.commit(ctx, code, hold.OrderID)
+	return g.commit(ctx, code, hold.OrderID, hold.Owner)
+}
+
+// TakeOver implements voucher.Gate with takeover.lua.
+func (g *Gate) TakeOver(ctx context.Context, code string, hold voucher.Hold, fencer string) (voucher.GateTakeOver, error) {
+	if err := checkCode(code); err != nil {
+		return voucher.GateHoldGone, err
+	}
+	if err := checkOrderID(hold.OrderID); err != nil {
+		return voucher.GateHoldGone, err
+	}
+	client, err := g.conn()
+	if err != nil {
+		return voucher.GateHoldGone, interpretError(err, "takeover", code)
+	}
+	k := keysFor(g.cfg.KeyPrefix, code)
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	n, err := takeOverScript.Exec(ctx, client, []string{k.orders, k.version}, []string{hold.OrderID, hold.Owner, fencer}).AsInt64()
+	if err != nil {
+		return voucher.GateHoldGone, interpretError(err, "takeover", code)
+	}
+	switch n {
+	case 1:
+		return voucher.GateTakenOver, nil
+	case 2:
+		return voucher.GateHoldDurable, nil
+	}
+	return voucher.GateHoldGone, nil
 }
 
 // Release gives the use of orderID back if it holds one, and reports whether

@@ -1279,3 +1279,67 @@ feed:
 	require.Len(t, st.Users, total)
 	require.EqualValues(t, total, st.Held())
 }
+
+// A fencer takes a pending hold over from its writer: the hold keeps its
+// use and its fields, only its owner changes, and from then on the writer's
+// commit is refused while the fencer's is made. A durable hold is not
+// taken over (its writer committed it), nor a released or unknown one.
+func TestTakeOverRefusesTheWritersCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{})
+	v := testVoucher("TAKEOVER", 5, 1)
+	loadEmpty(t, g, v)
+	pending := func(orderID string, customer int64) voucher.Hold {
+		h := testHold(orderID, customer)
+		h.Pending, h.Owner = true, "writer-1"
+		d, err := g.Reserve(ctx, v.Code, 1, h)
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
+		return h
+	}
+
+	h := pending("o-1", 1)
+	got, err := g.TakeOver(ctx, v.Code, h, "fencer-2")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTakenOver, got)
+	got, err = g.TakeOver(ctx, v.Code, h, "fencer-2")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTakenOver, got, "taken over already: the fencer's")
+	got, err = g.TakeOver(ctx, v.Code, h, "fencer-3")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateHoldGone, got, "another fencer's now")
+	stored, found, err := g.Lookup(ctx, v.Code, "o-1")
+	require.NoError(t, err)
+	require.True(t, found)
+	want := h
+	want.Owner = "fencer-2"
+	require.Equal(t, want, stored, "only the owner changed")
+	c, err := g.Counts(ctx, v.Code)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), c.Remaining, "the hold keeps its use")
+
+	ok, err := g.Commit(ctx, v.Code, h)
+	require.NoError(t, err)
+	require.False(t, ok, "the writer's commit is refused")
+	ok, err = g.Commit(ctx, v.Code, want)
+	require.NoError(t, err)
+	require.True(t, ok, "the fencer's commit is made")
+
+	durable := pending("o-2", 2)
+	ok, err = g.Commit(ctx, v.Code, durable)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err = g.TakeOver(ctx, v.Code, durable, "fencer-2")
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateHoldDurable, got)
+
+	released := pending("o-3", 3)
+	_, err = g.Release(ctx, v.Code, "o-3", voucher.ReleaseMark)
+	require.NoError(t, err)
+	for _, h := range []voucher.Hold{released, testHold("unknown", 4)} {
+		got, err = g.TakeOver(ctx, v.Code, h, "fencer-2")
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateHoldGone, got, h.OrderID)
+	}
+}

@@ -29,6 +29,7 @@ var (
 	reserveScript  = newScript("reserve.lua", false)
 	releaseScript  = newScript("release.lua", false)
 	commitScript   = newScript("commit.lua", false)
+	takeOverScript = newScript("takeover.lua", false)
 	loadScript     = newScript("load.lua", false)
 	loadStepScript = newScript("loadstep.lua", false)
 	adjustScript   = newScript("adjust.lua", false)

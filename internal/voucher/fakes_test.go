@@ -93,6 +93,8 @@ type fakeGate struct {
 	commits    int
 	claims     int
 	loads      int
+	takeovers  int
+	takeOver   *GateTakeOver // TakeOver's answer; nil: GateTakenOver
 
 	rediscounts []string // "orderId=discount" per Rediscount
 }
@@ -134,6 +136,16 @@ func (g *fakeGate) Commit(context.Context, string, Hold) (bool, error) {
 	defer g.mu.Unlock()
 	g.commits++
 	return true, nil
+}
+
+func (g *fakeGate) TakeOver(context.Context, string, Hold, string) (GateTakeOver, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.takeovers++
+	if g.takeOver != nil {
+		return *g.takeOver, nil
+	}
+	return GateTakenOver, nil
 }
 
 func (g *fakeGate) ClaimOrder(_ context.Context, _, code string, _ time.Time) (string, error) {

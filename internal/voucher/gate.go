@@ -289,6 +289,20 @@ type OrderOwner struct {
 	Stack *StackRecord
 }
 
+// GateTakeOver is the gate's answer to TakeOver.
+type GateTakeOver int
+
+const (
+	// GateHoldGone: no pending hold of the orderId for the writer or the
+	// fencer (unknown, released, or another owner's).
+	GateHoldGone GateTakeOver = iota
+	// GateTakenOver: the pending hold is the fencer's.
+	GateTakenOver
+	// GateHoldDurable: the hold is held or confirmed: its writer committed
+	// it after Kafka acknowledged its event.
+	GateHoldDurable
+)
+
 // GateHolds follows one hold after its take: made durable, confirmed,
 // extended, given back, or looked up.
 type GateHolds interface {
@@ -297,6 +311,13 @@ type GateHolds interface {
 	// durable, released, unknown). A replacement's hold frees the campaign
 	// code its replaced order kept while it was pending (Replace).
 	Commit(ctx context.Context, code string, hold Hold) (bool, error)
+	// TakeOver makes a pending hold owned by hold.Owner (a writer whose
+	// instance stopped answering) the fencer's, so that Commit refuses its
+	// writer from then on; the hold keeps its use. GateTakenOver: it is
+	// the fencer's (now or already); GateHoldDurable: it is durable, its
+	// writer committed it (its event is in the log); GateHoldGone: the
+	// gate does not hold it pending for either (unknown, released).
+	TakeOver(ctx context.Context, code string, hold Hold, fencer string) (GateTakeOver, error)
 	// Unreplace undoes a Replace whose durable write provably failed:
 	// replaces holds its use again and orderID is forgotten. It reports
 	// whether it changed anything.

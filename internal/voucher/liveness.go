@@ -133,9 +133,27 @@ func (s *Service) SettleUnknown(ctx context.Context) (int, error) {
 // back to the replaced member (Gate.Unreplace) while the store still holds
 // that, else to the voucher; either way the gate then counts what the
 // store holds.
+//
+// A pending hold of another instance (Kafka mode: its writer stopped
+// answering while it waited for the broker) is first taken over in the gate
+// (Gate.TakeOver): its writer, should it resume, can then no longer commit
+// it and answer 201 between the store's fence and the gate's release. A hold
+// its writer made durable first stands (kept): its event is in the log.
 func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool, err error) {
 	if undone, err := s.writes.undone(ctx, code, h); err != nil || undone {
 		return false, err
+	}
+	takenOver := false
+	if h.Pending && h.Owner != "" && h.Owner != s.cfg.Instance {
+		taken, err := s.gate.TakeOver(ctx, code, h, s.cfg.Instance)
+		switch {
+		case err != nil:
+			return false, err
+		case taken == GateHoldDurable:
+			return true, nil
+		}
+		takenOver = taken == GateTakenOver
+		h.Owner = s.cfg.Instance
 	}
 	fence, member := h, false
 	if h.Replaces != "" {
@@ -155,6 +173,12 @@ func (s *Service) fenceHold(ctx context.Context, code string, h Hold) (kept bool
 	case inserted:
 	case row.VoucherCode == code && row.CustomerID == h.CustomerID:
 		if row.Status.Held() {
+			if takenOver {
+				// Its event reached the store: the hold taken over is
+				// made durable, as its writer would have.
+				_, err := s.gate.Commit(ctx, code, h)
+				return err == nil, err
+			}
 			return true, nil
 		}
 	default:

@@ -18,18 +18,23 @@
 -- KEYS[3] -> voucher:{CODE}:codes      hash campaign code -> orderId holding it
 -- KEYS[4] -> voucher:{CODE}:freed      hash campaign code -> replaced orderId that held it last
 --
--- ARGV[1..n] -> orderIds
+-- ARGV[1..n] -> orderId|owner: the hold and the instance committing it
+--
+-- Only the hold's owner commits it: a fencer that took the hold over
+-- (takeover.lua) owns it, so its writer, resumed after a stall, is refused
+-- and cannot answer 201 for an order the fence keeps out of the store.
 --
 -- Returns an array of n integers, in ARGV's order:
 --   1 if that hold went from P to H
---   0 otherwise (unknown orderId, already H, released)
+--   0 otherwise (unknown orderId, already H, released, another owner's)
 --
 -- include: hold, codes, keys
 local out = {}
 local changed = false
-for i, orderID in ipairs(ARGV) do
+for i, arg in ipairs(ARGV) do
+  local orderID, owner = ownedOrder(arg)
   local stored = redis.call('HGET', KEYS[1], orderID)
-  if stored and holdState(stored) == PENDING then
+  if stored and holdState(stored) == PENDING and holdOwner(stored) == owner then
     redis.call('HSET', KEYS[1], orderID, holdAs(stored, HELD))
     changed = true
     out[i] = 1

@@ -9,7 +9,9 @@
 -- (Kafka mode: its event is not acknowledged yet), C confirmed, R released
 -- (the orderId is used up); H, P and C hold a use. An optional field is
 -- written when it or a later one is set, empty when only a later one is:
--- owner is the instance writing the hold to the store, code the campaign
+-- owner is the instance writing the hold to the store (the only one
+-- commit.lua lets make it durable; a fencer that took it over,
+-- takeover.lua, owns it from then on), code the campaign
 -- code of a hold on a campaign's budget, replaces the orderId whose use a
 -- replacement took, heldSinceMs when the first hold of a replacement's
 -- chain began (no script reads it; every script keeps it), windowMs the
@@ -32,6 +34,9 @@
 --   holdDiscount(v)                     v's discountAmount (a number), nil if unreadable
 --   holdWithDiscount(v, d)              v with discountAmount set to d (a string)
 --   holdWindow(v)                       v's windowMs (a string), nil when it has none
+--   holdOwner(v)                        v's owner, '' when it has none
+--   holdWithOwner(v, owner)             v with owner set to owner
+--   ownedOrder(arg)                     an 'orderId|owner' argument's orderId and owner
 local HELD, PENDING, CONFIRMED, RELEASED = 'H', 'P', 'C', 'R'
 
 local holdField = {
@@ -54,6 +59,8 @@ local holdReplacesPattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]
 local holdExpiryPattern = '^(%a|[^|]*|[^|]*|[^|]*|[^|]*|)(%d+)(.*)$'
 -- discountAmount: 2 fields before it.
 local holdDiscountPattern = '^(%a|[^|]*|[^|]*|)(%d+)(.*)$'
+-- owner: 6 fields before it; a hold of 6 fields has none.
+local holdOwnerPattern = '^(%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|)([^|]*)(.*)$'
 -- windowMs: 9 fields before it.
 local holdWindowPattern = '^%a|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(%-?%d+)'
 
@@ -103,4 +110,21 @@ end
 
 local function holdWindow(v)
   return string.match(v, holdWindowPattern)
+end
+
+local function holdOwner(v)
+  local _, owner = string.match(v, holdOwnerPattern)
+  return owner or ''
+end
+
+local function holdWithOwner(v, owner)
+  local head, _, tail = string.match(v, holdOwnerPattern)
+  if head then
+    return head .. owner .. tail
+  end
+  return v .. '|' .. owner
+end
+
+local function ownedOrder(arg)
+  return string.match(arg, '^([^|]*)|(.*)$')
 end
