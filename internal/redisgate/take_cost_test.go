@@ -3,6 +3,7 @@ package redisgate
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,15 +118,17 @@ func TestTakeCommands(t *testing.T) {
 	t.Logf("a take's commands: %v (%d)", steady, sumCalls(steady))
 	require.EqualValues(t, 1, steady["evalsha"], "%v", steady)
 	require.Zero(t, steady["pttl"], "a take into existing hashes reads no expiry: %v", steady)
-	// GET and HGET (known order), EXISTS (a void hash, hashes to create),
-	// HGET (quota), DECR, HINCRBY, HSET, EXISTS and INCRBY (held), HEXISTS
-	// (budget), INCR (version).
+	// GET (the remaining count), the two HMGETs (the orderId's hold, the
+	// customer's count), EXISTS (a void hash, hashes to create), EXISTS
+	// (held), HEXISTS (budget), INCR (version), then the writes: DECRBY,
+	// the two HSETs, INCRBY (held).
 	require.EqualValues(t, 11, sumCalls(steady)-1, "%v", steady)
 
-	// Takes combined into one call cost one script call; the facts of the
-	// voucher the first take reads (GET of the remaining count, the two
-	// EXISTS, the budget's HEXISTS) are read once per call and the version
-	// is bumped once per call, so every later take makes 6 commands.
+	// Takes combined into one call cost one script call and the commands of
+	// one take: the call reads the orderIds' holds and the customers' counts
+	// with one HMGET each, and the facts of the voucher once; it bumps the
+	// version once and writes the remaining count, the two hashes and the
+	// held count once, after its last take.
 	batch := make([]*takeReq, 10)
 	for i := range batch {
 		batch[i] = queuedTake(1, testHold("cost-b"+strconv.Itoa(i), int64(10+i)))
@@ -136,11 +139,106 @@ func TestTakeCommands(t *testing.T) {
 		require.Equal(t, voucher.GateTaken, r.dec.Outcome)
 	}
 	require.EqualValues(t, 1, combined["evalsha"], "%v", combined)
-	require.EqualValues(t, 11+9*6, sumCalls(combined)-1, "%v", combined)
-	for _, once := range []string{"get", "hexists", "incr"} {
+	require.EqualValues(t, 11, sumCalls(combined)-1, "%v", combined)
+	for _, once := range []string{"get", "hexists", "incr", "decrby", "incrby"} {
 		require.EqualValues(t, 1, combined[once], "%s: %v", once, combined)
 	}
+	require.EqualValues(t, 2, combined["hmget"], "%v", combined)
+	require.EqualValues(t, 2, combined["hset"], "%v", combined)
 	require.EqualValues(t, 2, combined["exists"], "%v", combined)
+}
+
+// TestCombinedCallMatchesTakesOneByOne: a call of many takes reads the
+// holds and counts once and writes them once, after its last take; each of
+// its takes must still see what the takes before it took. Random calls
+// that repeat orderIds and customers (replays, conflicts, the per-user
+// limit, the stock running out mid-call), with releases between them, are
+// answered as the same takes made one call each answer them on a twin
+// voucher, and leave the same remaining count, users and orders hashes and
+// held count.
+func TestCombinedCallMatchesTakesOneByOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	c := rawClient(t, g)
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	for round := range 20 {
+		combined, single := testVoucher("MIX-C"+strconv.Itoa(round), 9, 2), testVoucher("MIX-S"+strconv.Itoa(round), 9, 2)
+		loadEmpty(t, g, combined)
+		loadEmpty(t, g, single)
+		for call := range 4 {
+			batch := make([]*takeReq, 1+rng.IntN(16))
+			holds := make([]voucher.Hold, len(batch))
+			for i := range batch {
+				holds[i] = testHold("mix-"+strconv.Itoa(rng.IntN(14)), int64(rng.IntN(5)))
+				batch[i] = queuedTake(2, holds[i])
+			}
+			g.takeBatch(combined.Code, batch)
+			for i, r := range batch {
+				require.NoError(t, r.err)
+				d, err := g.Reserve(ctx, single.Code, 2, holds[i])
+				require.NoError(t, err)
+				require.Equal(t, d.Outcome, r.dec.Outcome, "round %d call %d take %d (%s)", round, call, i, holds[i].OrderID)
+				require.Equal(t, d.Remaining, r.dec.Remaining, "round %d call %d take %d", round, call, i)
+				require.Equal(t, d.Hold, r.dec.Hold, "round %d call %d take %d", round, call, i)
+			}
+			ck, sk := keysFor(g.cfg.KeyPrefix, combined.Code), keysFor(g.cfg.KeyPrefix, single.Code)
+			for _, pair := range [][2]string{{ck.users, sk.users}, {ck.orders, sk.orders}} {
+				cm, err := c.Do(ctx, c.B().Hgetall().Key(pair[0]).Build()).AsStrMap()
+				require.NoError(t, err)
+				sm, err := c.Do(ctx, c.B().Hgetall().Key(pair[1]).Build()).AsStrMap()
+				require.NoError(t, err)
+				require.Equal(t, sm, cm, "round %d call %d: %s", round, call, pair[0])
+			}
+			for _, pair := range [][2]string{{ck.remaining, sk.remaining}, {ck.held, sk.held}} {
+				cv, err := c.Do(ctx, c.B().Get().Key(pair[0]).Build()).ToString()
+				require.NoError(t, err)
+				sv, err := c.Do(ctx, c.B().Get().Key(pair[1]).Build()).ToString()
+				require.NoError(t, err)
+				require.Equal(t, sv, cv, "round %d call %d: %s", round, call, pair[0])
+			}
+			// And the state is right, not only alike: the held orders
+			// and their customers' counts, the held count and the stock
+			// agree, and no customer holds more than the limit.
+			st, err := g.Inspect(ctx, combined.Code)
+			require.NoError(t, err)
+			users := map[string]int32{}
+			for _, h := range st.Orders {
+				if !h.Released {
+					users[h.CustomerID]++
+				}
+			}
+			held := 0
+			for cust, n := range users {
+				require.LessOrEqual(t, n, int32(2), "customer %s", cust)
+				require.Equal(t, n, st.Users[cust], "round %d call %d: customer %s", round, call, cust)
+				held += int(n)
+			}
+			for cust, n := range st.Users {
+				require.Equal(t, users[cust], n, "round %d call %d: customer %s", round, call, cust)
+			}
+			require.True(t, st.HeldCounted)
+			require.EqualValues(t, held, st.HeldCount)
+			require.EqualValues(t, 9-held, st.Remaining)
+			// Give some uses back on both, so that later calls find
+			// released orderIds and customers below their limit.
+			for i := range 14 {
+				if rng.IntN(4) > 0 {
+					continue
+				}
+				id := "mix-" + strconv.Itoa(i)
+				mode := voucher.ReleaseMark
+				if rng.IntN(2) == 0 {
+					mode = voucher.ReleaseForget
+				}
+				cr, err := g.Release(ctx, combined.Code, id, mode)
+				require.NoError(t, err)
+				sr, err := g.Release(ctx, single.Code, id, mode)
+				require.NoError(t, err)
+				require.Equal(t, sr, cr, "release of %s", id)
+			}
+		}
+	}
 }
 
 // TestConcurrentTakesCombined: takes of one voucher from many goroutines at

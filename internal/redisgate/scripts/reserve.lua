@@ -67,19 +67,53 @@
 
 -- What the takes of one call read once and then keep current themselves,
 -- as nothing else runs between them: the remaining key's value (false:
--- absent; each take's DECR gives the next), whether the void hash exists
--- and how many of the users and orders hashes do (no take writes the void
--- hash; a take's writes create the other two), which of the held
--- counter's keys exist (heldKeys; no take creates or deletes them), and
--- whether the budget has a cap (no take writes it). nil: not read yet.
+-- absent), whether the void hash exists and how many of the users and
+-- orders hashes do (no take writes the void hash; a take's writes create
+-- the other two), which of the held counter's keys exist (heldKeys; no take
+-- creates or deletes them), and whether the budget has a cap (no take
+-- writes it). nil: not read yet.
 local remaining = redis.call('GET', KEYS[1])
 local voids, hashes, heldState, capped
--- The version after the call's takes, once its first take bumped it.
-local version
+-- The version after the call's takes, once its first take bumped it, and
+-- as the replies carry it.
+local version, versionText
+
+-- The orders hash's value of every orderId of the call and the users
+-- hash's count of every customer, read by one HMGET each before the first
+-- take. A take reads its orderId and its customer here, and a take keeps
+-- both current: stored[orderId] is the hold it took (false: absent),
+-- counts[customerId] the customer's held count (a number).
+local stored, counts = {}, {}
+do
+  local orderIds, customerIds = {}, {}
+  for o = 0, #ARGV - 8, 8 do
+    orderIds[#orderIds + 1] = ARGV[o + 1]
+    customerIds[#customerIds + 1] = ARGV[o + 2]
+  end
+  local holds = redis.call('HMGET', KEYS[3], unpack(orderIds))
+  local held = redis.call('HMGET', KEYS[2], unpack(customerIds))
+  for i = 1, #orderIds do
+    if stored[orderIds[i]] == nil then
+      stored[orderIds[i]] = holds[i]
+    end
+    if counts[customerIds[i]] == nil then
+      counts[customerIds[i]] = tonumber(held[i] or '0')
+    end
+  end
+end
+
+-- The writes of the remaining count, the users and orders hashes and the
+-- held count are made once, after the last take (write): the uses taken,
+-- the customers whose count changed (in order, each once), the orderId and
+-- hold pairs taken, what the held count gains (while heldinit.lua is not
+-- counting: otherwise each take counts itself at once), and whether a take
+-- created the users and orders hashes.
+local taken, heldGain, created = 0, 0, false
+local changed, isChanged, holdPairs = {}, {}, {}
 
 local function take(o)
   local orderId, customerId, perUserLimit, encoded, code, token, budget, windowQuota = unpack(ARGV, o + 1, o + 8)
-  local known, r = knownOrder(KEYS[1], KEYS[3], orderId, customerId, code, remaining)
+  local known, r = knownHold(stored[orderId], customerId, code, remaining)
   if known then
     return known
   end
@@ -97,7 +131,7 @@ local function take(o)
   if voids and voided(KEYS[8], orderId, token) then
     return {10, r}
   end
-  local refused = refuseTake(KEYS[2], KEYS[5], customerId, perUserLimit, code, r)
+  local refused = refuseTakeHeld(KEYS[5], counts[customerId], perUserLimit, code, r)
   if refused then
     if refused[1] == 7 then
       -- Sold out: with the version, for the caller's sold-out cache.
@@ -130,28 +164,42 @@ local function take(o)
     last9 = true
   end
 
-  -- The users and orders hashes may be created by this take (a voucher
+  -- The users and orders hashes may be created by this call (a voucher
   -- loaded with no holds, or whose last customer gave everything back):
   -- hashes, read above, tells. An existing hash has the voucher's expiry
   -- already: the loads set it, and every script that creates one shares it.
-  local created = hashes < 2
-  r = redis.call('DECR', KEYS[1])
-  remaining = r
-  redis.call('HINCRBY', KEYS[2], customerId, 1)
-  redis.call('HSET', KEYS[3], orderId, hold)
+  created = created or hashes < 2
   hashes = 2
+  r = r - 1
+  remaining = r
+  taken = taken + 1
+  counts[customerId] = counts[customerId] + 1
+  if not isChanged[customerId] then
+    isChanged[customerId] = true
+    changed[#changed + 1] = customerId
+  end
+  stored[orderId] = hold
+  holdPairs[#holdPairs + 1] = orderId
+  holdPairs[#holdPairs + 1] = hold
   heldState = heldState or heldKeys(KEYS[6], KEYS[7])
-  countHeldIn(heldState, KEYS[6], KEYS[7], orderId, false, true)
+  if heldState == 2 then
+    heldGain = heldGain + 1
+  else
+    countHeldIn(heldState, KEYS[6], KEYS[7], orderId, false, true)
+  end
   capped = countBudget(KEYS[9], hold, false, true, capped)
   -- A version created here (a voucher loaded before versions existed) gets
   -- the expiry too (bumpVersion).
-  version = version or bumpVersion(KEYS[4], KEYS[1])
+  if not version then
+    version = bumpVersion(KEYS[4], KEYS[1])
+    versionText = tostring(version)
+  end
 
   -- Created keys get the expiry of the remaining key, so that an old sale
   -- leaves Redis as a whole. The codes hash and the budget hash are checked
   -- whenever a take writes them (unreplace.lua may recreate the codes hash
-  -- without an expiry).
-  local unsure = created and {KEYS[2], KEYS[3]} or {}
+  -- without an expiry); the users and orders hashes once written (write).
+  local unsure = {}
   if code ~= '' then
     redis.call('HSET', KEYS[5], code, orderId)
     unsure[#unsure + 1] = KEYS[5]
@@ -163,13 +211,36 @@ local function take(o)
     shareExpiry(KEYS[1], unpack(unsure))
   end
   if clipped then
-    return {1, r, tostring(version), clipped}
+    return {1, r, versionText, clipped}
   end
-  return {1, r, tostring(version)}
+  return {1, r, versionText}
+end
+
+-- write makes the takes' writes of the remaining count, the users and
+-- orders hashes and the held count, one command each.
+local function write()
+  if taken == 0 then
+    return
+  end
+  redis.call('DECRBY', KEYS[1], taken)
+  local held = {}
+  for _, c in ipairs(changed) do
+    held[#held + 1] = c
+    held[#held + 1] = counts[c]
+  end
+  redis.call('HSET', KEYS[2], unpack(held))
+  redis.call('HSET', KEYS[3], unpack(holdPairs))
+  if heldGain > 0 then
+    redis.call('INCRBY', KEYS[6], heldGain)
+  end
+  if created then
+    shareExpiry(KEYS[1], KEYS[2], KEYS[3])
+  end
 end
 
 local out = {}
 for o = 0, #ARGV - 8, 8 do
   out[#out + 1] = take(o)
 end
+write()
 return out

@@ -22,11 +22,11 @@
 --     {5, 0}                not loaded: the remaining key is absent
 --   remaining is -1 where it is unknown (a known orderId of an unloaded
 --   voucher).
-local function knownOrder(remainingKey, ordersKey, orderId, customerId, code, rem)
-  if rem == nil then
-    rem = redis.call('GET', remainingKey)
-  end
-  local stored = orderId and redis.call('HGET', ordersKey, orderId)
+--   knownHold(stored, customerId, code, rem)
+--     the same checks for an orderId whose orders-hash value the caller
+--     has read (stored: the encoded hold, false when absent); rem must be
+--     given
+local function knownHold(stored, customerId, code, rem)
   if stored then
     local state, cust = holdHead(stored)
     local r = tonumber(rem) or -1
@@ -42,4 +42,11 @@ local function knownOrder(remainingKey, ordersKey, orderId, customerId, code, re
     return {5, 0}
   end
   return nil, tonumber(rem)
+end
+
+local function knownOrder(remainingKey, ordersKey, orderId, customerId, code, rem)
+  if rem == nil then
+    rem = redis.call('GET', remainingKey)
+  end
+  return knownHold(orderId and redis.call('HGET', ordersKey, orderId), customerId, code, rem)
 end

@@ -14,11 +14,13 @@
 --     {9, r}  code used: an order holds the campaign code
 --     {6, r}  quota held: the customer holds perUserLimit uses
 --     {7, r}  sold out: no use left
-local function refuseTake(usersKey, codesKey, customerId, perUserLimit, code, r)
+--   refuseTakeHeld(codesKey, held, perUserLimit, code, r)
+--     the same checks with the customer's held count (a number) read by
+--     the caller
+local function refuseTakeHeld(codesKey, held, perUserLimit, code, r)
   if code ~= '' and redis.call('HEXISTS', codesKey, code) == 1 then
     return {9, r}
   end
-  local held = tonumber(redis.call('HGET', usersKey, customerId) or '0')
   if held >= tonumber(perUserLimit) then
     return {6, r}
   end
@@ -26,4 +28,11 @@ local function refuseTake(usersKey, codesKey, customerId, perUserLimit, code, r)
     return {7, r}
   end
   return nil
+end
+
+local function refuseTake(usersKey, codesKey, customerId, perUserLimit, code, r)
+  if code ~= '' and redis.call('HEXISTS', codesKey, code) == 1 then
+    return {9, r}
+  end
+  return refuseTakeHeld(codesKey, tonumber(redis.call('HGET', usersKey, customerId) or '0'), perUserLimit, '', r)
 end
