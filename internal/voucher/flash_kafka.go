@@ -243,12 +243,24 @@ func (w *kafkaWrites) orphanAge() time.Duration { return max(3*w.cfg.WriteTimeou
 // reconciliation. The producer may still deliver the event - an idempotent
 // producer retries for as long as the broker has not answered - so the
 // orderId is fenced in the store first (a RELEASED row; the late event then
-// takes nothing) and marked released in the gate. It reports whether the
-// order is now released; false when the hold is too young, the consumer is
-// behind, or the orderId has a row after all.
+// takes nothing) and marked released in the gate. Another instance's hold
+// is taken over in the gate before the fence, as fenceHold does, so that
+// its writer, should it resume between the fence and the release, cannot
+// make the hold durable and answer 201 for an order whose event the store
+// then refuses. It reports whether the order is now released; false when
+// the hold is too young, the consumer is behind, its writer made it
+// durable or it left the gate meanwhile, or the orderId has a row after
+// all.
 func (w *kafkaWrites) fenceOrphan(ctx context.Context, code string, h Hold) bool {
 	if w.cfg.Clock().Sub(h.ReservedAt) < w.orphanAge() || w.events.CaughtUp(ctx) != nil {
 		return false
+	}
+	if h.Owner != "" && h.Owner != w.cfg.Instance {
+		taken, err := w.gate.TakeOver(ctx, code, h, w.cfg.Instance)
+		if err != nil || taken != GateTakenOver {
+			return false
+		}
+		h.Owner = w.cfg.Instance
 	}
 	_, inserted, err := w.store.AbandonOrder(ctx, code, h, w.cfg.Clock())
 	if err != nil || !inserted {

@@ -140,3 +140,48 @@ func TestKafkaReplayOfAnOldPendingHold(t *testing.T) {
 		})
 	}
 }
+
+// An old pending hold of another instance is taken over in the gate before
+// the retry fences it, so that its writer cannot make it durable in
+// between; a hold its writer made durable first, or one that left the
+// gate, is not fenced, and the retry's outcome stays unknown. This
+// instance's own hold is fenced without a takeover.
+func TestKafkaOrphanFenceTakesAnotherWritersHoldOverFirst(t *testing.T) {
+	t.Parallel()
+	at := time.Now().Add(-time.Minute)
+	for _, tc := range []struct {
+		name     string
+		owner    string
+		answer   GateTakeOver
+		takeover bool
+		fenced   bool
+	}{
+		{name: "taken over", owner: "writer", answer: GateTakenOver, takeover: true, fenced: true},
+		{name: "made durable by its writer first", owner: "writer", answer: GateHoldDurable, takeover: true},
+		{name: "gone from the gate", owner: "writer", answer: GateHoldGone, takeover: true},
+		{name: "this instance's", owner: "fencer", fenced: true},
+		{name: "no owner (an instance of the previous release)", fenced: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hold := Hold{OrderID: "o-1", CustomerID: "7", OrderAmount: 100, ReservedAt: at, ExpiresAt: at.Add(time.Hour),
+				Pending: true, Owner: tc.owner}
+			answer := tc.answer
+			g := &fakeGate{decision: GateDecision{Outcome: GateReplay, Hold: hold}, takeOver: &answer}
+			st := &fakeStore{voucher: flashVoucher()}
+			svc, err := NewService(ServiceConfig{Store: st, Gate: g, Events: &fakeLog{}, FlashWrites: FlashKafka, Instance: "fencer"})
+			require.NoError(t, err)
+			_, err = svc.Reserve(context.Background(), reserveReq("o-1"))
+			require.Equal(t, tc.takeover, g.takeovers == 1, "TakeOver asked")
+			if tc.fenced {
+				require.True(t, IsCode(err, CodeOrderReleased), "%v", err)
+				require.Equal(t, []string{"o-1"}, st.abandoned, "fenced in the store")
+				require.Equal(t, []ReleaseMode{ReleaseMark}, g.releases, "given back in the gate")
+				return
+			}
+			require.True(t, IsCode(err, CodeUnavailable) && IsOutcomeUnknown(err), "%v", err)
+			require.Empty(t, st.abandoned, "not fenced")
+			require.Empty(t, g.releases)
+		})
+	}
+}
