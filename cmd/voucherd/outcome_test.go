@@ -102,6 +102,46 @@ func TestLostRequestSettledWithoutRetry(t *testing.T) {
 	s.assertConsistent(code)
 }
 
+// TestLiveWritersHoldLeftToItForAGrace: a hold without a row of another
+// instance that is alive, older than the grace period when reconciliation
+// first sees it (a take that reached Redis late, after its call hung), is
+// left to its writer's own settle for a grace period more, then given
+// back as an orphan: forgotten in sync mode, so that a retry takes afresh.
+func TestLiveWritersHoldLeftToItForAGrace(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{flash: true})
+	ctx := context.Background()
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	gate := s.app.gate
+	require.NoError(t, gate.Beat(ctx, "peer-1", time.Minute))
+	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	h := voucher.Hold{OrderID: "late-1", CustomerID: "2", OrderAmount: 100, DiscountAmount: 1000,
+		ReservedAt: at, ExpiresAt: at.Add(2 * time.Hour), Owner: "peer-1"}
+	dec, err := gate.Reserve(ctx, code, 1, h)
+	require.NoError(t, err)
+	require.Equal(t, voucher.GateTaken, dec.Outcome)
+
+	const grace = time.Second
+	rep, err := s.app.svc.Reconcile(ctx, code, true, grace)
+	require.NoError(t, err)
+	require.Equal(t, []string{"late-1"}, rep.InFlight, "left to its live writer")
+	require.Empty(t, rep.Orphans)
+	gs, err := gate.Inspect(ctx, code)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, gs.Remaining)
+
+	time.Sleep(grace)
+	rep, err = s.app.svc.Reconcile(ctx, code, true, grace)
+	require.NoError(t, err)
+	require.Equal(t, []string{"late-1"}, rep.Orphans, "seen for a grace period: given back")
+	gs, err = gate.Inspect(ctx, code)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, gs.Remaining)
+	require.NotContains(t, gs.Orders, "late-1", "forgotten")
+	require.Equal(t, http.StatusCreated, s.reserve(code, 2, "late-1", 100).status, "a retry takes afresh")
+	s.assertConsistent(code)
+}
+
 // TestDeadInstanceHoldsRecoveredAtOnce: a hold taken by an instance whose
 // heartbeat expired, with no row, is fenced and given back by the next
 // recovery round, well before the reconciliation grace period.

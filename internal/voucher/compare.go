@@ -162,7 +162,8 @@ type gateChunk struct {
 // walkGate reads the gate's orders in chunks and classifies each order
 // holding a use against its row, read after the chunk: no row (in flight
 // while younger than the grace period, abandoned when its instance is
-// gone, else an orphan), a RELEASED row (stale), a pending hold with a row
+// gone, else an orphan unless left to its writer: leaveToWriters), a
+// RELEASED row (stale), a pending hold with a row
 // (uncommitted), a CONFIRMED row the gate does not mark (unconfirmed).
 // When repairing, each chunk's findings are repaired before the next chunk
 // is read.
@@ -230,12 +231,17 @@ func (c *comparison) classify(ch *gateChunk, h Hold, rows map[string]Redemption,
 }
 
 // record counts and names one chunk's findings, tells the abandoned holds
-// from those in flight, and repairs the chunk when repairing: commits and
-// confirmations first, then stale holds, then orphans and abandoned holds
-// (in Kafka mode only once the consumer has caught up with this chunk's
-// reads: a hold without a row may still be an event in the topic).
+// from those in flight and the orphans from the holds left to their
+// writers (reported in flight), and repairs the chunk when repairing:
+// commits and confirmations first, then stale holds, then orphans and
+// abandoned holds (in Kafka mode only once the consumer has caught up with
+// this chunk's reads: a hold without a row may still be an event in the
+// topic).
 func (c *comparison) record(ctx context.Context, rep *ReconcileReport, ch gateChunk) error {
-	inFlight, abandoned := c.s.findAbandoned(ctx, c.code, ch.inFlight)
+	alive, read := c.s.ownersAlive(ctx, c.code, c.s.otherOwners(ch.inFlight, ch.orphans))
+	inFlight, abandoned := c.s.findAbandoned(ch.inFlight, alive, read)
+	orphans, waiting := c.s.leaveToWriters(c.code, ch.orphans, alive, c.s.now(), c.grace)
+	inFlight = append(inFlight, waiting...)
 	for _, l := range []struct {
 		holds []Hold
 		list  *[]string
@@ -243,7 +249,7 @@ func (c *comparison) record(ctx context.Context, rep *ReconcileReport, ch gateCh
 	}{
 		{inFlight, &rep.InFlight, &rep.Found.InFlight},
 		{abandoned, &rep.Abandoned, &rep.Found.Abandoned},
-		{ch.orphans, &rep.Orphans, &rep.Found.Orphans},
+		{orphans, &rep.Orphans, &rep.Found.Orphans},
 		{ch.stale, &rep.Stale, &rep.Found.Stale},
 		{ch.uncommitted, &rep.Uncommitted, &rep.Found.Uncommitted},
 		{ch.unconfirmed, &rep.Unconfirmed, &rep.Found.Unconfirmed},
@@ -256,7 +262,7 @@ func (c *comparison) record(ctx context.Context, rep *ReconcileReport, ch gateCh
 		return nil
 	}
 	s := c.s
-	if len(ch.uncommitted)+len(ch.unconfirmed)+len(ch.stale)+len(ch.orphans)+len(abandoned) > 0 {
+	if len(ch.uncommitted)+len(ch.unconfirmed)+len(ch.stale)+len(orphans)+len(abandoned) > 0 {
 		rep.Repaired = true
 	}
 	for _, h := range ch.uncommitted {
@@ -274,7 +280,7 @@ func (c *comparison) record(ctx context.Context, rep *ReconcileReport, ch gateCh
 			return err
 		}
 	}
-	if len(ch.orphans) == 0 && len(abandoned) == 0 {
+	if len(orphans) == 0 && len(abandoned) == 0 {
 		return nil
 	}
 	if err := s.writes.caughtUp(ctx); err != nil {
@@ -283,7 +289,7 @@ func (c *comparison) record(ctx context.Context, rep *ReconcileReport, ch gateCh
 		}
 		return nil
 	}
-	for _, h := range ch.orphans {
+	for _, h := range orphans {
 		if err := s.writes.giveBackOrphan(ctx, c.code, h); err != nil {
 			return err
 		}

@@ -321,22 +321,13 @@ func (r *ReconcileReport) checkCounters(unchanged bool, after StoreCounts, rows 
 
 // findAbandoned splits in-flight holds into those still in flight and
 // those whose owner is another instance with no live heartbeat for a while
-// (confirmedDead). This instance's own holds are in flight here or
-// settled by SettleUnknown; holds without an owner wait for the grace
-// period. When liveness cannot be read, every hold stays in flight.
-func (s *Service) findAbandoned(ctx context.Context, code string, holds []Hold) (inFlight, abandoned []Hold) {
-	var owners []string
-	for _, h := range holds {
-		if o := h.Owner; o != "" && o != s.cfg.Instance && !slices.Contains(owners, o) {
-			owners = append(owners, o)
-		}
-	}
-	if len(owners) == 0 {
-		return holds, nil
-	}
-	alive, err := s.gate.Alive(ctx, owners)
-	if err != nil {
-		s.log.WarnContext(ctx, "instance liveness not read; holds of gone instances wait for the grace period", "code", code, "err", err)
+// (confirmedDead, from alive as ownersAlive read it). This instance's own
+// holds are in flight here or settled by SettleUnknown; holds without an
+// owner wait for the grace period. When liveness could not be read (read
+// false), every hold stays in flight.
+func (s *Service) findAbandoned(holds []Hold, alive map[string]bool, read bool) (inFlight, abandoned []Hold) {
+	owners := s.otherOwners(holds)
+	if len(owners) == 0 || !read {
 		return holds, nil
 	}
 	dead := s.absent.confirmedDead(owners, alive, s.now(), s.cfg.HeartbeatTTL)

@@ -25,6 +25,9 @@ type Service struct {
 	// address and per API key (Requester).
 	guessByClient, guessByKey guessLimiter
 	absent                    absentInstances
+	// sightings is when reconciliation first saw live instances' holds
+	// past the grace period without a row (leaveToWriters).
+	sightings *orphanSightings
 }
 
 // NewService validates cfg and returns a Service.
@@ -44,7 +47,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		guess:         guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
 		guessByClient: guessLimiter{limit: cfg.UnknownCodeLimitPerClient, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
 		guessByKey:    guessLimiter{limit: cfg.UnknownCodeLimitPerKey, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
-		absent:        absentInstances{since: map[string]time.Time{}}}
+		absent:        absentInstances{since: map[string]time.Time{}}, sightings: newOrphanSightings()}
 	if cfg.Gate == nil {
 		s.flash = gatelessPath{s.standard}
 		return s, nil

@@ -119,6 +119,17 @@ func (u *unansweredTakes) claim(code, orderID string, reservedAt time.Time) bool
 	return false
 }
 
+// remembers reports whether a take or an event of the attempt of orderID
+// under code whose hold was reserved at reservedAt is remembered, still to
+// be settled.
+func (u *unansweredTakes) remembers(code, orderID string, reservedAt time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.ContainsFunc(u.m[orderKey{code, orderID}], func(t unansweredTake) bool {
+		return t.kind != lostRelease && t.hold.ReservedAt.Equal(reservedAt)
+	})
+}
+
 // due removes and returns the entries remembered at least delay before
 // now.
 func (u *unansweredTakes) due(now time.Time, delay time.Duration) []unansweredTake {
