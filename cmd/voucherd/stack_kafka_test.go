@@ -205,6 +205,54 @@ func TestKafkaStackRetryOfAFencedMember(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, "a new orderId is served: %s", r.raw)
 }
 
+// TestKafkaStrandedStackClaimFencedBeforeItIsAnswered: a retry of a stack
+// whose claim in the gate is past any produce and whose members hold
+// nothing (its attempt died before its takes, or Redis lost them) is
+// answered ORDER_RELEASED with the stack fenced in PostgreSQL first, so
+// that the claim's event, should it still land (an instance that resumes),
+// takes nothing.
+func TestKafkaStrandedStackClaimFencedBeforeItIsAnswered(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newStack(t, stackOptions{flash: true, kafka: true})
+	a := s.createStackableAs("A", map[string]any{"discountAmount": 1000}, 10, stackable)
+	b := s.createStackableAs("B", map[string]any{"discountAmount": 500}, 10, stackable)
+
+	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	rec := voucher.StackRecord{OrderID: "st-1", CustomerID: "7", OrderAmount: 20000, Codes: []string{a, b}, At: at}
+	owner, err := s.app.gate.ClaimStack(ctx, "st-1", rec, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.NotNil(t, owner.Stack, "claimed")
+	s.caughtUp()
+
+	r := s.reserveStack("7", "st-1", 20000, a, b)
+	require.Equal(t, http.StatusConflict, r.status, string(r.raw))
+	require.Equal(t, "ORDER_RELEASED", r.str("error"), string(r.raw))
+	row, err := s.app.store.Redemption(ctx, a, "st-1")
+	require.NoError(t, err, "the first member is fenced")
+	require.Equal(t, voucher.StatusReleased, row.Status)
+
+	// The claim's event lands now: the consumer refuses it whole.
+	e := voucher.EventFromHold(a, voucher.Hold{OrderID: "st-1", CustomerID: "7", OrderAmount: 20000, DiscountAmount: 1000,
+		ReservedAt: at, ExpiresAt: at.Add(2 * time.Hour)})
+	e.StackCustomerID = "7"
+	e.Members = []voucher.StackEventMember{
+		{Code: a, CustomerID: "7", OrderID: "st-1", OrderAmount: 20000, DiscountAmount: 1000},
+		{Code: b, CustomerID: "7", OrderID: voucher.StackMemberOrderID("st-1", 2), OrderAmount: 19000, DiscountAmount: 500},
+	}
+	require.NoError(t, s.app.kafka.log.PublishReserved(ctx, e))
+	s.caughtUp()
+	for _, code := range []string{a, b} {
+		require.Zero(t, s.state(code).usedCount, "the late event took nothing from %s", code)
+		require.Equal(t, int64(10), s.gateRemaining(code), code)
+		s.assertConsistent(code)
+	}
+	r = s.reserveStack("7", "st-1", 20000, a, b)
+	require.Equal(t, "ORDER_RELEASED", r.str("error"), "the answer stands: %s", r.raw)
+	r = s.reserveStack("7", "st-2", 20000, a, b)
+	require.Equal(t, http.StatusCreated, r.status, "a new orderId is served: %s", r.raw)
+}
+
 // TestKafkaStackThroughPostgresOutage: a Kafka-mode stack of flash-sale
 // vouchers is served while PostgreSQL is down (the gate and the log), and
 // the consumer writes it whole once PostgreSQL is back.

@@ -81,8 +81,8 @@ func (tc kafkaReplayCase) run(t *testing.T, reserve func(context.Context) error,
 // attempt may still be taking), and answers at once once the claim is past
 // any produce (the attempt died, or Redis lost its holds): waiting cannot
 // change it, and a client that waits less than the polls would never get
-// an answer. ORDER_RELEASED once the consumer has caught up, else 503 with
-// the outcome unknown.
+// an answer. ORDER_RELEASED once the consumer has caught up, its first
+// member fenced in the store first, else 503 with the outcome unknown.
 func TestKafkaStackReplayOfAStrandedClaim(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -92,7 +92,8 @@ func TestKafkaStackReplayOfAStrandedClaim(t *testing.T) {
 			claim := StackRecord{OrderID: "o-1", CustomerID: "7", OrderAmount: 100, Codes: []string{"SALE"},
 				At: now.Add(-tc.age).Truncate(time.Millisecond)}
 			g := &claimGate{fakeGate: &fakeGate{}, claim: claim}
-			svc, err := NewService(ServiceConfig{Store: &stackFakeStore{fakeStore: &fakeStore{voucher: flashVoucher()}}, Gate: g,
+			st := &fakeStore{voucher: flashVoucher()}
+			svc, err := NewService(ServiceConfig{Store: &stackFakeStore{fakeStore: st}, Gate: g,
 				Events: &fakeLog{caughtUpErr: tc.caughtUp}, FlashWrites: FlashKafka})
 			require.NoError(t, err)
 			tc.run(t, func(ctx context.Context) error {
@@ -103,6 +104,11 @@ func TestKafkaStackReplayOfAStrandedClaim(t *testing.T) {
 				defer g.mu.Unlock()
 				return g.lookups
 			})
+			if tc.want == CodeOrderReleased {
+				require.Equal(t, []string{StackMemberOrderID("o-1", 1)}, st.abandoned, "its first member fenced in the store")
+			} else {
+				require.Empty(t, st.abandoned)
+			}
 		})
 	}
 }

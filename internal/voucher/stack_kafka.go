@@ -564,7 +564,8 @@ func storedStackIs(st Stack, rec StackRecord) bool {
 // produce whose members hold nothing in the gate (an attempt that died
 // before its takes, or whose holds were fenced or lost with Redis's data)
 // is answered at once, since waiting cannot change it: ORDER_RELEASED once
-// the consumer has applied every acknowledged event, else 503.
+// the consumer has applied every acknowledged event and the stack is
+// fenced in the store (fenceStrandedStack), else 503.
 func (s *Service) replayStackKafka(ctx context.Context, w *kafkaWrites, rec StackRecord, owner OrderOwner) (Stack, error) {
 	if owner.Stack == nil || !owner.Stack.Same(rec) {
 		return Stack{}, Reject(CodeOrderConflict, "", Facts{Voucher: rec.Codes[0], OrderID: rec.OrderID, UsesVoucher: owner.Code})
@@ -591,12 +592,47 @@ func (s *Service) replayStackKafka(ctx context.Context, w *kafkaWrites, rec Stac
 			if st, known, err := s.storedStackRead(ctx, rec); known {
 				return st, err
 			}
+			landed, err := s.fenceStrandedStack(ctx, *owner.Stack)
+			switch {
+			case err != nil:
+				return Stack{}, outcomeUnknown(err, rec.OrderID)
+			case landed:
+				if st, known, err := s.storedStackRead(ctx, rec); known {
+					return st, err
+				}
+				return Stack{}, &Error{Code: CodeUnavailable, OutcomeUnknown: true,
+					Message: "order " + rec.OrderID + " is being written: retry with the same orderId"}
+			}
 			return Stack{}, Errorf(CodeOrderReleased,
 				"order %s never reached the database and holds nothing; start a new attempt with a new orderId", rec.OrderID)
 		}
 		return Stack{}, &Error{Code: CodeUnavailable, OutcomeUnknown: true,
 			Message: "order " + rec.OrderID + " is still being written and may or may not stand: retry with the same orderId"}
 	}
+}
+
+// fenceStrandedStack fences a stranded claim's stack in the store before
+// it is answered ORDER_RELEASED: a RELEASED row for its first member's
+// orderId (Store.AbandonOrder), unless the store has a row of it. The
+// consumer writes a stack whole or not at all and rejects one whose
+// member's orderId it knows (applyStack), so an event of the claim still
+// on its way (produced by an instance that resumes) then takes nothing,
+// as a single's late event after fenceOrphan. landed reports a held row
+// of the member found instead: the stack's event was applied meanwhile.
+func (s *Service) fenceStrandedStack(ctx context.Context, rec StackRecord) (landed bool, err error) {
+	rt := s.routeKnown(ctx, rec.Codes[0])
+	h := Hold{OrderID: StackMemberOrderID(rec.OrderID, 1), CustomerID: rt.v.CustomerIDNormalization.Apply(rec.CustomerID),
+		OrderAmount: rec.OrderAmount, DiscountAmount: rt.v.Discount().Compute(rec.OrderAmount), ReservedAt: rec.At,
+		ExpiresAt: rec.At.Add(s.cfg.ReservationTTL), Code: rt.campaignCode}
+	row, inserted, err := s.store.AbandonOrder(ctx, rt.gateCode(), h, s.now())
+	switch {
+	case err != nil:
+		return false, err
+	case inserted:
+		s.log.WarnContext(ctx, "stranded stack claim fenced in the store", "orderId", rec.OrderID, "member", h.OrderID)
+		return false, nil
+	}
+	return row.Status.Held(), nil
 }
 
 // storedStackRead is answerStoredStack when the store has a stack of
