@@ -28,7 +28,8 @@
 --     (was, a boolean) to holding one or not (is): held moves by its
 --     discount, and its occurrence's count (w:<windowMs>) by one. capped
 --     is whether the budget has a cap, when the script has read it already
---     (nil reads it); returns what it used (nil when it did not need it)
+--     (nil reads it); returns it (nil when was is is). The hold's discount
+--     is parsed only when the budget has a cap
 --   windowHeld(budgetKey, window)
 --     the uses held in the occurrence window (a windowMs string; 0 when
 --     none is counted)
@@ -85,14 +86,14 @@ local function countBudget(budgetKey, hold, was, is, capped)
   if w and (is or redis.call('HEXISTS', budgetKey, 'w:' .. w) == 1) then
     redis.call('HINCRBY', budgetKey, 'w:' .. w, is and 1 or -1)
   end
-  local d = holdDiscount(hold)
-  if not d or d == 0 then
-    return capped
-  end
   if capped == nil then
     capped = redis.call('HEXISTS', budgetKey, 'cap') == 1
   end
-  if capped then
+  if not capped then
+    return capped
+  end
+  local d = holdDiscount(hold)
+  if d and d ~= 0 then
     redis.call('HINCRBY', budgetKey, 'held', is and d or -d)
   end
   return capped
