@@ -116,6 +116,16 @@ func (r *Report) OK() bool {
 	return r.Verification != nil && len(r.Verification.Violations) == 0
 }
 
+// NotVerifiedReason says why a reservation run without a Verification was
+// not verified: Run verifies only when given voucherd's PostgreSQL.
+const NotVerifiedReason = "no database URL was given (voucherd bench --database-url), so the invariants were not read"
+
+// Unverified reports whether this is a reservation run that was not
+// verified: neither OK nor broken.
+func (r *Report) Unverified() bool {
+	return r.Target == RouteReserve && r.Verification == nil
+}
+
 // Violations returns the invariant violations found by verification.
 func (r *Report) Violations() []string {
 	if r.Verification == nil {
@@ -348,6 +358,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 				p("", "- %s", s)
 			}
 		}
+	} else if r.Unverified() {
+		p("verify", "not verified: %s", NotVerifiedReason)
 	}
 	return tw.Flush()
 }

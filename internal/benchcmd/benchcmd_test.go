@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/voucherd/voucherd/internal/bench"
 )
 
 // The sink takes over the traces endpoint of the servers' environment and
@@ -40,5 +42,37 @@ func TestRunRefusesBadStackOptions(t *testing.T) {
 		err := Run(context.Background(), tc.o, &stdout, &stderr)
 		require.ErrorContains(t, err, tc.want, tc.name)
 		require.Empty(t, stdout.String(), tc.name)
+	}
+}
+
+// A run that was not verified (against --url without --database-url) is
+// said to be so and does not fail the bench; a violation does, and a run
+// verified clean or of the no-op route passes silently.
+func TestCheckInvariants(t *testing.T) {
+	t.Parallel()
+	verified := func(violations ...string) *bench.Verification {
+		return &bench.Verification{Violations: violations}
+	}
+	for _, tc := range []struct {
+		name       string
+		report     bench.Report
+		wantErr    bool
+		wantStderr string
+	}{
+		{"verified", bench.Report{Name: "flash", Target: bench.RouteReserve, Verification: verified()}, false, ""},
+		{"noop", bench.Report{Name: "noop", Target: bench.RouteNoop}, false, ""},
+		{"not verified", bench.Report{Name: "flash", Target: bench.RouteReserve}, false,
+			"voucherd bench: flash: not verified: " + bench.NotVerifiedReason + "\n"},
+		{"violation", bench.Report{Name: "flash", Target: bench.RouteReserve, Verification: verified("oversold")}, true,
+			"voucherd bench: flash: invariants broken:\n  - oversold\n"},
+	} {
+		var stderr bytes.Buffer
+		err := checkInvariants(&stderr, []*bench.Report{&tc.report})
+		if tc.wantErr {
+			require.ErrorIs(t, err, ErrInvariants, tc.name)
+		} else {
+			require.NoError(t, err, tc.name)
+		}
+		require.Equal(t, tc.wantStderr, stderr.String(), tc.name)
 	}
 }
