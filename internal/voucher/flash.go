@@ -85,6 +85,10 @@ type flashWrites interface {
 	// settleUnknown decides the writes of this instance whose outcome was
 	// unknown (SettleUnknown).
 	settleUnknown(ctx context.Context, fence func(context.Context, string, Hold) (bool, error)) (int, error)
+	// settles reports whether settleUnknown is still to decide this
+	// instance's write of orderID, whose hold the gate keeps under code:
+	// reconciliation leaves that hold to it (leaveToWriters).
+	settles(code, orderID string) bool
 }
 
 // Retry limits of flashPath.reserve.

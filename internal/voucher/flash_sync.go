@@ -90,9 +90,15 @@ func (w *syncWrites) replay(ctx context.Context, rt route, req ReserveRequest, d
 // mayHold: this instance's write of the order ended with an unknown
 // outcome and has not been settled, so the gate still holds its use.
 func (w *syncWrites) mayHold(_ context.Context, rt route, orderID string, _ error) bool {
+	return w.settles(rt.gateCode(), orderID)
+}
+
+// settles: the write of the order ended with an unknown outcome, and
+// neither a retry nor settleUnknown has decided it yet.
+func (w *syncWrites) settles(code, orderID string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, unsettled := w.unsettled[orderKey{rt.gateCode(), orderID}]
+	_, unsettled := w.unsettled[orderKey{code, orderID}]
 	return unsettled
 }
 

@@ -166,6 +166,9 @@ func (w *kafkaWrites) settleUnknown(context.Context, func(context.Context, strin
 	return 0, nil
 }
 
+// settles: reconciliation settles this mode's writes of unknown outcome.
+func (w *kafkaWrites) settles(string, string) bool { return false }
+
 // applyUnwritten writes a reservation the consumer has not applied
 // yet, with the consumer's own idempotent function, so that confirm and
 // release can act on it. It reports whether there was one to apply, or

@@ -52,7 +52,9 @@ func (s *Service) ownersAlive(ctx context.Context, code string, owners []string)
 // into the orphans to give back now and those left to their writer
 // (reported in flight):
 //   - a hold of this instance is left while this instance remembers its
-//     attempt as unanswered (settleUnanswered settles it);
+//     attempt as unanswered (settleUnanswered settles it) or its durable
+//     write as of unknown outcome (flashWrites.settles: settleUnknown
+//     decides it with a fence);
 //   - a hold of another instance with a live heartbeat (alive) is left
 //     until this instance has seen it past its grace period for a grace
 //     period more (orphanSightings): that instance's own settle comes
@@ -66,7 +68,7 @@ func (s *Service) leaveToWriters(code string, holds []Hold, alive map[string]boo
 		switch {
 		case h.Owner == "":
 		case h.Owner == s.cfg.Instance:
-			left = s.unanswered.remembers(code, h.OrderID, h.ReservedAt)
+			left = s.unanswered.remembers(code, h.OrderID, h.ReservedAt) || s.writes.settles(code, h.OrderID)
 		case alive[h.Owner]:
 			left = s.sightings.seenFor(sightingKey{code, h.OrderID, h.ReservedAt.UnixMilli()}, now, grace) < grace
 		}

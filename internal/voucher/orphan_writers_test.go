@@ -30,7 +30,7 @@ func (g *aliveGate) Alive(_ context.Context, ids []string) (map[string]bool, err
 
 // A hold without a row past the grace period is left to a writer that
 // still settles it: this instance's while it remembers the attempt as
-// unanswered, a live instance's until this instance has seen it so for a
+// unanswered or its write as of unknown outcome, a live instance's until this instance has seen it so for a
 // grace period. Holds without an owner or of an instance without a
 // heartbeat are orphans at once, and so is a live instance's when
 // liveness cannot be read.
@@ -60,9 +60,9 @@ func TestReconcileLeavesOrphansToTheirWriters(t *testing.T) {
 				{"no-owner", "mine-settled", "peer-gone", "peer-live"},
 			},
 			wantInFlight: [][]string{
-				{"mine-unanswered", "peer-live"},
-				{"mine-unanswered", "peer-live"},
-				{"mine-unanswered"},
+				{"mine-unanswered", "mine-unsettled", "peer-live"},
+				{"mine-unanswered", "mine-unsettled", "peer-live"},
+				{"mine-unanswered", "mine-unsettled"},
 			},
 		},
 		{
@@ -72,13 +72,13 @@ func TestReconcileLeavesOrphansToTheirWriters(t *testing.T) {
 			wantOrphans: [][]string{
 				{"no-owner", "mine-settled", "peer-gone", "peer-live"},
 			},
-			wantInFlight: [][]string{{"mine-unanswered"}},
+			wantInFlight: [][]string{{"mine-unanswered", "mine-unsettled"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			gate := &aliveGate{chunkGate: &chunkGate{scan: 2, remaining: 95, orders: []Hold{
-				hold("no-owner", ""), hold("mine-unanswered", "self"), hold("mine-settled", "self"),
+			gate := &aliveGate{chunkGate: &chunkGate{scan: 2, remaining: 94, orders: []Hold{
+				hold("no-owner", ""), hold("mine-unanswered", "self"), hold("mine-unsettled", "self"), hold("mine-settled", "self"),
 				hold("peer-live", "peer"), hold("peer-gone", "gone"),
 			}}, alive: map[string]bool{"peer": true}, err: tc.liveness}
 			now := start
@@ -86,6 +86,9 @@ func TestReconcileLeavesOrphansToTheirWriters(t *testing.T) {
 				Clock: func() time.Time { return now }})
 			require.NoError(t, err)
 			require.True(t, svc.unanswered.remember("BIG", hold("mine-unanswered", "self"), start))
+			sync, ok := svc.writes.(*syncWrites)
+			require.True(t, ok)
+			sync.unsettled[orderKey{"BIG", "mine-unsettled"}] = unsettledWrite{hold: hold("mine-unsettled", "self"), since: start}
 			for i, at := range tc.passes {
 				now = start.Add(at)
 				rep, err := svc.Reconcile(context.Background(), "BIG", false, grace)
