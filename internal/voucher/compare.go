@@ -130,7 +130,7 @@ func (c *comparison) walkStore(ctx context.Context, rep *ReconcileReport) error 
 					}
 				}
 			}
-			c.pace.worked(storeWalk, len(rows))
+			c.pace.worked()
 			if len(rows) < limit {
 				break
 			}
@@ -186,7 +186,7 @@ func (c *comparison) walkGate(ctx context.Context, rep *ReconcileReport) error {
 			}
 		}
 		if len(ids) == 0 {
-			c.pace.worked(gateScan, len(holds))
+			c.pace.worked()
 			continue
 		}
 		rows, err := c.s.store.RedemptionsAmong(ctx, c.code, ids)
@@ -207,7 +207,7 @@ func (c *comparison) walkGate(ctx context.Context, rep *ReconcileReport) error {
 		if err := c.record(ctx, rep, ch); err != nil {
 			return err
 		}
-		c.pace.worked(gateWalk, len(holds))
+		c.pace.worked()
 	}
 	return nil
 }
@@ -300,4 +300,48 @@ func (c *comparison) record(ctx context.Context, rep *ReconcileReport, ch gateCh
 		}
 	}
 	return nil
+}
+
+// pacer keeps a walk to a share of its time: wait, before each chunk but
+// the first, pauses for as long as the work since the last pause took
+// times (1 - share) / share. A share of 0, or 1 and above, never pauses.
+type pacer struct {
+	// ratio is (1 - share) / share; 0 never pauses.
+	ratio float64
+	// since is when the work of the current chunk began (zero before the
+	// first chunk).
+	since time.Time
+	// owed is the pause the work done so far asks for.
+	owed time.Duration
+}
+
+func newPacer(share float64) pacer {
+	if share <= 0 || share >= 1 {
+		return pacer{}
+	}
+	return pacer{ratio: (1 - share) / share}
+}
+
+// wait pauses for what the chunks since the last pause owe, then starts
+// timing the next chunk. It returns ctx's error when ctx ends meanwhile.
+func (p *pacer) wait(ctx context.Context) error {
+	if p.ratio > 0 && p.owed > 0 {
+		t := time.NewTimer(p.owed)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		p.owed = 0
+	}
+	p.since = time.Now()
+	return nil
+}
+
+// worked ends the timing of a chunk begun by wait.
+func (p *pacer) worked() {
+	if p.ratio > 0 && !p.since.IsZero() {
+		p.owed += time.Duration(float64(time.Since(p.since)) * p.ratio)
+	}
 }

@@ -190,3 +190,34 @@ func TestReconcileComparesInChunks(t *testing.T) {
 	require.LessOrEqual(t, st.largest, 4, "a store read carries at most a chunk")
 	require.False(t, rep.Repaired)
 }
+
+// A pacer pauses between chunks for the work before times (1 - share) /
+// share, never before the first chunk; share 0 never pauses.
+func TestPacerKeepsItsShare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newPacer(0.25)
+	start := time.Now()
+	require.NoError(t, p.wait(ctx))
+	require.Less(t, time.Since(start), 20*time.Millisecond, "no pause before the first chunk")
+	time.Sleep(10 * time.Millisecond)
+	p.worked()
+	start = time.Now()
+	require.NoError(t, p.wait(ctx))
+	require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "three times the work at a quarter")
+
+	free := newPacer(0)
+	require.NoError(t, free.wait(ctx))
+	time.Sleep(5 * time.Millisecond)
+	free.worked()
+	start = time.Now()
+	require.NoError(t, free.wait(ctx))
+	require.Less(t, time.Since(start), 20*time.Millisecond)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.NoError(t, p.wait(ctx))
+	time.Sleep(5 * time.Millisecond)
+	p.worked()
+	require.ErrorIs(t, p.wait(cancelled), context.Canceled)
+}

@@ -164,9 +164,7 @@ type ServiceConfig struct {
 	// of one voucher spends working: after each chunk it pauses for as
 	// long as the chunk took times (1 - share) / share, so that it takes
 	// at most that share of one core across voucherd, Redis and
-	// PostgreSQL, however big the voucher, and up to maxSlowdown times
-	// longer while its chunks run slower than lately (pacer; 0, or 1 and
-	// above: no pause).
+	// PostgreSQL, however big the voucher (0, or 1 and above: no pause).
 	ReconcileShare float64
 	// ReconcileFindings is the most orderIds a ReconcileReport names per
 	// kind of finding (default MaxFindings); the report counts the rest.

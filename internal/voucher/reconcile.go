@@ -233,7 +233,7 @@ func (s *Service) Reconcile(ctx context.Context, code string, repair bool, grace
 	}
 	rep.Windows = windowDrifts(sc.Windows, gl.Windows)
 
-	cmp := comparison{s: s, code: code, grace: grace, repair: repair, pace: newPacer(s.cfg.ReconcileShare, s.chunkSpeeds),
+	cmp := comparison{s: s, code: code, grace: grace, repair: repair, pace: newPacer(s.cfg.ReconcileShare),
 		limit: s.cfg.ReconcileFindings, named: map[string]bool{}}
 	pl.next("storeWalk")
 	stamp, err := s.store.StampCounters(ctx, code)

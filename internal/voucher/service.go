@@ -28,9 +28,6 @@ type Service struct {
 	// sightings is when reconciliation first saw live instances' holds
 	// past the grace period without a row (leaveToWriters).
 	sightings *orphanSightings
-	// chunkSpeeds are reconciliation's fastest chunks lately, which its
-	// pacers measure their slowdown against.
-	chunkSpeeds *chunkSpeeds
 }
 
 // NewService validates cfg and returns a Service.
@@ -50,8 +47,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		guess:         guessLimiter{limit: cfg.UnknownCodeLimit, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
 		guessByClient: guessLimiter{limit: cfg.UnknownCodeLimitPerClient, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
 		guessByKey:    guessLimiter{limit: cfg.UnknownCodeLimitPerKey, block: cfg.UnknownCodeBlock, m: map[string]*guesser{}},
-		absent:        absentInstances{since: map[string]time.Time{}}, sightings: newOrphanSightings(),
-		chunkSpeeds: &chunkSpeeds{}}
+		absent:        absentInstances{since: map[string]time.Time{}}, sightings: newOrphanSightings()}
 	if cfg.Gate == nil {
 		s.flash = gatelessPath{s.standard}
 		return s, nil
