@@ -33,9 +33,10 @@ var benchScenarios = map[string][]string{
 	"campaign": {"--campaign-codes=100000", "--total=10000", "--per-user=1", "--customers=50000",
 		"--requests=20000", "--mode=standard"},
 	// A big flash voucher: 1,000,000 uses, one per customer, filled by a
-	// million new customers, run twice: without reconciliation, then with
-	// a repairing reconciliation every 5 s during the load; each run
-	// reports Redis's longest command (SLOWLOG) beside its latency.
+	// million new customers, run twice, each on a stack of its own:
+	// without reconciliation, then with a repairing reconciliation every
+	// 5 s during the load; each run reports Redis's longest command
+	// (SLOWLOG) beside its latency.
 	"big-voucher": {"--total=1000000", "--per-user=1", "--customers=2000000", "--requests=1000000",
 		"--repeat-share=0", "--retry-share=0", "--mode=flash-sync", "--reconcile-every=5s", "--max-duration=15m"},
 }
@@ -98,12 +99,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	prefix := fs.String("redis-key-prefix", os.Getenv("VOUCHERD_REDIS_KEY_PREFIX"), "with --url: the server's Redis key prefix")
 	combine := fs.Bool("combine-writes", true, "with a started stack: combine concurrent PostgreSQL reservations of one voucher into one transaction")
 	fs.BoolVar(&o.Stack.RedisRealtime, "redis-realtime", false, "with a started stack: run Redis at real-time priority (SCHED_FIFO 10 with chrt; needs root), so that the processes sharing its cores cannot deschedule it mid-command, as on a core of its own")
-	fs.StringVar(&o.Stack.KeepLogs, "keep-logs", "", "with a started stack: copy the stack's logs (each voucherd's, PostgreSQL's, Redis's) to this folder when it stops; with --reconcile-every the servers log each reconciliation pass's phases there")
+	fs.StringVar(&o.Stack.KeepLogs, "keep-logs", "", "with a started stack: copy the stack's logs (each voucherd's, PostgreSQL's, Redis's) to this folder when it stops; with --reconcile-every the servers log each reconciliation pass's phases there, each run's stack in a folder of its own (MODE, MODE+reconcile)")
 	fs.Float64Var(&o.Stack.ReconcileShare, "reconcile-share", 0, "with a started stack: the servers' --reconcile-share, the largest share of its time a reconciliation pass works (0: their default, 0.1; 1: no pause)")
 	fs.DurationVar(&o.KafkaWarmup, "kafka-warmup", 15*time.Second, "with a started stack that runs Kafka mode: reserve on a throwaway voucher of the Kafka-mode servers for this long first, so that the figures are of a warm broker (reported apart); 0 skips")
 	fs.DurationVar(&o.PGOutage, "pg-outage", 0, "with a started stack: run flash-sync and flash-kafka side by side and stop PostgreSQL for this long in the middle (see --pg-outage-at)")
 	fs.DurationVar(&o.PGOutageAt, "pg-outage-at", 5*time.Second, "with --pg-outage: how long into the run PostgreSQL is stopped")
-	fs.DurationVar(&o.ReconcileEvery, "reconcile-every", 0, "run each mode twice on fresh vouchers, without and then with a repairing reconciliation of the run's vouchers this often during the load, and report Redis's longest voucherd command (SLOWLOG) of each run and both runs' reserve p99 side by side; needs a started stack or --redis-addr; 0 runs once without")
+	fs.DurationVar(&o.ReconcileEvery, "reconcile-every", 0, "run each mode twice on fresh vouchers, without and then with a repairing reconciliation of the run's vouchers this often during the load, and report Redis's longest voucherd command (SLOWLOG) of each run and both runs' reserve p99 side by side; a started stack is started afresh for each run, so that neither inherits the other's holds and rows (with --url and --redis-addr the second run has the first's); 0 runs once without")
 	fs.Var(listFlag{&o.Events}, "events", "with a started stack: run each mode once per webhook subscription, a comma-separated list of none, confirmed (reservation.confirmed and .released) and reserved (reservation.reserved too), delivered to a receiver in this process; compares throughput, p99, the outbox's bytes per 1,000 uses and the delivery lag")
 	fs.BoolVar(&o.OTLPSink, "otlp-sink", false, "with a started stack and OTEL_TRACES_EXPORTER=otlp: export the servers' spans to an OTLP/HTTP endpoint in this process that discards them (the cost of tracing)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the load generator; the servers are processes of their own) to this file")

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,8 +89,9 @@ func TestBenchJSONStdoutIsTheReportAlone(t *testing.T) {
 
 // The big-voucher scenario in small, with --json: stdout is one JSON
 // document (the two runs of flash-sync, without and with reconciliation
-// during the load, each with Redis's longest voucherd command), the phases
-// and progress go to stderr, and both runs keep the invariants.
+// during the load, each on a stack of its own, each with Redis's longest
+// voucherd command), the phases and progress go to stderr, and both runs
+// keep the invariants.
 func TestBenchBigVoucherJSON(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -128,8 +130,11 @@ func TestBenchBigVoucherJSON(t *testing.T) {
 	require.Zero(t, res.Runs[1].PassFailures)
 	require.GreaterOrEqual(t, len(res.Runs[1].PassLog), res.Runs[1].Passes, "every pass in the log")
 	require.Empty(t, res.Runs[0].PassLog)
-	// The servers logged each pass's phases, and the stack's logs were kept.
-	server, err := os.ReadFile(filepath.Join(logs, "voucherd-sync-0.log"))
+	// Each run had a stack of its own, whose logs were kept apart; the
+	// servers logged each pass's phases.
+	require.Equal(t, 2, strings.Count(stderr.String(), "voucherd bench: starting PostgreSQL"), stderr.String())
+	require.FileExists(t, filepath.Join(logs, "flash-sync", "voucherd-sync-0.log"))
+	server, err := os.ReadFile(filepath.Join(logs, "flash-sync+reconcile", "voucherd-sync-0.log"))
 	require.NoError(t, err)
 	require.Contains(t, string(server), `msg="reconciliation pass"`)
 	require.Contains(t, string(server), "storeWalk.took=")

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -143,7 +144,15 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	cfg.FlashSale = mode != "standard"
 	targets := []bench.Target{{Name: mode, BaseURLs: o.URLs, FlashSale: cfg.FlashSale, CPU: o.CPU}}
 	if o.ReconcileEvery > 0 {
-		return runReconciling(ctx, o, cfg, targets, cfg.Verify.RedisAddrs, stdout, stderr)
+		if len(cfg.Verify.RedisAddrs) == 0 {
+			return errors.New("--reconcile-every needs a started stack or --redis-addr")
+		}
+		// The same servers for both runs: the second inherits the first's
+		// holds and rows.
+		servers := func(context.Context, string, bool) (bench.Target, []string, func(), error) {
+			return targets[0], cfg.Verify.RedisAddrs, func() {}, nil
+		}
+		return runReconciling(ctx, o, cfg, servers, stdout, stderr)
 	}
 	return runTargets(ctx, o, cfg, targets, stdout, stderr)
 }
@@ -194,13 +203,16 @@ func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error 
 		}
 		so.Env = append(slices.Clone(so.Env), "VOUCHERD_WEBHOOK_ALLOW_PRIVATE=true")
 	}
+	cfg := o.Workload
+	cfg.APIToken, cfg.AdminToken = "", ""
+	if o.ReconcileEvery > 0 {
+		return runReconciling(ctx, o, cfg, freshStacks(so, o.KafkaWarmup, cfg, stderr, info), stdout, stderr)
+	}
 	st, err := startStack(ctx, stderr, so, modes)
 	if err != nil {
 		return err
 	}
 	defer st.close()
-	cfg := o.Workload
-	cfg.APIToken, cfg.AdminToken = "", ""
 	if kafka := st.groups["kafka"]; kafka != nil {
 		if o.KafkaWarmup > 0 {
 			fmt.Fprintf(stderr, "voucherd bench: warming the Kafka path up for %s\n", o.KafkaWarmup)
@@ -223,25 +235,53 @@ func runOnStack(ctx context.Context, o Options, stdout, stderr io.Writer) error 
 	for _, m := range modes {
 		targets = append(targets, st.target(m))
 	}
-	if o.ReconcileEvery > 0 {
-		return runReconciling(ctx, o, cfg, targets, st.redisAddrs, stdout, stderr)
-	}
 	if len(o.Events) > 0 {
 		return runEvents(ctx, o, cfg, st, targets, stdout, stderr)
 	}
 	return runTargets(ctx, o, cfg, targets, stdout, stderr)
 }
 
-// runReconciling is runTargets for Options.ReconcileEvery.
-func runReconciling(ctx context.Context, o Options, cfg bench.Config, targets []bench.Target, redisAddrs []string, stdout, stderr io.Writer) error {
-	if o.Compare || len(redisAddrs) == 0 {
-		return errors.New("--reconcile-every needs a started stack or --redis-addr, and no --compare")
+// runReconciling is runTargets for Options.ReconcileEvery: each mode
+// without and with reconciliation, on the servers servers gives each run.
+func runReconciling(ctx context.Context, o Options, cfg bench.Config, servers bigVoucherServers, stdout, stderr io.Writer) error {
+	if o.Compare {
+		return errors.New("--reconcile-every takes no --compare")
 	}
-	reports, err := runBigVoucher(ctx, stdout, stderr, o.JSON, cfg, targets, redisAddrs, o.ReconcileEvery)
+	modes := o.Modes
+	if len(o.URLs) > 0 {
+		modes = o.Modes[:1]
+	}
+	reports, err := runBigVoucher(ctx, stdout, stderr, o.JSON, cfg, modes, servers, o.ReconcileEvery)
 	if err != nil {
 		return err
 	}
 	return checkInvariants(stderr, reports)
+}
+
+// freshStacks gives each run of runReconciling a stack of its own, started
+// for its mode (the Kafka path warmed up for kafkaWarmup first) and
+// stopped after the run: on the stack of the run before, a run would
+// inherit its million holds and rows (a bigger table to vacuum and index,
+// a bigger Redis to rewrite), a cost that is not reconciliation's.
+func freshStacks(so StackOptions, kafkaWarmup time.Duration, cfg bench.Config, stderr, info io.Writer) bigVoucherServers {
+	return func(ctx context.Context, mode string, reconcile bool) (bench.Target, []string, func(), error) {
+		so := so
+		if so.KeepLogs != "" {
+			so.KeepLogs = filepath.Join(so.KeepLogs, mode+map[bool]string{false: "", true: "+reconcile"}[reconcile])
+		}
+		st, err := startStack(ctx, stderr, so, []string{mode})
+		if err != nil {
+			return bench.Target{}, nil, nil, err
+		}
+		if mode == "flash-kafka" && kafkaWarmup > 0 {
+			fmt.Fprintf(stderr, "voucherd bench: warming the Kafka path up for %s\n", kafkaWarmup)
+			if err := warmKafka(ctx, info, cfg, st, kafkaWarmup); err != nil {
+				st.close()
+				return bench.Target{}, nil, nil, err
+			}
+		}
+		return st.target(mode), st.redisAddrs, st.close, nil
+	}
 }
 
 // runTargets runs cfg against each target in turn, or compares them, and

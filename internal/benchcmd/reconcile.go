@@ -365,18 +365,18 @@ type BigVoucherResult struct {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// runBigVoucher runs each target twice on fresh vouchers, without and
-// then with reconciliation every passesEvery, reads the longest Redis
-// command of each run (SLOWLOG), and writes the runs: with asJSON one
-// BigVoucherResult on stdout, else each report and a side-by-side table.
-// Progress goes to stderr.
-func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, cfg bench.Config, targets []bench.Target,
-	redisAddrs []string, passesEvery time.Duration) ([]*bench.Report, error) {
-	watch, err := newSlowlogWatch(redisAddrs)
-	if err != nil {
-		return nil, err
-	}
-	defer watch.close(context.WithoutCancel(ctx))
+// bigVoucherServers gives runBigVoucher the servers of one run of mode,
+// without or with reconciliation: the target, its Redis, and done, called
+// once the run is read.
+type bigVoucherServers func(ctx context.Context, mode string, reconcile bool) (t bench.Target, redisAddrs []string, done func(), err error)
+
+// runBigVoucher runs each mode twice on fresh vouchers, without and then
+// with reconciliation every passesEvery, each on the servers servers
+// gives it, reads the longest Redis command of each run (SLOWLOG), and
+// writes the runs: with asJSON one BigVoucherResult on stdout, else each
+// report and a side-by-side table. Progress goes to stderr.
+func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, cfg bench.Config, modes []string,
+	servers bigVoucherServers, passesEvery time.Duration) ([]*bench.Report, error) {
 	var reports []*bench.Report
 	var runs []BigVoucherRun
 	defer func() {
@@ -386,78 +386,97 @@ func runBigVoucher(ctx context.Context, stdout, stderr io.Writer, asJSON bool, c
 			writeBigVoucher(stdout, runs)
 		}
 	}()
-	for _, t := range targets {
+	for _, m := range modes {
 		for _, reconcile := range []bool{false, true} {
-			run := cfg
-			run.Name, run.FlashSale, run.CPU = t.Name, t.FlashSale, t.CPU
-			run.BaseURL, run.BaseURLs = "", t.BaseURLs
-			if t.Verify != nil {
-				run.Verify = *t.Verify
-			}
-			var passes *reconcilePasses
-			phase := "without reconciliation"
-			if reconcile {
-				run.Name += "+reconcile"
-				passes = &reconcilePasses{every: passesEvery, token: cfg.AdminToken, client: &http.Client{Timeout: passTimeout}}
-				run.Alongside = passes.alongside(t.BaseURLs[0])
-				phase = "with reconciliation every " + passesEvery.String()
-			}
-			fmt.Fprintf(stderr, "voucherd bench: %s, %s\n", t.Name, phase)
-			if err := watch.reset(ctx); err != nil {
-				return reports, err
-			}
-			rep, err := bench.Run(ctx, run)
-			if rep != nil {
-				reports = append(reports, rep)
-			}
+			t, redisAddrs, done, err := servers(ctx, m, reconcile)
 			if err != nil {
 				return reports, err
 			}
-			took, what, byName, err := watch.slowest(ctx)
+			r, err := runBigVoucherOnce(ctx, stdout, stderr, asJSON, cfg, t, redisAddrs, reconcile, passesEvery)
+			done()
+			if r.Report != nil {
+				reports = append(reports, r.Report)
+			}
 			if err != nil {
 				return reports, err
-			}
-			stalls, err := watch.latencyEvents(ctx)
-			if err != nil {
-				return reports, err
-			}
-			slow := 0
-			for _, n := range byName {
-				slow += n
-			}
-			r := BigVoucherRun{Mode: t.Name, Reconciling: reconcile, Report: rep, RedisLongestMs: ms(took),
-				RedisLongestCommand: what, RedisSlowCommands: slow, RedisSlowThresholdMs: ms(slowlogThreshold)}
-			if len(byName) > 0 {
-				r.RedisSlowByCommand = byName
-			}
-			for kind, d := range stalls {
-				if r.RedisLatencyMaxMs == nil {
-					r.RedisLatencyMaxMs = map[string]float64{}
-				}
-				r.RedisLatencyMaxMs[kind] = ms(d)
-			}
-			if passes != nil {
-				passes.mu.Lock()
-				r.Passes, r.PassFailures, r.LongestPassMs, r.PassEvery = passes.passes, passes.failures, ms(passes.longest), passes.every.String()
-				passes.mu.Unlock()
-				if rep != nil {
-					r.PassLog = passes.timeline(rep.StartedAt)
-				}
 			}
 			runs = append(runs, r)
-			if !asJSON {
-				_ = rep.WriteTable(stdout)
-				fmt.Fprintf(stdout, "  %-13s longest %s (%s), %d commands of %s or more %v; stalls %v\n", "redis",
-					took.Round(10*time.Microsecond), what, slow, slowlogThreshold, byName, stalls)
-				if passes != nil {
-					passes.write(stdout)
-					writePassLog(stdout, r)
-				}
-				fmt.Fprintln(stdout)
-			}
 		}
 	}
 	return reports, nil
+}
+
+// runBigVoucherOnce is one run of runBigVoucher against t, whose Redis is
+// redisAddrs; without asJSON it writes the run's report to stdout.
+func runBigVoucherOnce(ctx context.Context, stdout, stderr io.Writer, asJSON bool, cfg bench.Config, t bench.Target,
+	redisAddrs []string, reconcile bool, passesEvery time.Duration) (BigVoucherRun, error) {
+	watch, err := newSlowlogWatch(redisAddrs)
+	if err != nil {
+		return BigVoucherRun{}, err
+	}
+	defer watch.close(context.WithoutCancel(ctx))
+	run := cfg
+	run.Name, run.FlashSale, run.CPU = t.Name, t.FlashSale, t.CPU
+	run.BaseURL, run.BaseURLs = "", t.BaseURLs
+	if t.Verify != nil {
+		run.Verify = *t.Verify
+	}
+	var passes *reconcilePasses
+	phase := "without reconciliation"
+	if reconcile {
+		run.Name += "+reconcile"
+		passes = &reconcilePasses{every: passesEvery, token: cfg.AdminToken, client: &http.Client{Timeout: passTimeout}}
+		run.Alongside = passes.alongside(t.BaseURLs[0])
+		phase = "with reconciliation every " + passesEvery.String()
+	}
+	fmt.Fprintf(stderr, "voucherd bench: %s, %s\n", t.Name, phase)
+	if err := watch.reset(ctx); err != nil {
+		return BigVoucherRun{}, err
+	}
+	rep, err := bench.Run(ctx, run)
+	r := BigVoucherRun{Mode: t.Name, Reconciling: reconcile, Report: rep}
+	if err != nil {
+		return r, err
+	}
+	took, what, byName, err := watch.slowest(ctx)
+	if err != nil {
+		return r, err
+	}
+	stalls, err := watch.latencyEvents(ctx)
+	if err != nil {
+		return r, err
+	}
+	slow := 0
+	for _, n := range byName {
+		slow += n
+	}
+	r.RedisLongestMs, r.RedisLongestCommand, r.RedisSlowCommands, r.RedisSlowThresholdMs = ms(took), what, slow, ms(slowlogThreshold)
+	if len(byName) > 0 {
+		r.RedisSlowByCommand = byName
+	}
+	for kind, d := range stalls {
+		if r.RedisLatencyMaxMs == nil {
+			r.RedisLatencyMaxMs = map[string]float64{}
+		}
+		r.RedisLatencyMaxMs[kind] = ms(d)
+	}
+	if passes != nil {
+		passes.mu.Lock()
+		r.Passes, r.PassFailures, r.LongestPassMs, r.PassEvery = passes.passes, passes.failures, ms(passes.longest), passes.every.String()
+		passes.mu.Unlock()
+		r.PassLog = passes.timeline(rep.StartedAt)
+	}
+	if !asJSON {
+		_ = rep.WriteTable(stdout)
+		fmt.Fprintf(stdout, "  %-13s longest %s (%s), %d commands of %s or more %v; stalls %v\n", "redis",
+			took.Round(10*time.Microsecond), what, slow, slowlogThreshold, byName, stalls)
+		if passes != nil {
+			passes.write(stdout)
+			writePassLog(stdout, r)
+		}
+		fmt.Fprintln(stdout)
+	}
+	return r, nil
 }
 
 // writeBigVoucher writes the runs side by side: per mode, the reserve p99
