@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	// The IANA time zone database, embedded: vouchers' schedules name zones
@@ -57,7 +58,7 @@ func main() {
 	stop()
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "voucherd:", err)
+			fmt.Fprintln(os.Stderr, errorLine(err))
 		}
 		var exit exitError
 		if errors.As(err, &exit) {
@@ -71,6 +72,16 @@ func main() {
 }
 
 // exitError asks main for a specific exit status.
+// errorLine is the line main prints for err: its message after
+// "voucherd: ", once (the client's errors begin with it already).
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "voucherd: ") {
+		return msg
+	}
+	return "voucherd: " + msg
+}
+
 type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
