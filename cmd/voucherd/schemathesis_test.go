@@ -32,13 +32,24 @@ func schemathesisBin(t *testing.T) string {
 
 // TestSchemathesis runs Schemathesis, with every check, against the OpenAPI
 // description a running voucherd serves (flash-sync mode, with PostgreSQL and
-// Redis): every response must match the description, every request the
-// description calls invalid must be refused and every valid one accepted.
+// Redis; the code-guessing limits off): every response must match the
+// description, every request the description calls invalid must be refused
+// and every valid one accepted.
 // The run is bounded in examples per operation and in time.
 func TestSchemathesis(t *testing.T) {
 	t.Parallel()
 	bin := schemathesisBin(t)
-	s := newStack(t, stackOptions{flash: true})
+	// The code-guessing limits are off: they answer a schema-valid
+	// reservation or validation 429 by what its customer, client address or
+	// key looked up before, and a fuzzer that repeats customerIds (Hypothesis
+	// sends "0" again and again) trips them within seconds, leaving the
+	// reservation routes behind 429s for the rest of the run. Their answers
+	// have tests of their own (guessing_test.go).
+	s := newStack(t, stackOptions{flash: true, tweak: func(c *Config) {
+		c.UnknownCodeLimit = -1
+		c.Access.UnknownCodeLimitPerClient = -1
+		c.Access.UnknownCodeLimitPerKey = -1
+	}})
 	// A voucher the generated requests may find, besides the random codes.
 	s.createVoucher(voucherSpec{TotalLimit: 1000})
 

@@ -47,16 +47,9 @@ time dropped (and a window left with no day dropped, keeping at least the
 first), and no windowLimit without a schedule (POST only: a PATCH of
 windowLimit alone applies to the stored schedule).
 
-The code-guessing limit counts each customer's look-ups of unknown codes
-across every reservation and validation route, and blocks the customer for
-a minute past its limit. The routes of orders of several codes (POST
-/reservations, POST /validation) send the generated customerId behind an
-"s" (cut to 64 characters), so that their look-ups do not block the
-customers the per-code routes are generated with for the rest of the run.
-
-Only these dates, cursors, replaced orderIds, discounts, code counts,
-schedules and stack customers change; every other part of every generated
-request is sent as is.
+Only these dates, cursors, replaced orderIds, discounts, code counts and
+schedules change; every other part of every generated request is sent as
+is.
 """
 import base64
 import json
@@ -172,13 +165,6 @@ def before_call(ctx, case, kwargs):
     replaces = case.body.get("replacesOrderId")
     if isinstance(replaces, str) and replaces != "" and replaces == case.body.get("orderId"):
         case.body["replacesOrderId"] = replaces[:-1] + ("x" if replaces[-1] != "x" else "y")
-    if op.path in ("/reservations", "/validation") and op.method.upper() == "POST" and "customerId" in case.body:
-        customer = case.body["customerId"]
-        if isinstance(customer, (str, int)) and not isinstance(customer, bool):
-            case.body["customerId"] = ("s" + str(customer))[:64]
-            if isinstance(kwargs, dict) and isinstance(kwargs.get("json"), dict):
-                kwargs["json"] = case.body
-        return
     if op.path in ("/vouchers", "/campaigns") and op.method.upper() == "POST":
         _fix_window(case.body, patch=False)
         _fix_discount(case.body)
