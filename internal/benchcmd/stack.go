@@ -188,11 +188,7 @@ func startStack(ctx context.Context, stderr io.Writer, o StackOptions, modes []s
 	}
 	fmt.Fprintf(stderr, "voucherd bench: starting PostgreSQL (durable commits), Redis (%s)%s and %d voucherd instance(s) per mode in %s\n",
 		o.Redis, map[bool]string{true: ", Kafka", false: ""}[withKafka], o.Instances, dir)
-	pgPort, err := localproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	if st.pg, err = localstack.StartPostgres(ctx, localstack.PostgresConfig{Dir: filepath.Join(dir, "postgres"), Port: pgPort, Database: "voucherd"}); err != nil {
+	if st.pg, err = localstack.StartPostgres(ctx, localstack.PostgresConfig{Dir: filepath.Join(dir, "postgres"), Database: "voucherd"}); err != nil {
 		return nil, err
 	}
 	st.databaseURL = st.pg.URL
@@ -245,13 +241,7 @@ func startStack(ctx context.Context, stderr io.Writer, o StackOptions, modes []s
 	if !withKafka {
 		return st, nil
 	}
-	ports := make([]int, 2)
-	for i := range ports {
-		if ports[i], err = localproc.FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	if st.kafka, err = localstack.StartKafka(ctx, localstack.KafkaConfig{Dir: filepath.Join(dir, "kafka"), Port: ports[0], ControllerPort: ports[1]}); err != nil {
+	if st.kafka, err = localstack.StartKafka(ctx, localstack.KafkaConfig{Dir: filepath.Join(dir, "kafka")}); err != nil {
 		return nil, err
 	}
 	st.kafkaBrokers = []string{st.kafka.Addr}

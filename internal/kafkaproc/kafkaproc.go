@@ -184,7 +184,7 @@ func Command(ctx context.Context, cfg Config) (*exec.Cmd, error) {
 	classpath := filepath.Join(cfg.Home, "libs", "*")
 	common := []string{"-cp", classpath, "-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + log4j}
 
-	if _, err := os.Stat(filepath.Join(cfg.Dir, "data", "meta.properties")); err != nil {
+	if !Formatted(cfg.Dir) {
 		// A short-lived tool: a small heap and the quick JIT tier start it
 		// faster than the broker settings would.
 		args := append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}, common...)
@@ -209,6 +209,13 @@ func Command(ctx context.Context, cfg Config) (*exec.Cmd, error) {
 	args = append(args, common...)
 	args = append(args, "kafka.Kafka", props)
 	return exec.Command(cfg.Java, args...), nil
+}
+
+// Formatted reports whether the broker's storage in dir (Config.Dir) is
+// formatted already; Command formats it when it is not.
+func Formatted(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "data", "meta.properties"))
+	return err == nil
 }
 
 // serverProperties is a single-node combined-mode configuration. Topic

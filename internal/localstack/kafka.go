@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,10 +24,10 @@ type KafkaConfig struct {
 	// Dir holds the broker's configuration, data and log (Dir/kafka.log).
 	// A broker started again on Dir keeps its topics and offsets. Required.
 	Dir string
-	// Port is the clients' port on 127.0.0.1. Required.
-	Port int
-	// ControllerPort is the KRaft controller's port on 127.0.0.1. Required.
-	ControllerPort int
+	// Port is the clients' port on 127.0.0.1, ControllerPort the KRaft
+	// controller's. Both 0 lets StartKafka choose two free ports, and
+	// choose again when another process takes one first.
+	Port, ControllerPort int
 	// Home is the jar cache of scripts/kafka.sh fetch; "" means
 	// kafkaproc.DefaultHome().
 	Home string
@@ -43,11 +44,16 @@ type Kafka struct {
 	proc *localproc.Process
 }
 
+// kafkaPortTries is how many pairs of free ports StartKafka tries when it
+// chooses the ports and another process takes one before the broker binds
+// it.
+const kafkaPortTries = 3
+
 // StartKafka starts a broker and waits until it answers a metadata request.
 // A broker that does not become ready is killed.
 func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
-	if cfg.Dir == "" || cfg.Port <= 0 || cfg.ControllerPort <= 0 {
-		return nil, errors.New("localstack: KafkaConfig needs Dir, Port and ControllerPort")
+	if cfg.Dir == "" || cfg.Port < 0 || cfg.ControllerPort < 0 || (cfg.Port == 0) != (cfg.ControllerPort == 0) {
+		return nil, errors.New("localstack: KafkaConfig needs Dir, and Port and ControllerPort both set or both 0")
 	}
 	if cfg.Home == "" {
 		home, err := kafkaproc.DefaultHome()
@@ -59,8 +65,39 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	if !kafkaproc.Installed(cfg.Home) {
 		return nil, fmt.Errorf("Kafka is not fetched yet: %s", kafkaproc.FetchHint)
 	}
-	if err := portFree(cfg.Port); err != nil {
-		return nil, err
+	if cfg.Port > 0 {
+		return startKafkaOn(ctx, cfg)
+	}
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		fresh := !kafkaproc.Formatted(cfg.Dir)
+		on := cfg
+		on.Port, on.ControllerPort = ports[0], ports[1]
+		k, err := startKafkaOn(ctx, on)
+		var taken *portTakenError
+		if err == nil || attempt == kafkaPortTries || !errors.As(err, &taken) {
+			return k, err
+		}
+		if fresh {
+			// The storage was formatted for the controller port just
+			// given up; the next ports need a storage of their own.
+			if err := os.RemoveAll(filepath.Join(cfg.Dir, "data")); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// startKafkaOn is StartKafka on cfg's ports. A broker whose log says an
+// address is in use fails with a *portTakenError.
+func startKafkaOn(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
+	for _, port := range []int{cfg.Port, cfg.ControllerPort} {
+		if err := portFree(port); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
@@ -80,7 +117,11 @@ func StartKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	err = k.proc.WaitReady(ctx, orDefault(cfg.StartTimeout), func(ctx context.Context) error { return kafkaproc.Ready(ctx, k.Addr) })
 	if err != nil {
 		k.proc.Kill()
-		return nil, fmt.Errorf("%w; see %s", err, k.proc.LogPath)
+		err = fmt.Errorf("%w; see %s", err, k.proc.LogPath)
+		if strings.Contains(localproc.LogTail(k.proc.LogPath), "Address already in use") {
+			err = &portTakenError{err: fmt.Errorf("one of the broker's ports %d and %d is taken: %w", cfg.Port, cfg.ControllerPort, err)}
+		}
+		return nil, err
 	}
 	return k, nil
 }

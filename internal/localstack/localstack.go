@@ -15,8 +15,11 @@ package localstack
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/voucherd/voucherd/internal/localproc"
 )
 
 // defaultStartTimeout bounds one server's start until it answers, when its
@@ -27,15 +30,47 @@ const defaultStartTimeout = 60 * time.Second
 // killed; Kafka's broker gets kafkaStopGrace.
 const stopGrace = 15 * time.Second
 
-// portFree fails when port on 127.0.0.1 is taken, so that a server started
-// on a fixed port fails with a message saying why rather than with its own
-// log's "address in use".
+// portTakenError is the error of a start that found a port on 127.0.0.1
+// taken before its server bound it.
+type portTakenError struct {
+	port int // the taken port; 0 when err names it
+	err  error
+}
+
+func (e *portTakenError) Error() string {
+	if e.port == 0 {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("port %d is taken (another voucherd dev still running?): %v", e.port, e.err)
+}
+
+func (e *portTakenError) Unwrap() error { return e.err }
+
+// portFree fails with a *portTakenError when port on 127.0.0.1 is taken, so
+// that a server started on a fixed port fails with a message saying why
+// rather than with its own log's "address in use".
 func portFree(port int) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
-		return fmt.Errorf("port %d is taken (another voucherd dev still running?): %w", port, err)
+		return &portTakenError{port: port, err: err}
 	}
 	return ln.Close()
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago
+// (localproc.FreePort).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		port, err := localproc.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
+	}
+	return ports, nil
 }
 
 func orDefault(d time.Duration) time.Duration {

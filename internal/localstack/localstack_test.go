@@ -2,6 +2,7 @@ package localstack
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voucherd/voucherd/internal/kafkaproc"
-	"github.com/voucherd/voucherd/internal/localproc"
 )
 
 // stackDir returns a folder the servers may use even when they run as
@@ -26,11 +26,23 @@ func stackDir(t *testing.T) string {
 	return dir
 }
 
-func freePort(t *testing.T) int {
+// onFreePorts calls start with n fresh distinct loopback ports until it
+// does not fail for a taken port, three times at most: another process may
+// take a port between localproc.FreePort and the server's bind. It returns
+// start's result and the ports it was given.
+func onFreePorts[T any](t *testing.T, n int, start func(ports []int) (T, error)) (T, []int) {
 	t.Helper()
-	port, err := localproc.FreePort()
-	require.NoError(t, err)
-	return port
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(n)
+		require.NoError(t, err)
+		v, err := start(ports)
+		var taken *portTakenError
+		if err != nil && errors.As(err, &taken) && attempt < 3 {
+			continue
+		}
+		require.NoError(t, err)
+		return v, ports
+	}
 }
 
 // A developer's PostgreSQL keeps its data across a restart of the server
@@ -39,10 +51,12 @@ func freePort(t *testing.T) int {
 func TestPostgresKeepsItsData(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dir, port := stackDir(t), freePort(t)
-	cfg := PostgresConfig{Dir: filepath.Join(dir, "postgres"), Port: port, Database: "voucherd"}
-	pg, err := StartPostgres(ctx, cfg)
-	require.NoError(t, err)
+	cfg := PostgresConfig{Dir: filepath.Join(stackDir(t), "postgres"), Database: "voucherd"}
+	pg, ports := onFreePorts(t, 1, func(ports []int) (*Postgres, error) {
+		cfg.Port = ports[0]
+		return StartPostgres(ctx, cfg)
+	})
+	port := ports[0]
 	t.Cleanup(func() { pg.Stop() })
 	require.Equal(t, "postgres://voucherd@127.0.0.1:"+strconv.Itoa(port)+"/voucherd?sslmode=disable", pg.URL)
 	require.Positive(t, pg.PID())
@@ -64,13 +78,38 @@ func TestPostgresKeepsItsData(t *testing.T) {
 	require.NoError(t, pg.Start(ctx))
 	require.Equal(t, 1, count())
 
-	_, err = StartPostgres(ctx, cfg)
+	_, err := StartPostgres(ctx, cfg)
 	require.ErrorContains(t, err, "is taken", "the port is the running server's")
 	pg.Stop()
 	again, err := StartPostgres(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { again.Stop() })
 	require.Equal(t, 1, count())
+}
+
+// With Port 0 StartPostgres chooses a free port, and its URL names it.
+func TestPostgresChoosesPort(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pg, err := StartPostgres(ctx, PostgresConfig{Dir: filepath.Join(stackDir(t), "postgres"), Database: "voucherd"})
+	require.NoError(t, err)
+	t.Cleanup(func() { pg.Stop() })
+	require.Regexp(t, `^postgres://voucherd@127\.0\.0\.1:[1-9][0-9]*/voucherd\?sslmode=disable$`, pg.URL)
+	conn, err := pgx.Connect(ctx, pg.URL)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+}
+
+// A taken port is a *portTakenError, which the port-choosing starts retry.
+func TestPortTakenError(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	err = portFree(ln.Addr().(*net.TCPAddr).Port)
+	var taken *portTakenError
+	require.ErrorAs(t, err, &taken)
+	require.ErrorContains(t, err, "is taken")
 }
 
 // With AppendOnly a Redis server has its data back after a restart.
@@ -124,13 +163,28 @@ func TestRedisCluster(t *testing.T) {
 	}
 }
 
-// A broker answers metadata requests once StartKafka returns.
+// A broker's ports are both given or both chosen.
+func TestKafkaConfigPorts(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []KafkaConfig{
+		{Dir: t.TempDir(), Port: 9092},
+		{Dir: t.TempDir(), ControllerPort: 9093},
+		{Dir: t.TempDir(), Port: -1, ControllerPort: -1},
+		{Port: 9092, ControllerPort: 9093},
+	} {
+		_, err := StartKafka(t.Context(), cfg)
+		require.ErrorContains(t, err, "KafkaConfig needs Dir", "%+v", cfg)
+	}
+}
+
+// A broker on ports StartKafka chose answers metadata requests once
+// StartKafka returns.
 func TestKafka(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	home := os.Getenv("VOUCHERD_KAFKA_HOME")
-	k, err := StartKafka(ctx, KafkaConfig{Dir: t.TempDir(), Port: freePort(t), ControllerPort: freePort(t), Home: home})
+	k, err := StartKafka(ctx, KafkaConfig{Dir: t.TempDir(), Home: home})
 	require.NoError(t, err)
 	t.Cleanup(func() { k.Stop() })
 	require.Positive(t, k.PID())
@@ -147,9 +201,10 @@ func TestStackAndReset(t *testing.T) {
 	dir := stackDir(t)
 	mine := filepath.Join(dir, "notes.txt")
 	require.NoError(t, os.WriteFile(mine, []byte("keep"), 0o644))
-	pgPort, redisPort := freePort(t), freePort(t)
-	s, err := StartStack(ctx, StackConfig{Dir: dir, PostgresPort: pgPort, RedisPort: redisPort})
-	require.NoError(t, err)
+	s, ports := onFreePorts(t, 2, func(ports []int) (*Stack, error) {
+		return StartStack(ctx, StackConfig{Dir: dir, PostgresPort: ports[0], RedisPort: ports[1]})
+	})
+	pgPort, redisPort := ports[0], ports[1]
 	t.Cleanup(s.Stop)
 	require.Equal(t, "postgres://voucherd@127.0.0.1:"+strconv.Itoa(pgPort)+"/voucherd?sslmode=disable", s.DatabaseURL)
 	require.Equal(t, []string{"127.0.0.1:" + strconv.Itoa(redisPort)}, s.RedisAddrs)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,7 +24,8 @@ type PostgresConfig struct {
 	// Dir/data is started as it is, so its data survives a restart of the
 	// stack. Required.
 	Dir string
-	// Port is the port on 127.0.0.1. Required.
+	// Port is the port on 127.0.0.1; 0 lets StartPostgres choose a free
+	// one, and choose again when another process takes it first.
 	Port int
 	// User is the superuser initdb creates, trusted without a password;
 	// "" means "voucherd".
@@ -54,12 +56,38 @@ type Postgres struct {
 // runs as root the server runs as an unprivileged user
 // (localproc.ServerCredential), who must be able to reach cfg.Dir.
 func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
-	if cfg.Dir == "" || cfg.Port <= 0 {
-		return nil, errors.New("localstack: PostgresConfig needs Dir and Port")
+	if cfg.Dir == "" || cfg.Port < 0 {
+		return nil, errors.New("localstack: PostgresConfig needs Dir")
 	}
 	if cfg.User == "" {
 		cfg.User = "voucherd"
 	}
+	if cfg.Port > 0 {
+		return startPostgresOn(ctx, cfg)
+	}
+	for attempt := 1; ; attempt++ {
+		port, err := localproc.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		on := cfg
+		on.Port = port
+		p, err := startPostgresOn(ctx, on)
+		var taken *portTakenError
+		if err == nil || attempt == postgresPortTries || !errors.As(err, &taken) {
+			return p, err
+		}
+	}
+}
+
+// postgresPortTries is how many free ports StartPostgres tries when it
+// chooses the port and another process takes it before the server binds
+// it.
+const postgresPortTries = 3
+
+// startPostgresOn is StartPostgres on cfg.Port. A server whose log says
+// its address is in use fails with a *portTakenError.
+func startPostgresOn(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	initdb, postgres, err := localproc.FindPostgres()
 	if err != nil {
 		return nil, err
@@ -109,6 +137,9 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 			LogPath: filepath.Join(dir, "postgres.log"), Cred: cred},
 	}
 	if err := p.Start(ctx); err != nil {
+		if strings.Contains(localproc.LogTail(p.proc.LogPath), "Address already in use") {
+			err = &portTakenError{port: cfg.Port, err: err}
+		}
 		return nil, err
 	}
 	return p, nil
