@@ -45,6 +45,29 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// startOnFreePorts starts a broker on two fresh distinct ports in a fresh
+// folder, and again on two others when another process took one before the
+// broker bound it (three tries). out holds the last try's output.
+func startOnFreePorts(ctx context.Context, t *testing.T, out *bytes.Buffer) (*kafkaproc.Process, kafkaproc.Config) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		cfg := kafkaproc.Config{
+			Dir: t.TempDir(), Port: freePort(t), ControllerPort: freePort(t),
+			Home: home(t), QuickStart: true,
+		}
+		if cfg.Port == cfg.ControllerPort {
+			continue
+		}
+		out.Reset()
+		p, err := kafkaproc.Start(ctx, cfg, out)
+		if err != nil && attempt < 3 && strings.Contains(out.String(), "Address already in use") {
+			continue
+		}
+		require.NoError(t, err, "broker output:\n%s", out)
+		return p, cfg
+	}
+}
+
 func TestCommandNeedsJars(t *testing.T) {
 	t.Parallel()
 	_, err := kafkaproc.Command(context.Background(), kafkaproc.Config{
@@ -58,16 +81,11 @@ func TestCommandNeedsJars(t *testing.T) {
 
 func TestStartStopRestart(t *testing.T) {
 	t.Parallel()
-	cfg := kafkaproc.Config{
-		Dir: t.TempDir(), Port: freePort(t), ControllerPort: freePort(t),
-		Home: home(t), QuickStart: true,
-	}
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	began := time.Now()
-	p, err := kafkaproc.Start(ctx, cfg, &out)
-	require.NoError(t, err, "broker output:\n%s", &out)
+	p, cfg := startOnFreePorts(ctx, t, &out)
 	t.Logf("broker ready in %s", time.Since(began).Round(time.Millisecond))
 	t.Cleanup(p.Kill)
 
