@@ -383,6 +383,38 @@ func TestKafkaRedisLostBeforeConsumerAppliedAnswers503NotFound(t *testing.T) {
 	require.Equal(t, 1, st.usedCount)
 }
 
+// TestKafkaConfirmAfterRedisLostMarksTheGateFirst: a confirmation of an
+// order whose voucher Redis lost loads the voucher and marks the order
+// confirmed in Redis before PostgreSQL confirms it. Confirmed in
+// PostgreSQL alone, a load that read the order RESERVED just before could
+// write it as held afterwards, and a replacement take over the confirmed
+// order (the fault suite's kafka budget seed 228974: the replaced order
+// stayed CONFIRMED, its customer held one use more than the gate knew).
+func TestKafkaConfirmAfterRedisLostMarksTheGateFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{kafka: true})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "mark-1", 100).status)
+	s.settle(code, 1)
+	require.NoError(t, s.app.gate.Forget(ctx, code))
+
+	r := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/mark-1/confirm", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	h, found, err := s.app.gate.Lookup(ctx, code, "mark-1")
+	require.NoError(t, err)
+	require.True(t, found, "the confirmation loaded the voucher into Redis")
+	require.True(t, h.Confirmed, "and marked the order confirmed there")
+
+	rep := s.replace(code, 1, "mark-2", "mark-1", 100)
+	require.Equal(t, http.StatusConflict, rep.status, string(rep.raw))
+	require.Equal(t, "REPLACED_ORDER_NOT_HELD", rep.str("error"))
+	st := s.state(code)
+	require.Equal(t, 1, st.confirmed)
+	require.Equal(t, 1, st.usedCount)
+	s.assertConsistentAfterReconcile(code)
+}
+
 func TestKafkaWarmupRefusedWhileConsumerLags(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, stackOptions{kafka: true, tweak: func(c *Config) { c.RunConsumer = false }})

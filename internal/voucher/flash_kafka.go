@@ -13,6 +13,9 @@ import (
 // first from the gate (kafka_unwritten.go).
 type kafkaWrites struct {
 	*deps
+	// load loads a voucher into the gate (loader.warmup); beforeConfirm
+	// loads a voucher the gate does not have before it confirms.
+	load func(ctx context.Context, code string) (WarmupResult, error)
 }
 
 func (w *kafkaWrites) mode() Mode     { return ModeFlashKafka }

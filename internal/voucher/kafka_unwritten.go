@@ -44,13 +44,17 @@ func (w *kafkaWrites) unwritten(ctx context.Context, rt route, orderID string, s
 // store has (the consumer wrote it before the producer's ack came back) is
 // made durable first; without the row, the reservation is still being
 // written: 503. A gate that cannot be read answers 503: confirming without
-// it could let a replacement take the order over. Nothing in the gate
-// (voucher not loaded, orderId unknown): the store decides, and a later
-// load takes the confirmation from the store. marked reports that the gate
+// it could let a replacement take the order over. A voucher the gate has
+// not loaded (Redis lost it) is loaded first, and the mark made then: a
+// load that read the order RESERVED before the store confirmed it could
+// otherwise write it as held after the confirmation, and a replacement
+// take it over before reconciliation marks it. The load waits for the
+// consumer (503 until it has caught up, as reservations get). An orderId
+// unknown to a loaded gate: the store decides. marked reports that the gate
 // has the mark.
 func (w *kafkaWrites) beforeConfirm(ctx context.Context, rt route, orderID string) (marked bool, err error) {
 	gateCode := rt.gateCode()
-	for attempt := 0; ; attempt++ {
+	for attempt, loadedNow := 0, false; ; attempt++ {
 		found, err := w.gate.Confirm(ctx, gateCode, orderID, rt.campaignCode)
 		if err != nil {
 			return false, Unavailable(err, "voucher %s: the confirmation of %s cannot be recorded in Redis; retry", rt.code, orderID)
@@ -73,16 +77,36 @@ func (w *kafkaWrites) beforeConfirm(ctx context.Context, rt route, orderID strin
 			if _, err := w.gate.Commit(ctx, gateCode, h); err != nil {
 				return false, Unavailable(err, "reservation %s is still being written; retry", orderID)
 			}
+		case GateConfirmMarked:
+			return true, nil
 		default:
-			return found == GateConfirmMarked, nil
+			if loadedNow {
+				return false, nil
+			}
+			loaded, err := w.gate.Loaded(ctx, gateCode)
+			if err != nil {
+				return false, Unavailable(err, "voucher %s: the confirmation of %s cannot be recorded in Redis; retry", rt.code, orderID)
+			}
+			if loaded {
+				return false, nil
+			}
+			res, err := w.load(ctx, gateCode)
+			if err != nil {
+				return false, err
+			}
+			if !res.InGate {
+				return false, Unavailable(nil, "voucher %s is being loaded into Redis; retry", rt.code)
+			}
+			loadedNow = true
 		}
 	}
 }
 
 // afterConfirm marks a confirmed order in the gate after the store
-// confirmed it, when the gate had nothing to go by before: a load that read
-// the order RESERVED just before may have put it in the gate as held
-// meanwhile. A load that writes it later still is repaired by
+// confirmed it, when the gate had nothing to go by before (the orderId
+// unknown, or Redis lost the voucher again since beforeConfirm loaded it):
+// a load that read the order RESERVED just before may have put it in the
+// gate as held meanwhile. A load that writes it later still is repaired by
 // reconciliation (ReconcileReport.Unconfirmed).
 func (w *kafkaWrites) afterConfirm(ctx context.Context, rt route, orderID string) {
 	if _, err := w.gate.Confirm(ctx, rt.gateCode(), orderID, rt.campaignCode); err != nil {

@@ -52,12 +52,17 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		s.flash = gatelessPath{s.standard}
 		return s, nil
 	}
+	var kafka *kafkaWrites
 	if cfg.FlashWrites == FlashKafka {
-		s.writes = &kafkaWrites{deps: d}
+		kafka = &kafkaWrites{deps: d}
+		s.writes = kafka
 	} else {
 		s.writes = newSyncWrites(d, s.standard)
 	}
 	s.loader = &loader{deps: d, catalog: s.catalog, writes: s.writes}
+	if kafka != nil {
+		kafka.load = s.loader.warmup
+	}
 	s.flash = &flashPath{deps: d, writes: s.writes, standard: s.standard, loader: s.loader}
 	return s, nil
 }
