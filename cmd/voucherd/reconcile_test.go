@@ -135,3 +135,47 @@ func TestReconciliationMarksConfirmedOrders(t *testing.T) {
 	require.Equal(t, "REPLACED_ORDER_NOT_HELD", rep.str("error"))
 	s.assertConsistent(code)
 }
+
+// TestReconciliationAdoptsAConfirmedOrderAReplacementReleased: in Kafka
+// mode a replacement that took over an order PostgreSQL had confirmed
+// without Redis's mark leaves the order released in Redis; the consumer
+// keeps it CONFIRMED and writes the replacement as a use of its own. The
+// order is reported missing and adopted, after which Redis and PostgreSQL
+// agree (before, no pass repaired it: Redis had one use more).
+func TestReconciliationAdoptsAConfirmedOrderAReplacementReleased(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{kafka: true})
+	code := s.createVoucher(voucherSpec{TotalLimit: 5, PerUserLimit: 2})
+	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "c-1", 5000).status)
+	s.settle(code, 1)
+	// The confirmation reaches PostgreSQL without Redis knowing.
+	_, err := s.db.Exec(ctx, `UPDATE voucher_redemption SET status = 'CONFIRMED' WHERE order_id = 'c-1'`)
+	require.NoError(t, err)
+	rep := s.replace(code, 1, "c-2", "c-1", 5000)
+	require.Equal(t, http.StatusCreated, rep.status, string(rep.raw))
+	s.settle(code, 2)
+	st := s.state(code)
+	require.Equal(t, 1, st.confirmed)
+	require.Equal(t, 1, st.reserved)
+
+	r := s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil)
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, []any{"c-1"}, r.body["missing"], string(r.raw))
+	require.EqualValues(t, 1, r.body["drift"], string(r.raw))
+	r = s.reconcile(code)
+	require.Equal(t, []any{"c-1"}, r.body["missing"], string(r.raw))
+	h, found, err := s.app.gate.Lookup(ctx, code, "c-1")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.True(t, h.Confirmed, "held again, marked confirmed")
+	r = s.do(http.MethodGet, "/vouchers/"+code+"/reconciliation", nil)
+	require.Equal(t, []any{}, r.body["missing"], string(r.raw))
+	require.EqualValues(t, 0, r.body["drift"], string(r.raw))
+	s.assertConsistent(code)
+
+	// The customer holds 2 of 2 now in both: a third use is refused.
+	res := s.reserve(code, 1, "c-3", 5000)
+	require.Equal(t, http.StatusConflict, res.status, string(res.raw))
+	require.Equal(t, "ALREADY_USED", res.str("error"))
+}

@@ -98,7 +98,7 @@ func TestGateCallsBoundedAtSize(t *testing.T) {
 	}
 	known, err := g.Known(ctx, code, ids)
 	require.NoError(t, err)
-	require.True(t, known[0])
+	require.Equal(t, voucher.GateOrderHolding, known[0])
 	_, err = g.LimitCounts(ctx, code)
 	require.NoError(t, err)
 

@@ -573,6 +573,54 @@ func TestAdjustLimit(t *testing.T) {
 	require.Equal(t, voucher.GateSoldOut, d.Outcome)
 }
 
+// TestAdoptReleasedAndKnown: Known tells unknown, holding and released
+// orderIds apart, and AdoptReleased takes a use back for a confirmed row
+// only over a released marker, once; Adopt leaves a released marker alone.
+func TestAdoptReleasedAndKnown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGate(t, Config{SoldOutTTL: -1})
+	v := testVoucher("READOPT", 3, 2)
+	loadEmpty(t, g, v)
+	for _, id := range []string{"kept", "replaced"} {
+		d, err := g.Reserve(ctx, v.Code, v.PerUserLimit, testHold(id, 7))
+		require.NoError(t, err)
+		require.Equal(t, voucher.GateTaken, d.Outcome)
+	}
+	_, err := g.Release(ctx, v.Code, "replaced", voucher.ReleaseMark)
+	require.NoError(t, err)
+
+	known, err := g.Known(ctx, v.Code, []string{"kept", "replaced", "never"})
+	require.NoError(t, err)
+	require.Equal(t, []voucher.GateOrderState{voucher.GateOrderHolding, voucher.GateOrderReleased, voucher.GateOrderUnknown}, known)
+
+	confirmed := testHold("replaced", 7)
+	confirmed.Confirmed = true
+	for _, tc := range []struct {
+		name  string
+		adopt func() (bool, error)
+		want  bool
+	}{
+		{"adopt over a released marker", func() (bool, error) { return g.Adopt(ctx, v.Code, confirmed) }, false},
+		{"adopt released: held order", func() (bool, error) { return g.AdoptReleased(ctx, v.Code, testHold("kept", 7)) }, false},
+		{"adopt released: unknown order", func() (bool, error) { return g.AdoptReleased(ctx, v.Code, testHold("never", 7)) }, false},
+		{"adopt released", func() (bool, error) { return g.AdoptReleased(ctx, v.Code, confirmed) }, true},
+		{"adopt released again", func() (bool, error) { return g.AdoptReleased(ctx, v.Code, confirmed) }, false},
+	} {
+		adopted, err := tc.adopt()
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, adopted, tc.name)
+	}
+	st, err := g.Inspect(ctx, v.Code)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Remaining, "the confirmed order holds its use again")
+	require.EqualValues(t, 2, st.Users["7"])
+	require.Equal(t, confirmed, st.Orders["replaced"])
+	known, err = g.Known(ctx, v.Code, []string{"replaced"})
+	require.NoError(t, err)
+	require.Equal(t, []voucher.GateOrderState{voucher.GateOrderHolding}, known)
+}
+
 func TestAdoptAndClamp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -142,13 +142,14 @@ func (g *Gate) ScanOrders(ctx context.Context, code string, cursor uint64) ([]vo
 	return holds, e.Cursor, nil
 }
 
-// Known reports whether the gate knows each of orderIDs now, in any state
-// (one HMGET of the orders hash; a voucher not loaded has none).
-func (g *Gate) Known(ctx context.Context, code string, orderIDs []string) ([]bool, error) {
+// Known reports what the gate records for each of orderIDs now: unknown,
+// holding a use, or released (one HMGET of the orders hash; a voucher not
+// loaded has none).
+func (g *Gate) Known(ctx context.Context, code string, orderIDs []string) ([]voucher.GateOrderState, error) {
 	if err := checkCode(code); err != nil {
 		return nil, err
 	}
-	known := make([]bool, len(orderIDs))
+	known := make([]voucher.GateOrderState, len(orderIDs))
 	if len(orderIDs) == 0 {
 		return known, nil
 	}
@@ -167,7 +168,17 @@ func (g *Gate) Known(ctx context.Context, code string, orderIDs []string) ([]boo
 		return nil, interpretError(err, "known", code)
 	}
 	for i, m := range v {
-		known[i] = !m.IsNil()
+		if m.IsNil() {
+			continue
+		}
+		s, err := m.ToString()
+		if err != nil || s == "" {
+			return nil, interpretError(errBadReply, "known", code)
+		}
+		known[i] = voucher.GateOrderHolding
+		if s[0] == stateReleased {
+			known[i] = voucher.GateOrderReleased
+		}
 	}
 	return known, nil
 }
@@ -258,6 +269,18 @@ var errBadReply = errors.New("redisgate: malformed script reply")
 // the sold-out cache of code in this process, whose copy of the orders lacks
 // the hold.
 func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
+	return g.adopt(ctx, code, hold, "")
+}
+
+// AdoptReleased records a confirmed hold the database has and the gate
+// marks released (reconciliation, Kafka mode), as Adopt does an unknown
+// one: only while the orderId is still marked released.
+func (g *Gate) AdoptReleased(ctx context.Context, code string, hold voucher.Hold) (bool, error) {
+	return g.adopt(ctx, code, hold, "released")
+}
+
+// adopt runs adopt.lua; over is its ARGV[5].
+func (g *Gate) adopt(ctx context.Context, code string, hold voucher.Hold, over string) (bool, error) {
 	if err := checkCode(code); err != nil {
 		return false, err
 	}
@@ -275,7 +298,7 @@ func (g *Gate) Adopt(ctx context.Context, code string, hold voucher.Hold) (bool,
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
 	n, err := adoptScript.Exec(ctx, client, k.budgeted(), []string{
-		hold.OrderID, hold.CustomerID, encodeHold(heldState(hold), hold), hold.Code,
+		hold.OrderID, hold.CustomerID, encodeHold(heldState(hold), hold), hold.Code, over,
 	}).AsInt64()
 	if err != nil {
 		return false, interpretError(err, "adopt", code)

@@ -91,7 +91,13 @@ func (c *comparison) note(rep *ReconcileReport, list *[]string, count *int64, id
 // then, in any state, was not lost at that read: the gate took it before
 // its row was written and forgets an orderId only when its write failed
 // (no row) or as an orphan (no row); or another pass adopted it
-// meanwhile. It sums the rows it reads (c.rows).
+// meanwhile. One exception: in Kafka mode a CONFIRMED row whose orderId the
+// gate marks released is missing too. The gate releases an order before
+// the store does only for a replacement, whose event the consumer applies
+// as a new use when the replaced order is CONFIRMED, keeping it; a
+// confirmation refused by the gate's mark never reaches the store. So the
+// row keeps its use, and the gate must count it. It sums the rows it reads
+// (c.rows).
 func (c *comparison) walkStore(ctx context.Context, rep *ReconcileReport) error {
 	limit := c.s.cfg.ReconcileChunk
 	c.rows.since = c.s.now().Add(-confirmSkew)
@@ -120,12 +126,13 @@ func (c *comparison) walkStore(ctx context.Context, rep *ReconcileReport) error 
 				return err
 			}
 			for i, r := range rows {
-				if known[i] {
+				released := known[i] == GateOrderReleased && r.Status == StatusConfirmed && c.s.writes.tracksConfirmation()
+				if known[i] != GateOrderUnknown && !released {
 					continue
 				}
 				c.note(rep, &rep.Missing, &rep.Found.Missing, r.OrderID)
 				if c.repair {
-					if err := c.adopt(ctx, rep, r); err != nil {
+					if err := c.adopt(ctx, rep, r, released); err != nil {
 						return err
 					}
 				}
@@ -139,9 +146,10 @@ func (c *comparison) walkStore(ctx context.Context, rep *ReconcileReport) error 
 	return nil
 }
 
-// adopt gives the gate a held row it lost; adopt.lua takes a use only
-// while the orderId is unknown to the gate (the gate hands out less).
-func (c *comparison) adopt(ctx context.Context, rep *ReconcileReport, r Redemption) error {
+// adopt gives the gate a held row it lost, or (released) a confirmed row
+// it marks released; adopt.lua takes a use only while the orderId is still
+// in that state in the gate (the gate hands out less).
+func (c *comparison) adopt(ctx context.Context, rep *ReconcileReport, r Redemption, released bool) error {
 	h := Hold{OrderID: r.OrderID, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
 		DiscountAmount: r.DiscountAmount, ReservedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		Confirmed: r.Status == StatusConfirmed, Code: campaignCodeOf(r.VoucherCode, Voucher{Code: c.code}), Window: r.Window}
@@ -149,7 +157,12 @@ func (c *comparison) adopt(ctx context.Context, rep *ReconcileReport, r Redempti
 		h.HeldSince = r.HeldSince
 	}
 	rep.Repaired = true
-	_, err := c.s.gate.Adopt(ctx, c.code, h)
+	var err error
+	if released {
+		_, err = c.s.gate.AdoptReleased(ctx, c.code, h)
+	} else {
+		_, err = c.s.gate.Adopt(ctx, c.code, h)
+	}
 	return err
 }
 

@@ -44,11 +44,16 @@ func (g *chunkGate) ScanOrders(_ context.Context, _ string, cursor uint64) ([]Ho
 	return slices.Clone(g.orders[cursor:end]), next, nil
 }
 
-func (g *chunkGate) Known(_ context.Context, _ string, ids []string) ([]bool, error) {
+func (g *chunkGate) Known(_ context.Context, _ string, ids []string) ([]GateOrderState, error) {
 	g.largest = max(g.largest, len(ids))
-	out := make([]bool, len(ids))
+	out := make([]GateOrderState, len(ids))
 	for i, id := range ids {
-		out[i] = slices.ContainsFunc(g.orders, func(h Hold) bool { return h.OrderID == id })
+		if j := slices.IndexFunc(g.orders, func(h Hold) bool { return h.OrderID == id }); j >= 0 {
+			out[i] = GateOrderHolding
+			if g.orders[j].Released {
+				out[i] = GateOrderReleased
+			}
+		}
 	}
 	return out, nil
 }

@@ -12,6 +12,19 @@ import (
 // service remembers such attempts and settles them with GateHolds.Void.
 var ErrGateUnanswered = errors.New("the gate did not answer; the take may have run")
 
+// GateOrderState is what the gate records for an orderId (Gate.Known).
+type GateOrderState int
+
+const (
+	// GateOrderUnknown: the gate does not know the orderId.
+	GateOrderUnknown GateOrderState = iota
+	// GateOrderHolding: the orderId holds a use (held, pending or
+	// confirmed).
+	GateOrderHolding
+	// GateOrderReleased: the orderId is marked released.
+	GateOrderReleased
+)
+
 // GateConfirmation is what Gate.Confirm found.
 type GateConfirmation int
 
@@ -393,6 +406,13 @@ type GateRepairs interface {
 	// whether it changed anything. This is the safe direction: the gate
 	// hands out less.
 	Adopt(ctx context.Context, code string, hold Hold) (bool, error)
+	// AdoptReleased records a confirmed hold the store has and the gate
+	// marks released (Kafka mode: a replacement took over an order the
+	// store had confirmed without the gate's mark, and the consumer kept
+	// the order): it takes a use for it, even below zero remaining, only if
+	// the orderId is still marked released. It reports whether it changed
+	// anything. The gate hands out less.
+	AdoptReleased(ctx context.Context, code string, hold Hold) (bool, error)
 	// Clamp lowers remaining to totalLimit minus the holds the gate records
 	// (its held count, in one step with remaining), if it is above; it
 	// never raises it. It returns remaining before and after.
@@ -408,11 +428,10 @@ type GateRepairs interface {
 	// removed meanwhile may be returned or not. Nothing for a voucher not
 	// loaded.
 	ScanOrders(ctx context.Context, code string, cursor uint64) (holds []Hold, next uint64, err error)
-	// Known reports, for each of orderIDs, whether the gate knows it now,
-	// in any state (one step, reading the orders alone: a voucher whose
-	// orders are gone, as when it was never loaded or forgotten, knows
-	// none).
-	Known(ctx context.Context, code string, orderIDs []string) ([]bool, error)
+	// Known reports, for each of orderIDs, what the gate records for it
+	// now (one step, reading the orders alone: a voucher whose orders are
+	// gone, as when it was never loaded or forgotten, knows none).
+	Known(ctx context.Context, code string, orderIDs []string) ([]GateOrderState, error)
 	// LimitCounts reads the gate's counters of the voucher's money budget
 	// and of the occurrences of its windows (O(occurrences)).
 	LimitCounts(ctx context.Context, code string) (GateLimitCounts, error)

@@ -48,8 +48,9 @@ type ReconcileReport struct {
 	// Stale are gate holds whose row is RELEASED; repaired by releasing
 	// them in the gate.
 	Stale []string `json:"stale"`
-	// Missing are held rows the gate does not know; repaired by adopting
-	// them (the gate hands out less).
+	// Missing are held rows the gate does not know, and (Kafka mode)
+	// CONFIRMED rows the gate marks released; repaired by adopting them
+	// (the gate hands out less).
 	Missing []string `json:"missing"`
 	// Uncommitted are pending gate holds (Kafka mode) whose row exists;
 	// repaired by marking them durable.

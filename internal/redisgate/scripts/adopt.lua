@@ -1,6 +1,9 @@
 -- adopt.lua: records a hold the database has and the gate lost (found by
 -- reconciliation): takes a use for it, even below zero remaining, only if the
--- orderId is unknown to the gate. The gate then hands out less, never more.
+-- orderId is unknown to the gate, or, when ARGV[5] is 'released', only if the
+-- gate marks it released (R: a Kafka-mode replacement took over an order the
+-- database has CONFIRMED, and the consumer kept that order). The gate then
+-- hands out less, never more.
 --
 -- KEYS[1] -> voucher:{CODE}:remaining  string int: uses left
 -- KEYS[2] -> voucher:{CODE}:users      hash customerId -> held count
@@ -20,17 +23,25 @@
 -- ARGV[4] -> the campaign code the order holds, '' for a voucher: the database
 --            holds it for this order (at most one live order per code), so
 --            it is this order's in the gate from now on
+-- ARGV[5] -> '' to adopt an unknown orderId, 'released' to adopt over its
+--            released marker
 --
 -- Returns:
 --   1 if the hold was recorded and a use taken
---   0 if nothing changed: the orderId is known (in any state) or the voucher
---     is not loaded (its next load reads the database, hold included)
+--   0 if nothing changed: the orderId is not in the state ARGV[5] names (the
+--     gate knows it, or does not mark it released), or the voucher is not
+--     loaded (its next load reads the database, hold included)
 --
--- include: keys, held, budget
+-- include: keys, hold, held, budget
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+local stored = redis.call('HGET', KEYS[3], ARGV[1])
+if ARGV[5] == 'released' then
+  if not stored or holdState(stored) ~= RELEASED then
+    return 0
+  end
+elseif stored then
   return 0
 end
 redis.call('DECR', KEYS[1])
