@@ -397,6 +397,11 @@ func TestKafkaConfirmAfterRedisLostMarksTheGateFirst(t *testing.T) {
 	code := s.createVoucher(voucherSpec{TotalLimit: 5})
 	require.Equal(t, http.StatusCreated, s.reserve(code, 1, "mark-1", 100).status)
 	s.settle(code, 1)
+	// The load waits for the consumer's offset, committed after the row
+	// (503 until then: TestKafkaRedisLostBeforeConsumerAppliedAnswers503NotFound).
+	require.Eventually(t, func() bool {
+		return s.app.kafka.log.CaughtUp(ctx) == nil
+	}, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, s.app.gate.Forget(ctx, code))
 
 	r := s.do(http.MethodPost, "/vouchers/"+code+"/reservations/mark-1/confirm", nil)
